@@ -1,0 +1,73 @@
+use std::ffi::CString;
+use std::os::raw::c_char;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::error::{DpdkError, Result};
+use crate::ffi;
+
+static INITIALISED: AtomicBool = AtomicBool::new(false);
+
+/// The DPDK Environment Abstraction Layer. It can be initialised once per
+/// process (a DPDK rule, not ours); `Drop` runs `rte_eal_cleanup`.
+pub struct Eal {
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl Eal {
+    /// `args` are EAL arguments without the program name (e.g. `["--no-huge", "-m", "256"]`).
+    pub fn init<S: AsRef<str>>(args: &[S]) -> Result<Eal> {
+        if INITIALISED.swap(true, Ordering::SeqCst) {
+            return Err(DpdkError::Usage("the EAL is already initialised in this process".into()));
+        }
+        let mut owned: Vec<CString> = vec![CString::new("udpdemux").unwrap()];
+        for a in args {
+            owned.push(
+                CString::new(a.as_ref())
+                    .map_err(|_| DpdkError::Usage(format!("EAL argument {:?} contains NUL", a.as_ref())))?,
+            );
+        }
+        // rte_eal_init may permute argv; give it a scratch array of pointers into `owned`.
+        let mut argv: Vec<*mut c_char> = owned.iter().map(|c| c.as_ptr() as *mut c_char).collect();
+        // SAFETY: argv points at NUL-terminated strings that outlive the call
+        // (`owned`); the EAL copies what it keeps.
+        let ret = unsafe { ffi::rte_eal_init(argv.len() as i32, argv.as_mut_ptr()) };
+        if ret < 0 {
+            return Err(DpdkError::from_errno("rte_eal_init"));
+        }
+        Ok(Eal { _not_send: std::marker::PhantomData })
+    }
+
+    pub fn tsc_hz(&self) -> u64 {
+        tsc_hz()
+    }
+}
+
+impl Drop for Eal {
+    fn drop(&mut self) {
+        // SAFETY: the EAL was initialised by `init` and every lcore was joined by
+        // the owner before dropping (launch handles borrow nothing from Eal but
+        // the engine joins them first).
+        unsafe {
+            ffi::rte_eal_cleanup();
+        }
+    }
+}
+
+/// TSC ticks per second as measured by the EAL.
+pub fn tsc_hz() -> u64 {
+    // SAFETY: plain read of a value the EAL computed at init.
+    unsafe { ffi::rte_get_tsc_hz() }
+}
+
+/// Read the time-stamp counter.
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    // SAFETY: rdtsc has no preconditions (x86_64 only, as is DPDK here).
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// The version string of the linked DPDK.
+pub fn version() -> String {
+    // SAFETY: rte_version returns a static NUL-terminated string.
+    unsafe { std::ffi::CStr::from_ptr(ffi::rte_version()).to_string_lossy().into_owned() }
+}

@@ -1,0 +1,98 @@
+use std::ffi::CString;
+use std::ptr::NonNull;
+
+use crate::error::{DpdkError, Result};
+use crate::ffi;
+use crate::mbuf::Mbuf;
+
+/// A pktmbuf pool (`rte_pktmbuf_pool_create`), freed on drop.
+pub struct Mempool {
+    raw: NonNull<ffi::rte_mempool>,
+    owned: bool,
+}
+
+// SAFETY: rte_mempool is designed for concurrent use from many lcores; the
+// per-lcore cache is selected by the calling thread's lcore id.
+unsafe impl Send for Mempool {}
+// SAFETY: as above.
+unsafe impl Sync for Mempool {}
+
+impl Mempool {
+    /// `n` mbufs of `data_room` bytes (headroom included) with `priv_size`
+    /// bytes of application area, on NUMA `socket` (-1 for any).
+    pub fn new(name: &str, n: u32, cache: u32, priv_size: u16, data_room: u16, socket: i32) -> Result<Mempool> {
+        let cname = CString::new(name).map_err(|_| DpdkError::Usage(format!("bad pool name {name:?}")))?;
+        // SAFETY: cname is a valid C string for the call; DPDK copies the name.
+        let p = unsafe { ffi::rte_pktmbuf_pool_create(cname.as_ptr(), n, cache, priv_size, data_room, socket) };
+        match NonNull::new(p) {
+            Some(raw) => Ok(Mempool { raw, owned: true }),
+            None => Err(DpdkError::from_errno(format!(
+                "rte_pktmbuf_pool_create({name}, n={n}, data_room={data_room}, socket={socket})"
+            ))),
+        }
+    }
+
+    pub fn as_ptr(&self) -> *mut ffi::rte_mempool {
+        self.raw.as_ptr()
+    }
+
+    /// Free mbufs (in the ring and the lcore caches).
+    pub fn avail(&self) -> u32 {
+        // SAFETY: raw is a live pool.
+        unsafe { ffi::rte_mempool_avail_count(self.raw.as_ptr()) }
+    }
+
+    pub fn in_use(&self) -> u32 {
+        // SAFETY: raw is a live pool.
+        unsafe { ffi::rte_mempool_in_use_count(self.raw.as_ptr()) }
+    }
+
+    pub fn size(&self) -> u32 {
+        // SAFETY: raw is a live pool; `size` is set at creation and never changes.
+        unsafe { (*self.raw.as_ptr()).size }
+    }
+
+    /// Bytes of data room per mbuf (headroom included).
+    pub fn data_room(&self) -> u16 {
+        // SAFETY: raw is a live pktmbuf pool.
+        unsafe { ffi::rte_pktmbuf_data_room_size(self.raw.as_ptr()) }
+    }
+
+    pub fn priv_size(&self) -> u16 {
+        // SAFETY: raw is a live pktmbuf pool.
+        unsafe { ffi::rte_pktmbuf_priv_size(self.raw.as_ptr()) }
+    }
+
+    /// Memory one mbuf of this pool really takes (struct, private area, data room):
+    /// the "truesize" charged to a socket.
+    pub fn truesize(&self) -> u32 {
+        std::mem::size_of::<ffi::rte_mbuf>() as u32 + self.priv_size() as u32 + self.data_room() as u32
+    }
+
+    pub fn alloc(&self) -> Option<Mbuf> {
+        // SAFETY: raw is a live pktmbuf pool.
+        let m = unsafe { ffi::rte_pktmbuf_alloc(self.raw.as_ptr()) };
+        // SAFETY: a non-null mbuf from the pool is exclusively ours.
+        NonNull::new(m).map(|p| unsafe { Mbuf::from_raw(p) })
+    }
+
+    /// Fill `out` with fresh mbufs; all or nothing, as DPDK does.
+    pub fn alloc_bulk(&self, out: &mut [*mut ffi::rte_mbuf]) -> Result<()> {
+        // SAFETY: out has room for out.len() pointers.
+        let ret = unsafe { ffi::rte_pktmbuf_alloc_bulk(self.raw.as_ptr(), out.as_mut_ptr(), out.len() as u32) };
+        if ret != 0 {
+            return Err(DpdkError::from_ret("rte_pktmbuf_alloc_bulk", ret));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Mempool {
+    fn drop(&mut self) {
+        if self.owned {
+            // SAFETY: we created the pool; callers free every mbuf and stop ports
+            // that reference it before dropping it (the engine's teardown order).
+            unsafe { ffi::rte_mempool_free(self.raw.as_ptr()) }
+        }
+    }
+}

@@ -1,0 +1,87 @@
+use std::ffi::CString;
+use std::os::raw::c_void;
+use std::ptr::NonNull;
+
+use crate::error::{DpdkError, Result};
+use crate::ffi;
+
+/// An `rte_ring` of pointers. Created rings are freed on drop; looked-up ones are not.
+pub struct Ring {
+    raw: NonNull<ffi::rte_ring>,
+    owned: bool,
+}
+
+// SAFETY: rte_ring is a lock-free MP/MC queue (or SP/SC by flag, which the
+// owner then honours by serialising producers/consumers itself).
+unsafe impl Send for Ring {}
+// SAFETY: as above.
+unsafe impl Sync for Ring {}
+
+pub const SP_ENQ: u32 = ffi::RING_F_SP_ENQ;
+pub const SC_DEQ: u32 = ffi::RING_F_SC_DEQ;
+/// Exact capacity of `count` (not the next power of two minus one).
+pub const EXACT_SZ: u32 = ffi::RING_F_EXACT_SZ;
+
+impl Ring {
+    pub fn create(name: &str, count: u32, socket: i32, flags: u32) -> Result<Ring> {
+        let cname = CString::new(name).map_err(|_| DpdkError::Usage(format!("bad ring name {name:?}")))?;
+        // SAFETY: valid C string; DPDK copies the name.
+        let p = unsafe { ffi::rte_ring_create(cname.as_ptr(), count, socket, flags) };
+        NonNull::new(p)
+            .map(|raw| Ring { raw, owned: true })
+            .ok_or_else(|| DpdkError::from_errno(format!("rte_ring_create({name}, {count})")))
+    }
+
+    /// Find a ring another part of the process (or another process) created.
+    pub fn lookup(name: &str) -> Result<Ring> {
+        let cname = CString::new(name).map_err(|_| DpdkError::Usage(format!("bad ring name {name:?}")))?;
+        // SAFETY: valid C string.
+        let p = unsafe { ffi::rte_ring_lookup(cname.as_ptr()) };
+        NonNull::new(p)
+            .map(|raw| Ring { raw, owned: false })
+            .ok_or_else(|| DpdkError::from_errno(format!("rte_ring_lookup({name})")))
+    }
+
+    pub fn as_ptr(&self) -> *mut ffi::rte_ring {
+        self.raw.as_ptr()
+    }
+
+    /// Enqueue as many as fit; how many went in.
+    #[inline]
+    pub fn enqueue_burst(&self, objs: &[*mut c_void]) -> usize {
+        // SAFETY: objs is a valid array of pointers; the ring only stores them.
+        unsafe {
+            ffi::rte_ring_enqueue_burst(self.raw.as_ptr(), objs.as_ptr(), objs.len() as u32, std::ptr::null_mut())
+                as usize
+        }
+    }
+
+    /// Dequeue up to `out.len()`; how many came out.
+    #[inline]
+    pub fn dequeue_burst(&self, out: &mut [*mut c_void]) -> usize {
+        // SAFETY: out has room for out.len() pointers.
+        unsafe {
+            ffi::rte_ring_dequeue_burst(self.raw.as_ptr(), out.as_mut_ptr(), out.len() as u32, std::ptr::null_mut())
+                as usize
+        }
+    }
+
+    pub fn count(&self) -> u32 {
+        // SAFETY: live ring.
+        unsafe { ffi::rte_ring_count(self.raw.as_ptr()) }
+    }
+
+    pub fn capacity(&self) -> u32 {
+        // SAFETY: live ring.
+        unsafe { ffi::rte_ring_get_capacity(self.raw.as_ptr()) }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        if self.owned {
+            // SAFETY: we created it; the owner empties it before dropping.
+            unsafe { ffi::rte_ring_free(self.raw.as_ptr()) }
+        }
+    }
+}
