@@ -542,3 +542,465 @@ fn not_udp_v6(proto: u8, l3: usize, off: usize) -> ParseError {
     ParseError::NotUdp { family: Family::V6, proto, l3_off: off16(l3), l4_off: off16(l3 + off) }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::build::{self, CsumMode, ExtSpec, FragSpec, FrameSpec, L3Spec, ReplyOpts};
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    const NONE: Offload = Offload { ip: CsumHint::Unknown, l4: CsumHint::Unknown };
+
+    // Sent by the Linux kernel (Debian 12 host kernel, UDP sockets in a
+    // network namespace, tx checksum offload off on the veth) and captured
+    // with dumpcap; tshark reports both checksums "correct".
+    // 198.18.0.1:40000 -> 198.18.0.2:5000, "hello udpdemux".
+    const KERNEL_V4: [u8; 56] = [
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x00, 0x45, 0x00,
+        0x00, 0x2a, 0xc6, 0x62, 0x40, 0x00, 0x40, 0x11, 0xe8, 0x38, 0xc6, 0x12, 0x00, 0x01, 0xc6, 0x12,
+        0x00, 0x02, 0x9c, 0x40, 0x13, 0x88, 0x00, 0x16, 0xbf, 0x30, 0x68, 0x65, 0x6c, 0x6c, 0x6f, 0x20,
+        0x75, 0x64, 0x70, 0x64, 0x65, 0x6d, 0x75, 0x78,
+    ];
+    // [fd00::1]:40001 -> [fd00::2]:5001, "odd payload v6!" (odd length).
+    const KERNEL_V6: [u8; 77] = [
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x86, 0xdd, 0x60, 0x0d,
+        0xd4, 0x0a, 0x00, 0x17, 0x11, 0x40, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x9c, 0x41, 0x13, 0x89, 0x00, 0x17, 0x2d, 0xe6, 0x6f, 0x64,
+        0x64, 0x20, 0x70, 0x61, 0x79, 0x6c, 0x6f, 0x61, 0x64, 0x20, 0x76, 0x36, 0x21,
+    ];
+
+    const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
+    const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+    fn a4() -> Ipv4Addr {
+        Ipv4Addr::new(198, 18, 0, 1)
+    }
+    fn b4() -> Ipv4Addr {
+        Ipv4Addr::new(198, 18, 0, 2)
+    }
+    fn a6() -> Ipv6Addr {
+        "fd00::1".parse().unwrap()
+    }
+    fn b6() -> Ipv6Addr {
+        "fd00::2".parse().unwrap()
+    }
+
+    fn v4<'a>(payload: &'a [u8], options: &'a [u8], vlans: &'a [(u16, u16)], frag: FragSpec) -> FrameSpec<'a> {
+        FrameSpec {
+            src_mac: MAC_A,
+            dst_mac: MAC_B,
+            vlans,
+            l3: L3Spec::V4 { src: a4(), dst: b4(), ttl: 64, options, ident: 1, frag },
+            sport: 40000,
+            dport: 5000,
+            payload,
+            udp_csum: CsumMode::Correct,
+        }
+    }
+
+    fn v6<'a>(payload: &'a [u8], ext: &'a [ExtSpec<'a>]) -> FrameSpec<'a> {
+        FrameSpec {
+            src_mac: MAC_A,
+            dst_mac: MAC_B,
+            vlans: &[],
+            l3: L3Spec::V6 { src: a6(), dst: b6(), hop_limit: 64, ext },
+            sport: 40001,
+            dport: 5001,
+            payload,
+            udp_csum: CsumMode::Correct,
+        }
+    }
+
+    fn p(f: &[u8]) -> Result<Datagram, ParseError> {
+        parse(f, NONE)
+    }
+
+    fn refill_ip_csum(f: &mut [u8], l3: usize) {
+        ipv4::Ipv4Packet::new_unchecked(&mut f[l3..]).fill_checksum();
+    }
+
+    #[test]
+    fn kernel_v4_frame() {
+        let d = p(&KERNEL_V4).unwrap();
+        assert_eq!(d.family, Family::V4);
+        assert_eq!((d.vlan_count, d.l3_off, d.l4_off, d.payload_off, d.payload_len), (0, 14, 34, 42, 14));
+        assert_eq!((d.src, d.dst), (IpAddr::V4(a4()), IpAddr::V4(b4())));
+        assert_eq!((d.sport, d.dport), (40000, 5000));
+        assert_eq!((d.src_mac, d.dst_mac), (MAC_A, MAC_B));
+        assert_eq!(d.payload(&KERNEL_V4), Some(&b"hello udpdemux"[..]));
+    }
+
+    #[test]
+    fn kernel_v6_frame_odd_payload() {
+        let d = p(&KERNEL_V6).unwrap();
+        assert_eq!(d.family, Family::V6);
+        assert_eq!((d.l3_off, d.l4_off, d.payload_off, d.payload_len), (14, 54, 62, 15));
+        assert_eq!((d.src, d.dst), (IpAddr::V6(a6()), IpAddr::V6(b6())));
+        assert_eq!((d.sport, d.dport), (40001, 5001));
+        assert_eq!(d.payload(&KERNEL_V6), Some(&b"odd payload v6!"[..]));
+    }
+
+    #[test]
+    fn writer_reproduces_kernel_bytes() {
+        let mut s = v4(b"hello udpdemux", &[], &[], FragSpec { dont_frag: true, ..FragSpec::default() });
+        if let L3Spec::V4 { ref mut ident, .. } = s.l3 {
+            *ident = 0xc662;
+        }
+        assert_eq!(build::to_vec(&s).unwrap(), KERNEL_V4.to_vec());
+        let mut f = build::to_vec(&v6(b"odd payload v6!", &[])).unwrap();
+        // The writer sends flow label 0; the kernel chose one. Not covered
+        // by any checksum.
+        f[14..18].copy_from_slice(&KERNEL_V6[14..18]);
+        assert_eq!(f, KERNEL_V6.to_vec());
+    }
+
+    #[test]
+    fn kernel_frames_corrupted_payload_fail_checksum() {
+        let mut f = KERNEL_V4;
+        f[50] ^= 0x20;
+        assert_eq!(p(&f), Err(ParseError::UdpChecksum { family: Family::V4 }));
+        let mut f = KERNEL_V6;
+        f[76] ^= 0x01; // the odd trailing byte
+        assert_eq!(p(&f), Err(ParseError::UdpChecksum { family: Family::V6 }));
+    }
+
+    #[test]
+    fn v4_with_options() {
+        // Two NOPs + End + pad (RFC 791), then a 4-byte router alert (RFC 2113).
+        let opts = [1, 1, 0, 0, 0x94, 0x04, 0, 0];
+        let f = build::to_vec(&v4(b"x", &opts, &[], FragSpec::default())).unwrap();
+        let d = p(&f).unwrap();
+        assert_eq!((d.l3_off, d.l4_off, d.payload_off, d.payload_len), (14, 42, 50, 1));
+    }
+
+    #[test]
+    fn one_and_two_vlan_tags_and_a_third() {
+        let one = [(0x8100, 100)];
+        let f = build::to_vec(&v4(b"abc", &[], &one, FragSpec::default())).unwrap();
+        let d = p(&f).unwrap();
+        assert_eq!((d.vlan_count, d.l3_off, d.l4_off), (1, 18, 38));
+        let two = [(0x88a8, 7), (0x8100, 100)];
+        let f = build::to_vec(&v4(b"abc", &[], &two, FragSpec::default())).unwrap();
+        let d = p(&f).unwrap();
+        assert_eq!((d.vlan_count, d.l3_off, d.l4_off), (2, 22, 42));
+        let three = [(0x88a8, 7), (0x8100, 100), (0x8100, 5)];
+        let f = build::to_vec(&v4(b"abc", &[], &three, FragSpec::default())).unwrap();
+        assert_eq!(p(&f), Err(ParseError::TooManyVlans));
+    }
+
+    #[test]
+    fn v6_with_two_extension_headers() {
+        let ext = [ExtSpec::HopByHop { options: &[5, 2, 0, 0] }, ExtSpec::DestOpts { options: &[] }];
+        let f = build::to_vec(&v6(b"payload", &ext)).unwrap();
+        let d = p(&f).unwrap();
+        assert_eq!((d.l3_off, d.l4_off, d.payload_off, d.payload_len), (14, 70, 78, 7));
+    }
+
+    #[test]
+    fn ethernet_padding_is_ignored() {
+        // A 1-byte datagram is a 43-byte frame; Ethernet pads it to 60 and
+        // the padding need not be zero.
+        let mut f = build::to_vec(&v4(b"z", &[], &[], FragSpec::default())).unwrap();
+        f.resize(60, 0xa5);
+        let d = p(&f).unwrap();
+        assert_eq!((d.payload_off, d.payload_len), (42, 1));
+        let mut f = KERNEL_V6.to_vec();
+        f.extend_from_slice(&[0x5a; 7]);
+        assert_eq!(p(&f).unwrap().payload_len, 15);
+    }
+
+    #[test]
+    fn every_truncation_is_an_error() {
+        let tags = [(0x88a8, 1), (0x8100, 2)];
+        let tagged = build::to_vec(&v4(b"abcdef", &[1, 1, 1, 0], &tags, FragSpec::default())).unwrap();
+        let ext = [ExtSpec::HopByHop { options: &[] }, ExtSpec::Fragment { offset: 0, more: false, ident: 3 }];
+        let v6ext = build::to_vec(&v6(b"abcdef", &ext)).unwrap();
+        for f in [&KERNEL_V4[..], &KERNEL_V6[..], &tagged[..], &v6ext[..]] {
+            assert!(p(f).is_ok());
+            for n in 0..f.len() {
+                let e = p(&f[..n]).expect_err("truncated frame accepted");
+                assert_eq!(e.reason(), Reason::Truncated, "len {n}: {e:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn bad_version_and_ihl() {
+        let mut f = KERNEL_V4;
+        f[14] = 0x44; // IHL 4
+        assert_eq!(p(&f), Err(ParseError::BadIpHeader { family: Family::V4 }));
+        f[14] = 0x65; // version 6 behind EtherType IPv4
+        assert_eq!(p(&f), Err(ParseError::BadIpHeader { family: Family::V4 }));
+        // IHL 15 (60 bytes): fits the 56-byte frame? No: 14 + 60 > 56.
+        f[14] = 0x4f;
+        assert_eq!(p(&f), Err(ParseError::Truncated { family: Some(Family::V4) }));
+        let mut f = KERNEL_V6;
+        f[14] = 0x4d;
+        assert_eq!(p(&f), Err(ParseError::BadIpHeader { family: Family::V6 }));
+    }
+
+    #[test]
+    fn ip_total_length_checks() {
+        let mut f = KERNEL_V4;
+        f[16..18].copy_from_slice(&43u16.to_be_bytes()); // one past the frame
+        refill_ip_csum(&mut f, 14);
+        assert_eq!(p(&f), Err(ParseError::Truncated { family: Some(Family::V4) }));
+        f[16..18].copy_from_slice(&19u16.to_be_bytes()); // below the header
+        refill_ip_csum(&mut f, 14);
+        assert_eq!(p(&f), Err(ParseError::BadIpHeader { family: Family::V4 }));
+        let mut f = KERNEL_V6;
+        f[18..20].copy_from_slice(&24u16.to_be_bytes());
+        assert_eq!(p(&f), Err(ParseError::Truncated { family: Some(Family::V6) }));
+    }
+
+    #[test]
+    fn udp_length_checks() {
+        for (frame, l3, fam) in [(&KERNEL_V4[..], 14usize, Family::V4), (&KERNEL_V6[..], 14, Family::V6)] {
+            let l4 = if fam == Family::V4 { l3 + 20 } else { l3 + 40 };
+            let mut f = frame.to_vec();
+            f[l4 + 4..l4 + 6].copy_from_slice(&7u16.to_be_bytes());
+            assert_eq!(p(&f), Err(ParseError::BadUdpLength { family: fam }));
+            let ip_payload = (frame.len() - l4) as u16;
+            f[l4 + 4..l4 + 6].copy_from_slice(&(ip_payload + 1).to_be_bytes());
+            assert_eq!(p(&f), Err(ParseError::BadUdpLength { family: fam }));
+        }
+        // UDP shorter than the IP payload: the rest is trimmed (Linux
+        // pskb_trim_rcsum), and the checksum covers only the UDP length.
+        let mut f = build::to_vec(&v4(b"abcd", &[], &[], FragSpec::default())).unwrap();
+        f.extend_from_slice(b"junk");
+        let total = (f.len() - 14) as u16;
+        f[16..18].copy_from_slice(&total.to_be_bytes());
+        refill_ip_csum(&mut f, 14);
+        let d = p(&f).unwrap();
+        assert_eq!((d.payload_len, d.payload(&f)), (4, Some(&b"abcd"[..])));
+        // IP payload too short for a UDP header at all.
+        let mut f = KERNEL_V4;
+        f[16..18].copy_from_slice(&27u16.to_be_bytes());
+        refill_ip_csum(&mut f, 14);
+        assert_eq!(p(&f), Err(ParseError::BadUdpLength { family: Family::V4 }));
+    }
+
+    #[test]
+    fn v6_udp_length_zero_means_rest_of_payload() {
+        // Linux __udp6_lib_rcv treats UDP length 0 as "IP payload length".
+        let mut s = v6(b"zz", &[]);
+        s.udp_csum = CsumMode::Zero;
+        let mut f = build::to_vec(&s).unwrap();
+        f[58..60].copy_from_slice(&0u16.to_be_bytes());
+        let c = checksum::pseudo_v6(&a6(), &b6(), PROTO_UDP, 10).combine(Sum::new().add_bytes(&f[54..])).checksum();
+        f[60..62].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(p(&f).map(|d| d.payload_len), Ok(2));
+    }
+
+    #[test]
+    fn checksum_errors_and_zero() {
+        let mut f = KERNEL_V4;
+        f[24] ^= 0xff;
+        assert_eq!(p(&f), Err(ParseError::BadIpChecksum));
+
+        let mut s = v4(b"data", &[], &[], FragSpec::default());
+        s.udp_csum = CsumMode::Wrong;
+        assert_eq!(p(&build::to_vec(&s).unwrap()), Err(ParseError::UdpChecksum { family: Family::V4 }));
+        s.udp_csum = CsumMode::Zero;
+        assert!(p(&build::to_vec(&s).unwrap()).is_ok(), "IPv4 UDP checksum 0 = none");
+
+        let mut s = v6(b"data", &[]);
+        s.udp_csum = CsumMode::Wrong;
+        assert_eq!(p(&build::to_vec(&s).unwrap()), Err(ParseError::UdpChecksum { family: Family::V6 }));
+        s.udp_csum = CsumMode::Zero;
+        assert_eq!(p(&build::to_vec(&s).unwrap()), Err(ParseError::Udp6ZeroChecksum));
+    }
+
+    #[test]
+    fn computed_zero_is_sent_as_ffff() {
+        // Find a payload whose checksum computes to 0 and check the writer
+        // sends 0xffff, which the parser must accept (v4 and v6).
+        for fam in [Family::V4, Family::V6] {
+            let mut found = false;
+            for x in 0..=u16::MAX {
+                let pl = x.to_be_bytes();
+                let mut s = if fam == Family::V4 { v4(&pl, &[], &[], FragSpec::default()) } else { v6(&pl, &[]) };
+                s.udp_csum = CsumMode::Zero;
+                let f = build::to_vec(&s).unwrap();
+                let l4 = if fam == Family::V4 { 34 } else { 54 };
+                let pseudo = match fam {
+                    Family::V4 => checksum::pseudo_v4(a4(), b4(), 17, 10),
+                    Family::V6 => checksum::pseudo_v6(&a6(), &b6(), 17, 10),
+                };
+                if pseudo.combine(Sum::new().add_bytes(&f[l4..])).checksum() != 0 {
+                    continue;
+                }
+                s.udp_csum = CsumMode::Correct;
+                let f = build::to_vec(&s).unwrap();
+                assert_eq!(&f[l4 + 6..l4 + 8], &[0xff, 0xff]);
+                assert!(p(&f).is_ok());
+                found = true;
+                break;
+            }
+            assert!(found);
+        }
+    }
+
+    #[test]
+    fn hints_skip_or_force() {
+        let good = Offload { ip: CsumHint::Good, l4: CsumHint::Good };
+        let mut f = KERNEL_V4;
+        f[24] ^= 0xff; // IP checksum wrong
+        f[40] ^= 0xff; // UDP checksum wrong
+        assert!(parse(&f, good).is_ok());
+        assert_eq!(parse(&f, Offload { ip: CsumHint::Good, l4: CsumHint::Unknown }), Err(ParseError::UdpChecksum { family: Family::V4 }));
+        assert_eq!(parse(&KERNEL_V4, Offload { ip: CsumHint::Bad, l4: CsumHint::Good }), Err(ParseError::BadIpChecksum));
+        assert_eq!(
+            parse(&KERNEL_V4, Offload { ip: CsumHint::Good, l4: CsumHint::Bad }),
+            Err(ParseError::UdpChecksum { family: Family::V4 })
+        );
+        let mut f6 = KERNEL_V6;
+        f6[60] ^= 0xff;
+        assert!(parse(&f6, good).is_ok());
+        assert_eq!(
+            parse(&KERNEL_V6, Offload { ip: CsumHint::Bad, l4: CsumHint::Bad }),
+            Err(ParseError::UdpChecksum { family: Family::V6 }),
+            "IPv6 has no header checksum, so the ip hint is ignored"
+        );
+    }
+
+    #[test]
+    fn v4_fragments() {
+        let first = FragSpec { more_frags: true, ..FragSpec::default() };
+        let f = build::to_vec(&v4(b"aaaaaaaa", &[], &[], first)).unwrap();
+        assert_eq!(p(&f), Err(ParseError::FragmentFirst { family: Family::V4 }));
+        let later = FragSpec { more_frags: false, offset: 2, dont_frag: false };
+        let mut f = build::to_vec(&v4(b"aaaaaaaa", &[], &[], later)).unwrap();
+        // Garbage where a UDP header would be must not matter.
+        f[34..42].fill(0);
+        assert_eq!(p(&f), Err(ParseError::FragmentLater { family: Family::V4 }));
+        f[23] = 1; // and not even the protocol
+        refill_ip_csum(&mut f, 14);
+        assert_eq!(p(&f), Err(ParseError::FragmentLater { family: Family::V4 }));
+    }
+
+    #[test]
+    fn v6_fragments() {
+        let ext = [ExtSpec::Fragment { offset: 0, more: true, ident: 9 }];
+        assert_eq!(p(&build::to_vec(&v6(b"aaaaaaaa", &ext)).unwrap()), Err(ParseError::FragmentFirst { family: Family::V6 }));
+        let ext = [ExtSpec::DestOpts { options: &[] }, ExtSpec::Fragment { offset: 1, more: true, ident: 9 }];
+        let mut f = build::to_vec(&v6(b"aaaaaaaa", &ext)).unwrap();
+        f[70..78].fill(0);
+        assert_eq!(p(&f), Err(ParseError::FragmentLater { family: Family::V6 }));
+        // Atomic fragment (RFC 6946): processed like an unfragmented packet.
+        let ext = [ExtSpec::Fragment { offset: 0, more: false, ident: 9 }];
+        assert_eq!(p(&build::to_vec(&v6(b"a", &ext)).unwrap()).map(|d| d.l4_off), Ok(62));
+    }
+
+    #[test]
+    fn ext_header_chain_bound() {
+        let d = ExtSpec::DestOpts { options: &[] };
+        let mut ext = vec![ExtSpec::HopByHop { options: &[] }];
+        ext.extend(std::iter::repeat(d).take(MAX_EXT_HEADERS - 1));
+        assert!(p(&build::to_vec(&v6(b"ok", &ext)).unwrap()).is_ok(), "exactly the bound is fine");
+        ext.push(d);
+        assert_eq!(p(&build::to_vec(&v6(b"no", &ext)).unwrap()), Err(ParseError::ExtHeaderLimit));
+        // Byte bound: two 2048-byte destination options headers.
+        let big = [0u8; 2046];
+        let ext = [ExtSpec::DestOpts { options: &big }, ExtSpec::DestOpts { options: &big }];
+        assert_eq!(p(&build::to_vec(&v6(b"", &ext)).unwrap()), Err(ParseError::ExtHeaderLimit));
+    }
+
+    #[test]
+    fn ext_header_past_payload_is_header_error() {
+        let ext = [ExtSpec::DestOpts { options: &[] }];
+        let mut f = build::to_vec(&v6(b"abcdefgh", &ext)).unwrap();
+        f[55] = 3; // claims 32 bytes; the payload holds 24
+        assert_eq!(p(&f), Err(ParseError::BadIpHeader { family: Family::V6 }));
+    }
+
+    #[test]
+    fn v6_misc_header_errors() {
+        // Jumbogram encoding (payload length 0, hop-by-hop first).
+        let ext = [ExtSpec::HopByHop { options: &[0xc2, 4, 0, 1, 0, 0] }];
+        let mut f = build::to_vec(&v6(b"", &ext)).unwrap();
+        f[18..20].fill(0);
+        assert_eq!(p(&f), Err(ParseError::BadIpHeader { family: Family::V6 }));
+        // Payload length 0 straight to UDP: no room for the UDP header.
+        let mut f = KERNEL_V6;
+        f[18..20].fill(0);
+        assert_eq!(p(&f), Err(ParseError::BadUdpLength { family: Family::V6 }));
+        // Routing header with segments left: not for us.
+        let seg = [0u8; 20];
+        let ext = [ExtSpec::Routing { routing_type: 4, segments_left: 1, data: &seg }];
+        assert_eq!(p(&build::to_vec(&v6(b"x", &ext)).unwrap()), Err(ParseError::BadIpHeader { family: Family::V6 }));
+        let ext = [ExtSpec::Routing { routing_type: 4, segments_left: 0, data: &seg }];
+        assert!(p(&build::to_vec(&v6(b"x", &ext)).unwrap()).is_ok());
+        // Multicast source.
+        let mut f = KERNEL_V6;
+        f[22] = 0xff;
+        assert_eq!(p(&f), Err(ParseError::BadIpHeader { family: Family::V6 }));
+    }
+
+    #[test]
+    fn not_ip_and_not_udp() {
+        // ARP request, under one VLAN tag.
+        let mut f = vec![0xffu8; 6];
+        f.extend_from_slice(&MAC_A);
+        f.extend_from_slice(&[0x81, 0x00, 0x00, 0x0a, 0x08, 0x06]);
+        f.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+        f.resize(60, 0);
+        assert_eq!(p(&f), Err(ParseError::NotIp { ethertype: 0x0806, l3_off: 18 }));
+        // ICMP over IPv4 with options: l4 after the options.
+        let mut f = build::to_vec(&v4(b"", &[1, 1, 1, 0], &[], FragSpec::default())).unwrap();
+        f[23] = PROTO_ICMP;
+        refill_ip_csum(&mut f, 14);
+        assert_eq!(p(&f), Err(ParseError::NotUdp { family: Family::V4, proto: 1, l3_off: 14, l4_off: 38 }));
+        // ICMPv6 after a destination options header; ESP; no next header.
+        for code in [PROTO_ICMPV6, 50, 51, 59, 6] {
+            let raw = [0u8; 8];
+            let ext = [ExtSpec::DestOpts { options: &[] }, ExtSpec::Raw { code, bytes: &raw }];
+            let f = build::to_vec(&v6(b"", &ext)).unwrap();
+            assert_eq!(p(&f), Err(ParseError::NotUdp { family: Family::V6, proto: code, l3_off: 14, l4_off: 62 }));
+        }
+        // Hop-by-hop anywhere but first: like an unknown next header.
+        let ext = [ExtSpec::DestOpts { options: &[] }, ExtSpec::HopByHop { options: &[] }];
+        let f = build::to_vec(&v6(b"", &ext)).unwrap();
+        assert_eq!(p(&f), Err(ParseError::NotUdp { family: Family::V6, proto: 0, l3_off: 14, l4_off: 62 }));
+    }
+
+    #[test]
+    fn udp_reply_roundtrip() {
+        let tags = [(0x8100, 42)];
+        let rx_frame = build::to_vec(&v4(b"ping", &[1, 1, 1, 0], &tags, FragSpec::default())).unwrap();
+        let rx = p(&rx_frame).unwrap();
+        let mut out = [0u8; 128];
+        let opts = ReplyOpts { ttl: 33, ident: 5 };
+        let n = build::write_udp_reply(&rx_frame, &rx, rx.payload(&rx_frame).unwrap(), opts, &mut out).unwrap();
+        assert_eq!(n, build::reply_len(&rx, 4));
+        let r = p(&out[..n]).unwrap();
+        assert_eq!((r.src, r.dst, r.sport, r.dport), (rx.dst, rx.src, rx.dport, rx.sport));
+        assert_eq!((r.src_mac, r.dst_mac, r.vlan_count), (rx.dst_mac, rx.src_mac, 1));
+        assert_eq!(&out[14..16], &[0, 42], "same VLAN TCI");
+        assert_eq!(out[18 + 8], 33, "TTL reset");
+        assert_eq!(r.payload(&out[..n]), Some(&b"ping"[..]));
+
+        let rx = p(&KERNEL_V6).unwrap();
+        let n = build::write_udp_reply(&KERNEL_V6, &rx, b"pong", ReplyOpts::default(), &mut out).unwrap();
+        let r = p(&out[..n]).unwrap();
+        assert_eq!((r.src, r.dst, r.sport, r.dport), (rx.dst, rx.src, rx.dport, rx.sport));
+        assert_eq!(out[14 + 7], 64);
+        assert_eq!(build::write_udp_reply(&KERNEL_V6, &rx, b"pong", ReplyOpts::default(), &mut out[..60]),
+            Err(build::BuildError::BufferTooSmall { need: n, have: 60 }));
+    }
+
+    #[test]
+    fn reasons_are_a_dense_table() {
+        for (i, r) in Reason::ALL.iter().enumerate() {
+            assert_eq!(r.index(), i);
+        }
+        let mut names: Vec<_> = Reason::ALL.iter().map(|r| r.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Reason::COUNT);
+        assert_eq!(ParseError::Udp6ZeroChecksum.family(), Some(Family::V6));
+        assert_eq!(ParseError::BadIpChecksum.reason(), Reason::BadIpChecksum);
+        assert!(Reason::UdpChecksum.is_udp_error() && !Reason::NotUdp.is_udp_error());
+    }
+}
