@@ -897,7 +897,7 @@ mod tests {
     fn ext_header_chain_bound() {
         let d = ExtSpec::DestOpts { options: &[] };
         let mut ext = vec![ExtSpec::HopByHop { options: &[] }];
-        ext.extend(std::iter::repeat(d).take(MAX_EXT_HEADERS - 1));
+        ext.extend([d; MAX_EXT_HEADERS - 1]);
         assert!(p(&build::to_vec(&v6(b"ok", &ext)).unwrap()).is_ok(), "exactly the bound is fine");
         ext.push(d);
         assert_eq!(p(&build::to_vec(&v6(b"no", &ext)).unwrap()), Err(ParseError::ExtHeaderLimit));
