@@ -1,0 +1,202 @@
+//! Property tests for `parse` against the `parse::build` writer.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use proptest::prelude::*;
+use udpdemux::parse::build::{self, CsumMode, ExtSpec, FragSpec, FrameSpec, L3Spec};
+use udpdemux::parse::{parse, CsumHint, Family, Offload};
+
+/// Owned counterpart of `FrameSpec` so proptest can generate and shrink it.
+#[derive(Clone, Debug)]
+struct Spec {
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    vlans: Vec<(u16, u16)>,
+    l3: L3,
+    sport: u16,
+    dport: u16,
+    payload: Vec<u8>,
+    zero_csum: bool,
+}
+
+#[derive(Clone, Debug)]
+enum L3 {
+    V4 { src: Ipv4Addr, dst: Ipv4Addr, ttl: u8, options: Vec<u8>, ident: u16, df: bool },
+    V6 { src: Ipv6Addr, dst: Ipv6Addr, hop_limit: u8, ext: Vec<Ext> },
+}
+
+#[derive(Clone, Debug)]
+enum Ext {
+    Dest(Vec<u8>),
+    Routing(u8, Vec<u8>),
+    AtomicFrag(u32),
+}
+
+fn arb_v6_unicast() -> impl Strategy<Value = Ipv6Addr> {
+    // The parser drops multicast sources and loopback (Linux ipv6_rcv_core).
+    any::<[u8; 16]>().prop_map(Ipv6Addr::from).prop_filter("not multicast/loopback", |a| !a.is_multicast() && !a.is_loopback())
+}
+
+fn arb_ext() -> impl Strategy<Value = Ext> {
+    prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..20).prop_map(Ext::Dest),
+        (any::<u8>(), proptest::collection::vec(any::<u8>(), 0..40)).prop_map(|(t, d)| Ext::Routing(t, d)),
+        any::<u32>().prop_map(Ext::AtomicFrag),
+    ]
+}
+
+fn arb_l3() -> impl Strategy<Value = L3> {
+    prop_oneof![
+        (any::<[u8; 4]>(), any::<[u8; 4]>(), any::<u8>(), 0usize..=10, any::<u16>(), any::<bool>(), any::<[u8; 40]>()).prop_map(
+            |(s, d, ttl, words, ident, df, opt)| L3::V4 {
+                src: s.into(),
+                dst: d.into(),
+                ttl,
+                options: opt[..words * 4].to_vec(),
+                ident,
+                df,
+            }
+        ),
+        (arb_v6_unicast(), arb_v6_unicast().prop_filter("dst", |a| !a.is_loopback()), any::<u8>(), proptest::collection::vec(arb_ext(), 0..4))
+            .prop_map(|(src, dst, hop_limit, ext)| L3::V6 { src, dst, hop_limit, ext }),
+    ]
+}
+
+fn arb_spec() -> impl Strategy<Value = Spec> {
+    (
+        any::<[u8; 6]>(),
+        any::<[u8; 6]>(),
+        proptest::collection::vec((prop_oneof![Just(0x8100u16), Just(0x88a8u16)], any::<u16>()), 0..=2),
+        arb_l3(),
+        any::<u16>(),
+        any::<u16>(),
+        proptest::collection::vec(any::<u8>(), 0..300),
+        any::<bool>(),
+    )
+        .prop_map(|(src_mac, dst_mac, vlans, l3, sport, dport, payload, zero)| {
+            // A zero checksum is only valid on IPv4.
+            let zero_csum = zero && matches!(l3, L3::V4 { .. });
+            Spec { src_mac, dst_mac, vlans, l3, sport, dport, payload, zero_csum }
+        })
+}
+
+/// Writes the frame; the borrowed spec lives only inside this call.
+fn write(s: &Spec) -> Vec<u8> {
+    let ext: Vec<ExtSpec<'_>> = match &s.l3 {
+        L3::V4 { .. } => Vec::new(),
+        L3::V6 { ext, .. } => ext
+            .iter()
+            .map(|e| match e {
+                Ext::Dest(o) => ExtSpec::DestOpts { options: o },
+                // Segments left 0: the fixed header's destination is final.
+                Ext::Routing(t, d) => ExtSpec::Routing { routing_type: *t, segments_left: 0, data: d },
+                Ext::AtomicFrag(id) => ExtSpec::Fragment { offset: 0, more: false, ident: *id },
+            })
+            .collect(),
+    };
+    let l3 = match &s.l3 {
+        L3::V4 { src, dst, ttl, options, ident, df } => L3Spec::V4 {
+            src: *src,
+            dst: *dst,
+            ttl: *ttl,
+            options,
+            ident: *ident,
+            frag: FragSpec { dont_frag: *df, ..FragSpec::default() },
+        },
+        L3::V6 { src, dst, hop_limit, .. } => L3Spec::V6 { src: *src, dst: *dst, hop_limit: *hop_limit, ext: &ext },
+    };
+    let spec = FrameSpec {
+        src_mac: s.src_mac,
+        dst_mac: s.dst_mac,
+        vlans: &s.vlans,
+        l3,
+        sport: s.sport,
+        dport: s.dport,
+        payload: &s.payload,
+        udp_csum: if s.zero_csum { CsumMode::Zero } else { CsumMode::Correct },
+    };
+    let f = build::to_vec(&spec).expect("generated specs are valid");
+    assert_eq!(build::frame_len(&spec), Ok(f.len()));
+    f
+}
+
+fn arb_hint() -> impl Strategy<Value = CsumHint> {
+    prop_oneof![Just(CsumHint::Unknown), Just(CsumHint::Good), Just(CsumHint::Bad)]
+}
+
+fn arb_offload() -> impl Strategy<Value = Offload> {
+    (arb_hint(), arb_hint()).prop_map(|(ip, l4)| Offload { ip, l4 })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn written_frames_parse_back(s in arb_spec(), pad in 0usize..20) {
+        let mut f = write(&s);
+        // Ethernet padding after the datagram must not change anything.
+        f.resize(f.len() + pad, 0xa5);
+        let d = parse(&f, Offload::default()).map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+        let l3 = 14 + 4 * s.vlans.len();
+        let (family, src, dst, l3_len) = match &s.l3 {
+            L3::V4 { src, dst, options, .. } => (Family::V4, IpAddr::V4(*src), IpAddr::V4(*dst), 20 + options.len()),
+            L3::V6 { src, dst, ext, .. } => {
+                let ext_len: usize = ext.iter().map(|e| match e {
+                    Ext::Dest(o) => (2 + o.len()).div_ceil(8) * 8,
+                    Ext::Routing(_, d) => (4 + d.len()).div_ceil(8) * 8,
+                    Ext::AtomicFrag(_) => 8,
+                }).sum();
+                (Family::V6, IpAddr::V6(*src), IpAddr::V6(*dst), 40 + ext_len)
+            }
+        };
+        prop_assert_eq!(d.family, family);
+        prop_assert_eq!(usize::from(d.vlan_count), s.vlans.len());
+        prop_assert_eq!(usize::from(d.l3_off), l3);
+        prop_assert_eq!(usize::from(d.l4_off), l3 + l3_len);
+        prop_assert_eq!(usize::from(d.payload_off), l3 + l3_len + 8);
+        prop_assert_eq!(d.payload(&f), Some(&s.payload[..]));
+        prop_assert_eq!((d.src, d.dst, d.sport, d.dport), (src, dst, s.sport, s.dport));
+        prop_assert_eq!((d.src_mac, d.dst_mac), (s.src_mac, s.dst_mac));
+        // And the hardware-says-good path agrees.
+        prop_assert_eq!(parse(&f, Offload { ip: CsumHint::Good, l4: CsumHint::Good }), Ok(d));
+    }
+
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256), h in arb_offload()) {
+        let _ = parse(&bytes, h);
+    }
+
+    /// Random bytes behind a plausible Ethernet/IP start reach deeper code.
+    #[test]
+    fn random_ip_bodies_never_panic(
+        et in prop_oneof![Just([0x08u8, 0x00]), Just([0x86, 0xdd]), Just([0x81, 0x00])],
+        first in prop_oneof![Just(0x45u8), Just(0x4f), Just(0x60), any::<u8>()],
+        body in proptest::collection::vec(any::<u8>(), 0..200),
+        h in arb_offload(),
+    ) {
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&et);
+        f.push(first);
+        f.extend_from_slice(&body);
+        let _ = parse(&f, h);
+    }
+
+    #[test]
+    fn single_byte_mutation_never_panics(s in arb_spec(), idx in any::<prop::sample::Index>(), v in any::<u8>(), h in arb_offload()) {
+        let mut f = write(&s);
+        let i = idx.index(f.len());
+        let before = f[i];
+        f[i] = v;
+        let r = parse(&f, h);
+        // With software checks, any change to a checksummed byte (addresses,
+        // ports, payload) must be caught: mutating only payload bytes may
+        // never yield Ok with a different payload than the frame holds.
+        if h == Offload::default() && v != before && !s.zero_csum {
+            if let Ok(d) = r {
+                let pl_start = usize::from(d.payload_off);
+                prop_assert!(i < pl_start || i >= pl_start + usize::from(d.payload_len),
+                    "payload byte {} changed yet checksum passed", i);
+            }
+        }
+    }
+}
