@@ -346,11 +346,16 @@ pub struct ReplyOpts {
     pub ttl: u8,
     /// IPv4 identification.
     pub ident: u16,
+    /// Source address override. Needed when the request went to a
+    /// multicast or broadcast address: a reply must come from a unicast
+    /// address of ours (RFC 1122 §4.1.3.5, RFC 4291 §2.7), which only the
+    /// caller knows. `None` uses the request's destination.
+    pub src: Option<IpAddr>,
 }
 
 impl Default for ReplyOpts {
     fn default() -> Self {
-        ReplyOpts { ttl: 64, ident: 0 }
+        ReplyOpts { ttl: 64, ident: 0, src: None }
     }
 }
 
@@ -387,7 +392,8 @@ pub fn write_udp_reply(
         let b = rx_frame.get(at..at + 4).ok_or(BuildError::ReplySourceMismatch)?;
         *t = (u16::from_be_bytes([b[0], b[1]]), u16::from_be_bytes([b[2], b[3]]));
     }
-    let l3 = match (rx.src, rx.dst) {
+    let reply_src = opts.src.unwrap_or(rx.dst);
+    let l3 = match (rx.src, reply_src) {
         (IpAddr::V4(s), IpAddr::V4(d)) => L3Spec::V4 {
             src: d,
             dst: s,

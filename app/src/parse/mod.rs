@@ -971,7 +971,7 @@ mod tests {
         let rx_frame = build::to_vec(&v4(b"ping", &[1, 1, 1, 0], &tags, FragSpec::default())).unwrap();
         let rx = p(&rx_frame).unwrap();
         let mut out = [0u8; 128];
-        let opts = ReplyOpts { ttl: 33, ident: 5 };
+        let opts = ReplyOpts { ttl: 33, ident: 5, src: None };
         let n = build::write_udp_reply(&rx_frame, &rx, rx.payload(&rx_frame).unwrap(), opts, &mut out).unwrap();
         assert_eq!(n, build::reply_len(&rx, 4));
         let r = p(&out[..n]).unwrap();
@@ -988,6 +988,20 @@ mod tests {
         assert_eq!(out[14 + 7], 64);
         assert_eq!(build::write_udp_reply(&KERNEL_V6, &rx, b"pong", ReplyOpts::default(), &mut out[..60]),
             Err(build::BuildError::BufferTooSmall { need: n, have: 60 }));
+        // A request to a multicast group is answered from our unicast address.
+        let mut mc = KERNEL_V6;
+        mc[38] = 0xff;
+        mc[39] = 0x02;
+        mc[60..62].fill(0);
+        let c = checksum::pseudo_v6(&a6(), &"ff02::2".parse().unwrap(), 17, 23).combine(Sum::new().add_bytes(&mc[54..])).checksum();
+        mc[60..62].copy_from_slice(&c.to_be_bytes());
+        let rx = p(&mc).unwrap();
+        let me = IpAddr::V6("fd00::9".parse().unwrap());
+        let opts = ReplyOpts { src: Some(me), ..ReplyOpts::default() };
+        let n = build::write_udp_reply(&mc, &rx, b"pong", opts, &mut out).unwrap();
+        assert_eq!(p(&out[..n]).map(|r| (r.src, r.dst)), Ok((me, rx.src)));
+        let wrong_family = ReplyOpts { src: Some(IpAddr::V4(a4())), ..ReplyOpts::default() };
+        assert_eq!(build::write_udp_reply(&mc, &rx, b"x", wrong_family, &mut out), Err(build::BuildError::ReplySourceMismatch));
     }
 
     #[test]
