@@ -104,7 +104,7 @@ pub struct PortSummary {
 /// Run the engine until a signal, the duration, or idleness stops it.
 pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, EngineError> {
     preflight(cfg)?;
-    let eal = Eal::init(&cfg.eal.args()).map_err(|err| EngineError::Eal { hint: eal_hint(cfg), err })?;
+    let eal = Eal::init(&cfg.eal.args()).map_err(|err| EngineError::Eal { hint: eal_hint(cfg, &err), err })?;
     log::info!("DPDK {} up, TSC {} MHz", eal::version(), eal::tsc_hz() / 1_000_000);
     let res = run_with_eal(cfg, opts);
     drop(eal);
@@ -147,7 +147,16 @@ fn hugepages_free() -> u64 {
         .unwrap_or(0)
 }
 
-fn eal_hint(cfg: &Config) -> String {
+fn eal_hint(cfg: &Config, err: &DpdkError) -> String {
+    if err.errno() == Some(libc::ENODEV) {
+        return format!(
+            "a device in eal.vdevs {:?} / eal.allow {:?} was not recognised: its PMD is not installed (apt-get install dpdk) or the name is misspelt",
+            cfg.eal.vdevs, cfg.eal.allow
+        );
+    }
+    if err.errno() == Some(libc::EALREADY) {
+        return "the EAL was already initialised in this process".into();
+    }
     if cfg.eal.no_huge {
         "check eal.lcores names CPUs that exist and that you run as root".into()
     } else {

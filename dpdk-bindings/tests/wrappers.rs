@@ -1,0 +1,119 @@
+//! The safe wrappers against a real EAL (no hugepages needed, root needed).
+//! The EAL initialises once per process, so this binary holds one test that
+//! walks through every wrapper in order.
+use std::os::raw::c_void;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use dpdk_sys::{eal, lcore, mbuf, port, ring, DpdkError, Eal, Mempool, Port, PortConf, Ring};
+
+#[test]
+fn wrappers_against_real_eal() {
+    let args = [
+        "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--file-prefix=dpdk-sys-test",
+        "--lcores", "0,1", "--vdev=net_null0", "--vdev=net_ring0",
+    ];
+    let eal = Eal::init(&args).expect("EAL init (run as root)");
+    assert!(eal.tsc_hz() > 0);
+    assert!(eal::version().contains("22.11") || eal::version().contains("DPDK"));
+
+    // A second init is refused, not undefined.
+    assert!(matches!(Eal::init(&args), Err(DpdkError::Usage(_))));
+
+    // lcores
+    assert_eq!(lcore::current(), Some(lcore::main_lcore()));
+    assert_eq!(lcore::workers(), vec![1]);
+    assert!(!lcore::is_enabled(7));
+    assert!(lcore::launch(0, || 0).is_err(), "the main lcore cannot be launched on");
+    let seen = Arc::new(AtomicU32::new(u32::MAX));
+    let s2 = Arc::clone(&seen);
+    let h = lcore::launch(1, move || {
+        s2.store(lcore::current().unwrap(), Ordering::SeqCst);
+        42
+    })
+    .unwrap();
+    assert_eq!(h.join(), 42);
+    assert_eq!(seen.load(Ordering::SeqCst), 1, "closure ran on lcore 1");
+
+    // mempool and mbufs
+    let mp = Mempool::new("test_pool", 1023, 32, 64, 2176, 0).expect("pool");
+    assert_eq!(mp.priv_size(), 64);
+    assert_eq!(mp.data_room(), 2176);
+    assert_eq!(mp.truesize(), 128 + 64 + 2176);
+    let before = mp.avail();
+    {
+        let mut m = mp.alloc().expect("mbuf");
+        let room = m.append(100).expect("append");
+        room.fill(0xab);
+        assert_eq!(m.pkt_len(), 100);
+        assert!(m.data().iter().all(|&b| b == 0xab));
+        assert_eq!(m.refcnt(), 1);
+        assert_eq!(mp.avail(), before - 1);
+    }
+    assert_eq!(mp.avail(), before, "Drop returned the mbuf");
+    let mut raw = [std::ptr::null_mut(); 16];
+    mp.alloc_bulk(&mut raw).unwrap();
+    assert_eq!(mp.in_use(), 16);
+    // SAFETY: fresh mbufs we own.
+    unsafe { mbuf::free_bulk(&mut raw) };
+    assert_eq!(mp.in_use(), 0);
+    assert!(Mempool::new("test_pool", 1023, 32, 64, 2176, 0).is_err(), "duplicate name is an error");
+
+    // ring round trip
+    let r = Ring::create("test_ring", 64, 0, ring::SP_ENQ | ring::SC_DEQ).unwrap();
+    assert_eq!(r.capacity(), 63);
+    let objs: Vec<*mut c_void> = (1..=10usize).map(|i| i as *mut c_void).collect();
+    assert_eq!(r.enqueue_burst(&objs), 10);
+    assert_eq!(r.count(), 10);
+    let found = Ring::lookup("test_ring").unwrap();
+    let mut out = [std::ptr::null_mut(); 32];
+    assert_eq!(found.dequeue_burst(&mut out), 10);
+    assert_eq!(&out[..10], &objs[..]);
+    let full: Vec<*mut c_void> = (1..=100usize).map(|i| i as *mut c_void).collect();
+    assert_eq!(r.enqueue_burst(&full), 63, "a burst stops at capacity");
+    assert!(Ring::create("bad_ring", 1000, 0, 0).is_err(), "non power of two without EXACT_SZ");
+    let err = Ring::lookup("no_such_ring").err().unwrap().to_string();
+    assert!(err.contains("no_such_ring"), "{err}");
+    drop(found);
+    let mut drain = [std::ptr::null_mut(); 64];
+    assert_eq!(r.dequeue_burst(&mut drain), 63);
+    drop(r);
+
+    // ports: net_null receives, net_ring loops TX back to RX
+    assert_eq!(port::count(), 2);
+    let null_id = port::by_name("net_null0").expect("net_null0");
+    assert!(port::by_name("net_nope0").is_none());
+    let mut p = Port::configure(null_id, &PortConf::default(), &[&mp]).unwrap();
+    assert_eq!(p.info().driver, "net_null");
+    p.start().unwrap();
+    let mut bufs = [std::ptr::null_mut(); 32];
+    let n = port::rx_burst(null_id, 0, &mut bufs);
+    assert!(n > 0, "net_null always has packets");
+    // SAFETY: rx_burst handed us n mbufs.
+    unsafe { mbuf::free_bulk(&mut bufs[..n]) };
+    assert!(p.stats().ipackets >= n as u64);
+    p.stop().unwrap();
+    drop(p);
+
+    let ring_id = port::by_name("net_ring0").expect("net_ring0");
+    let mut rp = Port::configure(ring_id, &PortConf::default(), &[&mp]).unwrap();
+    rp.start().unwrap();
+    let mut tx = [std::ptr::null_mut(); 4];
+    for t in tx.iter_mut() {
+        let mut m = mp.alloc().unwrap();
+        m.append(60).unwrap().copy_from_slice(&[0x5a; 60]);
+        *t = m.into_raw().as_ptr();
+    }
+    assert_eq!(port::tx_burst(ring_id, 0, &mut tx), 4);
+    let got = port::rx_burst(ring_id, 0, &mut bufs);
+    assert_eq!(got, 4, "net_ring loops its TX to its RX");
+    // SAFETY: rx_burst handed us `got` valid mbufs.
+    assert!(unsafe { mbuf::data(bufs[0]) }.iter().all(|&b| b == 0x5a));
+    // SAFETY: as above.
+    unsafe { mbuf::free_bulk(&mut bufs[..got]) };
+    assert!(rp.xstats().iter().any(|(n, _)| n == "rx_good_packets"));
+    drop(rp);
+    assert_eq!(mp.in_use(), 0, "every mbuf came back");
+    drop(mp);
+    drop(eal);
+}
