@@ -101,17 +101,28 @@ pub struct Binding {
 impl Binding {
     /// An unconnected socket without reuseport.
     pub fn bound(local: SocketAddr) -> Self {
-        Self { local, remote: None, reuseport: false }
+        Self {
+            local,
+            remote: None,
+            reuseport: false,
+        }
     }
 
     /// A connected socket.
     pub fn connected(local: SocketAddr, remote: SocketAddr) -> Self {
-        Self { local, remote: Some(remote), reuseport: false }
+        Self {
+            local,
+            remote: Some(remote),
+            reuseport: false,
+        }
     }
 
     /// The same binding asking for reuseport.
     pub fn with_reuseport(self) -> Self {
-        Self { reuseport: true, ..self }
+        Self {
+            reuseport: true,
+            ..self
+        }
     }
 }
 
@@ -166,8 +177,9 @@ pub enum FlowError {
     AddrInUse {
         /// The binding that was refused.
         new: Binding,
-        /// The socket holding it (for a reuseport group, its first member).
-        existing: SocketHandle,
+        /// The socket holding it (for a reuseport group, its first member);
+        /// boxed to keep every `Result` of this module small.
+        existing: Box<SocketHandle>,
     },
     /// Port 0 means "pick one" to the kernel; the table needs a real port.
     #[error("port 0 in {0}")]
@@ -257,7 +269,9 @@ struct Sharded<K, T> {
 
 impl<K: Eq + Clone, T: Clone> Sharded<K, T> {
     fn new() -> Self {
-        Self { shards: std::array::from_fn(|_| Arc::new(HashTable::new())) }
+        Self {
+            shards: std::array::from_fn(|_| Arc::new(HashTable::new())),
+        }
     }
 
     #[inline]
@@ -268,7 +282,9 @@ impl<K: Eq + Clone, T: Clone> Sharded<K, T> {
     #[inline]
     fn get(&self, hash: u64, key: &K) -> Option<&T> {
         // The mask keeps the index below SHARDS, the array's length.
-        self.shards[Self::shard_index(hash)].find(hash, |e| e.0 == *key).map(|e| &e.1)
+        self.shards[Self::shard_index(hash)]
+            .find(hash, |e| e.0 == *key)
+            .map(|e| &e.1)
     }
 
     /// The shard for `hash`, copied first if a published generation still
@@ -278,7 +294,9 @@ impl<K: Eq + Clone, T: Clone> Sharded<K, T> {
     }
 
     fn get_mut(&mut self, hash: u64, key: &K) -> Option<&mut T> {
-        self.shard_mut(hash).find_mut(hash, |e| e.0 == *key).map(|e| &mut e.1)
+        self.shard_mut(hash)
+            .find_mut(hash, |e| e.0 == *key)
+            .map(|e| &mut e.1)
     }
 
     /// Inserts a key the caller has checked is absent.
@@ -286,7 +304,8 @@ impl<K: Eq + Clone, T: Clone> Sharded<K, T> {
     where
         K: Hash,
     {
-        self.shard_mut(hash).insert_unique(hash, (key, value), |e| keys.hash_one(&e.0));
+        self.shard_mut(hash)
+            .insert_unique(hash, (key, value), |e| keys.hash_one(&e.0));
     }
 
     #[cfg(test)]
@@ -295,7 +314,10 @@ impl<K: Eq + Clone, T: Clone> Sharded<K, T> {
     }
 
     fn remove(&mut self, hash: u64, key: &K) -> Option<T> {
-        let entry = self.shard_mut(hash).find_entry(hash, |e| e.0 == *key).ok()?;
+        let entry = self
+            .shard_mut(hash)
+            .find_entry(hash, |e| e.0 == *key)
+            .ok()?;
         Some(entry.remove().0 .1)
     }
 }
@@ -328,27 +350,51 @@ impl<A: Addr, V: Clone> Family<A, V> {
     }
 
     #[inline]
-    fn lookup(&self, keys: &RandomState, flow: &RandomState, src: A, sport: u16, dst: A, dport: u16) -> Option<&V> {
+    fn lookup(
+        &self,
+        keys: &RandomState,
+        flow: &RandomState,
+        src: A,
+        sport: u16,
+        dst: A,
+        dport: u16,
+    ) -> Option<&V> {
         if self.n_conn_specific != 0 {
-            let k = ConnKey { local: dst, remote: src, lport: dport, rport: sport };
+            let k = ConnKey {
+                local: dst,
+                remote: src,
+                lport: dport,
+                rport: sport,
+            };
             if let Some(m) = self.connected.get(keys.hash_one(k), &k) {
                 return Some(&m.value);
             }
         }
         if self.n_conn_wild != 0 {
-            let k = ConnKey { local: A::ANY, remote: src, lport: dport, rport: sport };
+            let k = ConnKey {
+                local: A::ANY,
+                remote: src,
+                lport: dport,
+                rport: sport,
+            };
             if let Some(m) = self.connected.get(keys.hash_one(k), &k) {
                 return Some(&m.value);
             }
         }
         if self.n_specific != 0 {
-            let k = BoundKey { local: dst, port: dport };
+            let k = BoundKey {
+                local: dst,
+                port: dport,
+            };
             if let Some(slot) = self.bound.get(keys.hash_one(k), &k) {
                 return Self::pick(slot, flow, src, sport, dst, dport);
             }
         }
         if self.n_wild != 0 {
-            let k = BoundKey { local: A::ANY, port: dport };
+            let k = BoundKey {
+                local: A::ANY,
+                port: dport,
+            };
             if let Some(slot) = self.bound.get(keys.hash_one(k), &k) {
                 return Self::pick(slot, flow, src, sport, dst, dport);
             }
@@ -357,7 +403,14 @@ impl<A: Addr, V: Clone> Family<A, V> {
     }
 
     #[inline]
-    fn pick<'a>(slot: &'a Slot<V>, flow: &RandomState, src: A, sport: u16, dst: A, dport: u16) -> Option<&'a V> {
+    fn pick<'a>(
+        slot: &'a Slot<V>,
+        flow: &RandomState,
+        src: A,
+        sport: u16,
+        dst: A,
+        dport: u16,
+    ) -> Option<&'a V> {
         match slot {
             Slot::Single(m) => Some(&m.value),
             Slot::Group(ms) => {
@@ -369,16 +422,32 @@ impl<A: Addr, V: Clone> Family<A, V> {
         }
     }
 
-    fn insert(&mut self, keys: &RandomState, h: &SocketHandle, local: A, remote: Option<(A, u16)>, v: V) -> Result<(), FlowError> {
+    fn insert(
+        &mut self,
+        keys: &RandomState,
+        h: &SocketHandle,
+        local: A,
+        remote: Option<(A, u16)>,
+        v: V,
+    ) -> Result<(), FlowError> {
         let b = h.binding;
         let m = Member { id: h.id, value: v };
         let taken = |id: u64, reuseport: bool| FlowError::AddrInUse {
             new: b,
-            existing: SocketHandle { table: h.table, id, binding: Binding { reuseport, ..b } },
+            existing: Box::new(SocketHandle {
+                table: h.table,
+                id,
+                binding: Binding { reuseport, ..b },
+            }),
         };
         let lport = b.local.port();
         if let Some((raddr, rport)) = remote {
-            let k = ConnKey { local, remote: raddr, lport, rport };
+            let k = ConnKey {
+                local,
+                remote: raddr,
+                lport,
+                rport,
+            };
             let hash = keys.hash_one(k);
             if let Some(existing) = self.connected.get(hash, &k) {
                 return Err(taken(existing.id, false));
@@ -396,7 +465,11 @@ impl<A: Addr, V: Clone> Family<A, V> {
         // Check on the shared shard first so a refused insert copies nothing.
         match self.bound.get(hash, &k) {
             None => {
-                let slot = if b.reuseport { Slot::Group(vec![m]) } else { Slot::Single(m) };
+                let slot = if b.reuseport {
+                    Slot::Group(vec![m])
+                } else {
+                    Slot::Single(m)
+                };
                 self.bound.insert_new(hash, k, slot, keys);
             }
             Some(Slot::Group(ms)) if b.reuseport => {
@@ -418,10 +491,21 @@ impl<A: Addr, V: Clone> Family<A, V> {
         Ok(())
     }
 
-    fn remove(&mut self, keys: &RandomState, h: &SocketHandle, local: A, remote: Option<(A, u16)>) -> Option<V> {
+    fn remove(
+        &mut self,
+        keys: &RandomState,
+        h: &SocketHandle,
+        local: A,
+        remote: Option<(A, u16)>,
+    ) -> Option<V> {
         let lport = h.binding.local.port();
         if let Some((raddr, rport)) = remote {
-            let k = ConnKey { local, remote: raddr, lport, rport };
+            let k = ConnKey {
+                local,
+                remote: raddr,
+                lport,
+                rport,
+            };
             let hash = keys.hash_one(k);
             if self.connected.get(hash, &k)?.id != h.id {
                 return None;
@@ -444,7 +528,9 @@ impl<A: Addr, V: Clone> Family<A, V> {
             Slot::Single(_) => return None,
             Slot::Group(ms) => {
                 let i = ms.iter().position(|m| m.id == h.id)?;
-                let Some(Slot::Group(ms)) = self.bound.get_mut(hash, &k) else { return None };
+                let Some(Slot::Group(ms)) = self.bound.get_mut(hash, &k) else {
+                    return None;
+                };
                 // The kernel's reuseport_detach_sock: the last member takes
                 // the leaver's place.
                 let m = ms.swap_remove(i);
@@ -489,12 +575,20 @@ fn check_addr(addr: IpAddr, b: &Binding, remote: bool) -> Result<(), FlowError> 
         IpAddr::V4(a) if a.is_multicast() => Some("multicast is not demuxed to one socket"),
         IpAddr::V4(a) if a.is_broadcast() => Some("broadcast is not demuxed to one socket"),
         IpAddr::V6(a) if a.is_multicast() => Some("multicast is not demuxed to one socket"),
-        IpAddr::V6(a) if is_v4_mapped(&a) => Some("IPv4-mapped IPv6 addresses never match: no dual stack"),
-        _ if remote && addr.is_unspecified() => Some("a connected socket needs a specific remote address"),
+        IpAddr::V6(a) if is_v4_mapped(&a) => {
+            Some("IPv4-mapped IPv6 addresses never match: no dual stack")
+        }
+        _ if remote && addr.is_unspecified() => {
+            Some("a connected socket needs a specific remote address")
+        }
         _ => None,
     };
     match reason {
-        Some(reason) => Err(FlowError::UnsupportedAddress { addr, binding: *b, reason }),
+        Some(reason) => Err(FlowError::UnsupportedAddress {
+            addr,
+            binding: *b,
+            reason,
+        }),
         None => Ok(()),
     }
 }
@@ -517,11 +611,15 @@ fn validate(b: &Binding) -> Result<Keyed, FlowError> {
     }
     match (b.local.ip(), b.remote) {
         (IpAddr::V4(l), None) => Ok(Keyed::V4(u32::from(l), None)),
-        (IpAddr::V4(l), Some(SocketAddr::V4(r))) => Ok(Keyed::V4(u32::from(l), Some((u32::from(*r.ip()), r.port())))),
+        (IpAddr::V4(l), Some(SocketAddr::V4(r))) => Ok(Keyed::V4(
+            u32::from(l),
+            Some((u32::from(*r.ip()), r.port())),
+        )),
         (IpAddr::V6(l), None) => Ok(Keyed::V6(u128::from(l), None)),
-        (IpAddr::V6(l), Some(SocketAddr::V6(r))) => {
-            Ok(Keyed::V6(u128::from(l), Some((u128::from(*r.ip()), r.port()))))
-        }
+        (IpAddr::V6(l), Some(SocketAddr::V6(r))) => Ok(Keyed::V6(
+            u128::from(l),
+            Some((u128::from(*r.ip()), r.port())),
+        )),
         _ => Err(FlowError::FamilyMismatch(*b)),
     }
 }
@@ -544,7 +642,11 @@ impl<V: Clone> Editor<'_, V> {
     /// Adds a socket; it becomes visible when the batch is published.
     pub fn insert(&mut self, b: Binding, v: V) -> Result<SocketHandle, FlowError> {
         let keyed = validate(&b)?;
-        let h = SocketHandle { table: self.table_id, id: *self.next_id, binding: b };
+        let h = SocketHandle {
+            table: self.table_id,
+            id: *self.next_id,
+            binding: b,
+        };
         let t = &mut *self.tables;
         match keyed {
             Keyed::V4(l, r) => t.v4.insert(&t.keys, &h, l, r, v)?,
@@ -629,7 +731,10 @@ impl<V: Clone + Send + Sync + 'static> FlowTable<V> {
         };
         Self {
             current: ArcSwap::from_pointee(tables),
-            writer: Mutex::new(WriterState { next_id: 0, graveyard: Vec::new() }),
+            writer: Mutex::new(WriterState {
+                next_id: 0,
+                graveyard: Vec::new(),
+            }),
             id: NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed),
         }
     }
@@ -654,12 +759,19 @@ impl<V: Clone + Send + Sync + 'static> FlowTable<V> {
 
     /// Applies many changes with one publication, all or nothing: if `f`
     /// fails, nothing it did is published and its error is returned.
-    pub fn update<R>(&self, f: impl FnOnce(&mut Editor<'_, V>) -> Result<R, FlowError>) -> Result<R, FlowError> {
+    pub fn update<R>(
+        &self,
+        f: impl FnOnce(&mut Editor<'_, V>) -> Result<R, FlowError>,
+    ) -> Result<R, FlowError> {
         let mut w = self.lock_writer();
         // Writers are serialized by the lock, so this is the latest table.
         // The clone shares every shard; the edits copy the ones they touch.
         let mut tables = Tables::clone(&self.current.load());
-        let r = f(&mut Editor { tables: &mut tables, next_id: &mut w.next_id, table_id: self.id })?;
+        let r = f(&mut Editor {
+            tables: &mut tables,
+            next_id: &mut w.next_id,
+            table_id: self.id,
+        })?;
         let old = self.current.swap(Arc::new(tables));
         w.graveyard.push(old);
         Self::reclaim(&mut w.graveyard);
@@ -695,7 +807,9 @@ impl<V: Clone + Send + Sync + 'static> FlowTable<V> {
     /// its generation (and removed values) alive.
     #[inline]
     pub fn snapshot(&self) -> Snapshot<V> {
-        Snapshot { tables: self.current.load() }
+        Snapshot {
+            tables: self.current.load(),
+        }
     }
 
     /// Sockets in the published table.
@@ -730,14 +844,28 @@ impl<V: Clone> Snapshot<V> {
     #[inline]
     pub fn lookup_v4(&self, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> Option<&V> {
         let t = &*self.tables;
-        t.v4.lookup(&t.keys, &t.flow, u32::from(src), sport, u32::from(dst), dport)
+        t.v4.lookup(
+            &t.keys,
+            &t.flow,
+            u32::from(src),
+            sport,
+            u32::from(dst),
+            dport,
+        )
     }
 
     /// [`Snapshot::lookup`] for a parser that already knows the family.
     #[inline]
     pub fn lookup_v6(&self, src: Ipv6Addr, sport: u16, dst: Ipv6Addr, dport: u16) -> Option<&V> {
         let t = &*self.tables;
-        t.v6.lookup(&t.keys, &t.flow, u128::from(src), sport, u128::from(dst), dport)
+        t.v6.lookup(
+            &t.keys,
+            &t.flow,
+            u128::from(src),
+            sport,
+            u128::from(dst),
+            dport,
+        )
     }
 
     /// Sockets in this generation.
@@ -771,7 +899,10 @@ pub fn bench_lookup(n_sockets: usize, n_lookups: usize) -> f64 {
             let (a, p) = addr_of(i);
             ed.insert(Binding::bound(SocketAddr::new(a.into(), p)), i as u32)?;
         }
-        ed.insert(Binding::bound(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 9)), u32::MAX)?;
+        ed.insert(
+            Binding::bound(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 9)),
+            u32::MAX,
+        )?;
         Ok(())
     });
     if built.is_err() || n_sockets == 0 || n_lookups == 0 {
@@ -827,7 +958,9 @@ mod tests {
 
     fn look(t: &FlowTable<&'static str>, src: &str, dst: &str) -> Option<&'static str> {
         let (s, d) = (sa(src), sa(dst));
-        t.snapshot().lookup(s.ip(), s.port(), d.ip(), d.port()).copied()
+        t.snapshot()
+            .lookup(s.ip(), s.port(), d.ip(), d.port())
+            .copied()
     }
 
     #[test]
@@ -835,19 +968,46 @@ mod tests {
         let t = FlowTable::new();
         t.insert(Binding::bound(sa("0.0.0.0:53")), "wild").unwrap();
         assert_eq!(look(&t, "198.18.0.9:1000", "198.18.0.1:53"), Some("wild"));
-        t.insert(Binding::bound(sa("198.18.0.1:53")), "specific").unwrap();
-        assert_eq!(look(&t, "198.18.0.9:1000", "198.18.0.1:53"), Some("specific"));
+        t.insert(Binding::bound(sa("198.18.0.1:53")), "specific")
+            .unwrap();
+        assert_eq!(
+            look(&t, "198.18.0.9:1000", "198.18.0.1:53"),
+            Some("specific")
+        );
         // Another local address still falls to the wildcard.
         assert_eq!(look(&t, "198.18.0.9:1000", "198.18.0.2:53"), Some("wild"));
-        t.insert(Binding::connected(sa("0.0.0.0:53"), sa("198.18.0.9:1000")), "conn-wild").unwrap();
-        assert_eq!(look(&t, "198.18.0.9:1000", "198.18.0.1:53"), Some("conn-wild"));
-        assert_eq!(look(&t, "198.18.0.9:1000", "198.18.0.2:53"), Some("conn-wild"));
-        t.insert(Binding::connected(sa("198.18.0.1:53"), sa("198.18.0.9:1000")), "conn").unwrap();
+        t.insert(
+            Binding::connected(sa("0.0.0.0:53"), sa("198.18.0.9:1000")),
+            "conn-wild",
+        )
+        .unwrap();
+        assert_eq!(
+            look(&t, "198.18.0.9:1000", "198.18.0.1:53"),
+            Some("conn-wild")
+        );
+        assert_eq!(
+            look(&t, "198.18.0.9:1000", "198.18.0.2:53"),
+            Some("conn-wild")
+        );
+        t.insert(
+            Binding::connected(sa("198.18.0.1:53"), sa("198.18.0.9:1000")),
+            "conn",
+        )
+        .unwrap();
         assert_eq!(look(&t, "198.18.0.9:1000", "198.18.0.1:53"), Some("conn"));
-        assert_eq!(look(&t, "198.18.0.9:1000", "198.18.0.2:53"), Some("conn-wild"));
+        assert_eq!(
+            look(&t, "198.18.0.9:1000", "198.18.0.2:53"),
+            Some("conn-wild")
+        );
         // Remote port or address differs: not the connected ones.
-        assert_eq!(look(&t, "198.18.0.9:1001", "198.18.0.1:53"), Some("specific"));
-        assert_eq!(look(&t, "198.18.0.8:1000", "198.18.0.1:53"), Some("specific"));
+        assert_eq!(
+            look(&t, "198.18.0.9:1001", "198.18.0.1:53"),
+            Some("specific")
+        );
+        assert_eq!(
+            look(&t, "198.18.0.8:1000", "198.18.0.1:53"),
+            Some("specific")
+        );
         assert_eq!(look(&t, "198.18.0.8:1000", "198.18.0.1:54"), None);
         assert_eq!(t.len(), 4);
     }
@@ -856,11 +1016,23 @@ mod tests {
     fn precedence_v6() {
         let t = FlowTable::new();
         t.insert(Binding::bound(sa("[::]:53")), "wild").unwrap();
-        t.insert(Binding::bound(sa("[fd00::1]:53")), "specific").unwrap();
-        t.insert(Binding::connected(sa("[::]:53"), sa("[fd00::9]:1000")), "conn-wild").unwrap();
-        t.insert(Binding::connected(sa("[fd00::1]:53"), sa("[fd00::9]:1000")), "conn").unwrap();
+        t.insert(Binding::bound(sa("[fd00::1]:53")), "specific")
+            .unwrap();
+        t.insert(
+            Binding::connected(sa("[::]:53"), sa("[fd00::9]:1000")),
+            "conn-wild",
+        )
+        .unwrap();
+        t.insert(
+            Binding::connected(sa("[fd00::1]:53"), sa("[fd00::9]:1000")),
+            "conn",
+        )
+        .unwrap();
         assert_eq!(look(&t, "[fd00::9]:1000", "[fd00::1]:53"), Some("conn"));
-        assert_eq!(look(&t, "[fd00::9]:1000", "[fd00::2]:53"), Some("conn-wild"));
+        assert_eq!(
+            look(&t, "[fd00::9]:1000", "[fd00::2]:53"),
+            Some("conn-wild")
+        );
         assert_eq!(look(&t, "[fd00::8]:1000", "[fd00::1]:53"), Some("specific"));
         assert_eq!(look(&t, "[fd00::8]:1000", "[fd00::2]:53"), Some("wild"));
         assert_eq!(look(&t, "[fd00::8]:1000", "[fd00::2]:54"), None);
@@ -872,7 +1044,10 @@ mod tests {
         t.insert(Binding::bound(sa("0.0.0.0:53")), "v4").unwrap();
         assert_eq!(look(&t, "[fd00::9]:1000", "[fd00::1]:53"), None);
         // Not even an IPv4-mapped destination reaches the IPv4 socket.
-        assert_eq!(look(&t, "[::ffff:198.18.0.9]:1000", "[::ffff:198.18.0.1]:53"), None);
+        assert_eq!(
+            look(&t, "[::ffff:198.18.0.9]:1000", "[::ffff:198.18.0.1]:53"),
+            None
+        );
         t.insert(Binding::bound(sa("[::]:53")), "v6").unwrap();
         assert_eq!(look(&t, "[fd00::9]:1000", "[fd00::1]:53"), Some("v6"));
         assert_eq!(look(&t, "198.18.0.9:1000", "198.18.0.1:53"), Some("v4"));
@@ -891,7 +1066,7 @@ mod tests {
         let a = t.insert(Binding::bound(sa("198.18.0.1:53")), 1).unwrap();
         match t.insert(Binding::bound(sa("198.18.0.1:53")), 2) {
             Err(FlowError::AddrInUse { new, existing }) => {
-                assert_eq!(existing, a);
+                assert_eq!(*existing, a);
                 assert_eq!(new.local, sa("198.18.0.1:53"));
             }
             other => panic!("expected AddrInUse, got {other:?}"),
@@ -902,26 +1077,43 @@ mod tests {
             t.insert(Binding::bound(sa("198.18.0.1:53")).with_reuseport(), 2),
             Err(FlowError::AddrInUse { .. })
         ));
-        let g = t.insert(Binding::bound(sa("198.18.0.1:54")).with_reuseport(), 3).unwrap();
-        t.insert(Binding::bound(sa("198.18.0.1:54")).with_reuseport(), 4).unwrap();
-        let err = t.insert(Binding::bound(sa("198.18.0.1:54")), 5).unwrap_err();
-        assert!(matches!(err, FlowError::AddrInUse { existing, .. } if existing == g));
+        let g = t
+            .insert(Binding::bound(sa("198.18.0.1:54")).with_reuseport(), 3)
+            .unwrap();
+        t.insert(Binding::bound(sa("198.18.0.1:54")).with_reuseport(), 4)
+            .unwrap();
+        let err = t
+            .insert(Binding::bound(sa("198.18.0.1:54")), 5)
+            .unwrap_err();
+        assert!(matches!(&err, FlowError::AddrInUse { existing, .. } if **existing == g));
         assert!(err.to_string().contains("198.18.0.1:54"), "{err}");
         // Connected collisions, and connected reuseport.
         let c = Binding::connected(sa("198.18.0.1:53"), sa("198.18.0.9:1000"));
         t.insert(c, 6).unwrap();
         assert!(matches!(t.insert(c, 7), Err(FlowError::AddrInUse { .. })));
-        assert!(matches!(t.insert(c.with_reuseport(), 7), Err(FlowError::ConnectedReuseport(_))));
+        assert!(matches!(
+            t.insert(c.with_reuseport(), 7),
+            Err(FlowError::ConnectedReuseport(_))
+        ));
         // Specific vs wildcard do not collide.
         t.insert(Binding::bound(sa("0.0.0.0:53")), 8).unwrap();
         // Port zero, either side.
-        assert!(matches!(t.insert(Binding::bound(sa("198.18.0.1:0")), 9), Err(FlowError::PortZero(_))));
         assert!(matches!(
-            t.insert(Binding::connected(sa("198.18.0.1:55"), sa("198.18.0.9:0")), 9),
+            t.insert(Binding::bound(sa("198.18.0.1:0")), 9),
             Err(FlowError::PortZero(_))
         ));
         assert!(matches!(
-            t.insert(Binding::connected(sa("198.18.0.1:55"), sa("[fd00::9]:1")), 9),
+            t.insert(
+                Binding::connected(sa("198.18.0.1:55"), sa("198.18.0.9:0")),
+                9
+            ),
+            Err(FlowError::PortZero(_))
+        ));
+        assert!(matches!(
+            t.insert(
+                Binding::connected(sa("198.18.0.1:55"), sa("[fd00::9]:1")),
+                9
+            ),
             Err(FlowError::FamilyMismatch(_))
         ));
         for bad in [
@@ -931,7 +1123,10 @@ mod tests {
             Binding::bound(sa("[::ffff:198.18.0.1]:55")),
             Binding::connected(sa("198.18.0.1:55"), sa("0.0.0.0:9")),
         ] {
-            assert!(matches!(t.insert(bad, 9), Err(FlowError::UnsupportedAddress { .. })), "{bad}");
+            assert!(
+                matches!(t.insert(bad, 9), Err(FlowError::UnsupportedAddress { .. })),
+                "{bad}"
+            );
         }
         assert_eq!(t.len(), 5);
     }
@@ -960,8 +1155,15 @@ mod tests {
     fn removal_falls_through() {
         let t = FlowTable::new();
         let w = t.insert(Binding::bound(sa("[::]:53")), "wild").unwrap();
-        let s = t.insert(Binding::bound(sa("[fd00::1]:53")), "specific").unwrap();
-        let c = t.insert(Binding::connected(sa("[fd00::1]:53"), sa("[fd00::9]:1000")), "conn").unwrap();
+        let s = t
+            .insert(Binding::bound(sa("[fd00::1]:53")), "specific")
+            .unwrap();
+        let c = t
+            .insert(
+                Binding::connected(sa("[fd00::1]:53"), sa("[fd00::9]:1000")),
+                "conn",
+            )
+            .unwrap();
         let (src, dst) = ("[fd00::9]:1000", "[fd00::1]:53");
         assert_eq!(look(&t, src, dst), Some("conn"));
         let held = t.snapshot();
@@ -974,7 +1176,10 @@ mod tests {
         assert!(t.is_empty());
         // An older snapshot still sees its own generation.
         let (s6, d6) = (sa(src), sa(dst));
-        assert_eq!(held.lookup(s6.ip(), s6.port(), d6.ip(), d6.port()), Some(&"conn"));
+        assert_eq!(
+            held.lookup(s6.ip(), s6.port(), d6.ip(), d6.port()),
+            Some(&"conn")
+        );
     }
 
     fn flow(i: u32) -> (IpAddr, u16) {
@@ -1015,7 +1220,8 @@ mod tests {
         drop(s);
         // Unrelated changes do not move flows.
         let other = t.insert(Binding::bound(sa("198.18.1.1:80")), 99).unwrap();
-        t.insert(Binding::bound(sa("0.0.0.0:444")).with_reuseport(), 98).unwrap();
+        t.insert(Binding::bound(sa("0.0.0.0:444")).with_reuseport(), 98)
+            .unwrap();
         assert_eq!(picks(&t, 10_000), before);
         t.remove(other).unwrap();
         assert_eq!(picks(&t, 10_000), before);
@@ -1026,7 +1232,7 @@ mod tests {
         let extra = t.insert(b, 4).unwrap();
         let grown = picks(&t, 10_000);
         assert_ne!(grown, before);
-        assert!(grown.iter().any(|p| *p == Some(4)));
+        assert!(grown.contains(&Some(4)));
         t.remove(extra).unwrap();
         assert_eq!(picks(&t, 10_000), before);
         // Removing member 1 moves the last member (3) into its place, as
@@ -1039,11 +1245,13 @@ mod tests {
         let dst = u32::from(Ipv4Addr::new(198, 18, 1, 1));
         for (i, got) in after.iter().enumerate() {
             let (src, sport) = flow(i as u32);
-            let IpAddr::V4(src) = src else { panic!("v4 flow") };
+            let IpAddr::V4(src) = src else {
+                panic!("v4 flow")
+            };
             let h = (s.tables.flow.hash_one((u32::from(src), sport, dst, 443u16)) >> 32) as u32;
             assert_eq!(*got, order.get(reciprocal_scale(h, 3)).copied(), "flow {i}");
         }
-        assert!(after.iter().all(|p| *p != Some(1)));
+        assert!(!after.contains(&Some(1)));
     }
 
     #[test]
@@ -1053,7 +1261,8 @@ mod tests {
         let mk = || {
             let t = FlowTable::new();
             for i in 0..8 {
-                t.insert(Binding::bound(sa("0.0.0.0:443")).with_reuseport(), i).unwrap();
+                t.insert(Binding::bound(sa("0.0.0.0:443")).with_reuseport(), i)
+                    .unwrap();
             }
             t
         };
@@ -1075,11 +1284,16 @@ mod tests {
     #[test]
     fn levels_counted_and_skipped() {
         let t = FlowTable::new();
-        let c = t.insert(Binding::connected(sa("0.0.0.0:5"), sa("198.18.0.9:9")), 1).unwrap();
+        let c = t
+            .insert(Binding::connected(sa("0.0.0.0:5"), sa("198.18.0.9:9")), 1)
+            .unwrap();
         {
             let s = t.snapshot();
             assert_eq!(s.tables.v4.n_conn_wild, 1);
-            assert_eq!(s.tables.v4.n_conn_specific + s.tables.v4.n_specific + s.tables.v4.n_wild, 0);
+            assert_eq!(
+                s.tables.v4.n_conn_specific + s.tables.v4.n_specific + s.tables.v4.n_wild,
+                0
+            );
         }
         t.remove(c).unwrap();
         let s = t.snapshot();
@@ -1093,7 +1307,10 @@ mod tests {
         t.update(|ed| {
             for p in 1..=2_000u16 {
                 ed.insert(Binding::bound(sa("198.18.0.1:1")).with_reuseport(), 0)?;
-                ed.insert(Binding::bound(SocketAddr::new(ip("198.18.0.1"), p)).with_reuseport(), p)?;
+                ed.insert(
+                    Binding::bound(SocketAddr::new(ip("198.18.0.1"), p)).with_reuseport(),
+                    p,
+                )?;
             }
             Ok(())
         })
@@ -1112,7 +1329,14 @@ mod tests {
             .filter(|(a, b)| !Arc::ptr_eq(a, b))
             .count();
         assert_eq!(fresh, 1);
-        assert!(before.tables.v4.connected.shards.iter().zip(after.tables.v4.connected.shards.iter()).all(|(a, b)| Arc::ptr_eq(a, b)));
+        assert!(before
+            .tables
+            .v4
+            .connected
+            .shards
+            .iter()
+            .zip(after.tables.v4.connected.shards.iter())
+            .all(|(a, b)| Arc::ptr_eq(a, b)));
         // A refused insert copies nothing either.
         assert!(t.insert(Binding::bound(sa("198.18.0.2:5")), 8).is_err());
         let again = t.snapshot();
@@ -1153,7 +1377,9 @@ mod tests {
     fn old_generations_are_freed_by_the_writer() {
         let t = FlowTable::new();
         let v = Arc::new(());
-        let h = t.insert(Binding::bound(sa("0.0.0.0:1")), Arc::clone(&v)).unwrap();
+        let h = t
+            .insert(Binding::bound(sa("0.0.0.0:1")), Arc::clone(&v))
+            .unwrap();
         let held = t.snapshot();
         drop(t.remove(h).unwrap());
         // The held generation still owns a clone.

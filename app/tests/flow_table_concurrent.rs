@@ -41,12 +41,23 @@ struct Probes {
 
 impl Probes {
     fn new() -> Self {
-        Self { drops: Arc::new((0..MAX_PROBES).map(|_| AtomicU32::new(0)).collect()), made: 0 }
+        Self {
+            drops: Arc::new((0..MAX_PROBES).map(|_| AtomicU32::new(0)).collect()),
+            made: 0,
+        }
     }
 
     fn make(&mut self, port: u16) -> Arc<Probe> {
-        assert!(self.made < MAX_PROBES, "test made more probes than it can count");
-        let p = Probe { canary: AtomicU64::new(LIVE), id: self.made, port, drops: Arc::clone(&self.drops) };
+        assert!(
+            self.made < MAX_PROBES,
+            "test made more probes than it can count"
+        );
+        let p = Probe {
+            canary: AtomicU64::new(LIVE),
+            id: self.made,
+            port,
+            drops: Arc::clone(&self.drops),
+        };
         self.made += 1;
         Arc::new(p)
     }
@@ -71,8 +82,16 @@ const CHURN_N: u16 = 64;
 
 fn check_hit(p: &Probe, want_port: u16) {
     let c = p.canary.load(Ordering::SeqCst);
-    assert_eq!(c, LIVE, "canary of probe {} is {c:#x}: freed or torn value", p.id);
-    assert_eq!(p.port, want_port, "lookup for port {want_port} returned probe {} of port {}", p.id, p.port);
+    assert_eq!(
+        c, LIVE,
+        "canary of probe {} is {c:#x}: freed or torn value",
+        p.id
+    );
+    assert_eq!(
+        p.port, want_port,
+        "lookup for port {want_port} returned probe {} of port {}",
+        p.id, p.port
+    );
 }
 
 #[test]
@@ -82,11 +101,25 @@ fn readers_and_writer_race_without_use_after_free_or_leak() {
     let dst4 = Ipv4Addr::new(198, 18, 0, 1);
     let dst6 = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1);
 
-    table.insert(Binding::bound(v4([0, 0, 0, 0], STABLE)), probes.make(STABLE)).expect("stable v4");
-    table.insert(Binding::bound(SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), STABLE)), probes.make(STABLE)).expect("stable v6");
-    let mut swap = table.insert(Binding::bound(v4([198, 18, 0, 1], SWAP)), probes.make(SWAP)).expect("swap");
+    table
+        .insert(
+            Binding::bound(v4([0, 0, 0, 0], STABLE)),
+            probes.make(STABLE),
+        )
+        .expect("stable v4");
+    table
+        .insert(
+            Binding::bound(SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), STABLE)),
+            probes.make(STABLE),
+        )
+        .expect("stable v6");
+    let mut swap = table
+        .insert(Binding::bound(v4([198, 18, 0, 1], SWAP)), probes.make(SWAP))
+        .expect("swap");
     let group = Binding::bound(v4([0, 0, 0, 0], GROUP)).with_reuseport();
-    table.insert(group, probes.make(GROUP)).expect("group anchor");
+    table
+        .insert(group, probes.make(GROUP))
+        .expect("group anchor");
 
     let stop = Arc::new(AtomicBool::new(false));
     let n_readers = 3;
@@ -114,7 +147,9 @@ fn readers_and_writer_race_without_use_after_free_or_leak() {
                         let s6 = snap.lookup_v6(Ipv6Addr::from(u128::from(x)), sport, dst6, STABLE);
                         check_hit(s6.expect("stable v6 must always be bound"), STABLE);
                         let cport = CHURN_LO + (x % u32::from(CHURN_N)) as u16;
-                        if let Some(p) = snap.lookup(IpAddr::V4(src), sport, IpAddr::V4(dst4), cport) {
+                        if let Some(p) =
+                            snap.lookup(IpAddr::V4(src), sport, IpAddr::V4(dst4), cport)
+                        {
                             check_hit(p, cport);
                             churn_hits += 1;
                         }
@@ -173,7 +208,10 @@ fn readers_and_writer_race_without_use_after_free_or_leak() {
         println!("reader: {lookups} lookups, {churn_hits} churn hits");
         total += lookups;
     }
-    println!("writer: {rounds} rounds, {} probes, {total} lookups", probes.made);
+    println!(
+        "writer: {rounds} rounds, {} probes, {total} lookups",
+        probes.made
+    );
     assert!(rounds > 0);
 
     // Everything still in the table is dropped with it; nothing earlier was
@@ -185,13 +223,29 @@ fn readers_and_writer_race_without_use_after_free_or_leak() {
     // Generations replaced while a reader held them wait for a later write
     // or for this call.
     table.collect_garbage();
-    let dropped_before = drops.iter().take(probes.made).filter(|d| d.load(Ordering::SeqCst) == 1).count();
-    assert_eq!(dropped_before, probes.made - in_table, "removed probes are freed once readers let go");
+    let dropped_before = drops
+        .iter()
+        .take(probes.made)
+        .filter(|d| d.load(Ordering::SeqCst) == 1)
+        .count();
+    assert_eq!(
+        dropped_before,
+        probes.made - in_table,
+        "removed probes are freed once readers let go"
+    );
     drop(table);
     for (id, d) in drops.iter().enumerate().take(probes.made) {
-        assert_eq!(d.load(Ordering::SeqCst), 1, "probe {id} dropped {} times", d.load(Ordering::SeqCst));
+        assert_eq!(
+            d.load(Ordering::SeqCst),
+            1,
+            "probe {id} dropped {} times",
+            d.load(Ordering::SeqCst)
+        );
     }
-    assert!(drops.iter().skip(probes.made).all(|d| d.load(Ordering::SeqCst) == 0));
+    assert!(drops
+        .iter()
+        .skip(probes.made)
+        .all(|d| d.load(Ordering::SeqCst) == 0));
 }
 
 #[test]
@@ -228,11 +282,18 @@ fn bulk_load_is_one_publication() {
 fn lookup_timing_print() {
     // A print, not an assertion: absolute numbers depend on the machine and
     // on the build profile (run with --release for meaningful ones).
-    let sizes: &[usize] = if cfg!(debug_assertions) { &[16, 1_000, 100_000] } else { &[16, 1_000, 100_000, 1_000_000] };
+    let sizes: &[usize] = if cfg!(debug_assertions) {
+        &[16, 1_000, 100_000]
+    } else {
+        &[16, 1_000, 100_000, 1_000_000]
+    };
     for &n in sizes {
         let t0 = Instant::now();
         let ns = bench_lookup(n, 2_000_000);
         // The wall time includes the one-publication build of the table.
-        println!("flow_table lookup, {n:>9} sockets: {ns:6.1} ns (build + 2M lookups: {:?})", t0.elapsed());
+        println!(
+            "flow_table lookup, {n:>9} sockets: {ns:6.1} ns (build + 2M lookups: {:?})",
+            t0.elapsed()
+        );
     }
 }
