@@ -49,12 +49,14 @@
 //! # Concurrency
 //!
 //! Readers (RX lcores) never lock, never allocate and are never blocked by a
-//! writer: writers build a new immutable [`Tables`] and publish it with one
-//! atomic swap (RCU style). A reader takes a [`Snapshot`] once per burst, looks
-//! many packets up in it and drops it. Writers are serialized by a mutex and
-//! may be slow (every publication copies the table: rare config changes, not
-//! per-packet work); [`FlowTable::update`] batches many changes into one
-//! publication.
+//! writer: writers build a new immutable generation of the table and publish
+//! it with one atomic swap (RCU style). A reader takes a [`Snapshot`] once per
+//! burst, looks many packets up in it and drops it. Writers are serialized by
+//! a mutex and may be slow: a publication copies the shards it changes (each
+//! map is split into 64 copy-on-write shards, so one change to a table of a
+//! million sockets copies about 1/64 of a map). [`FlowTable::update`] batches
+//! many changes into one publication; replaced generations are freed on the
+//! writer's thread, never on an RX lcore (see [`FlowTable`]).
 use std::fmt;
 use std::hash::Hash;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
