@@ -6,6 +6,7 @@ use crate::error::{DpdkError, Result};
 use crate::ffi;
 
 /// An `rte_ring` of pointers. Created rings are freed on drop; looked-up ones are not.
+#[derive(Debug)]
 pub struct Ring {
     raw: NonNull<ffi::rte_ring>,
     owned: bool,

@@ -1,0 +1,135 @@
+//! Log2 latency histograms in microseconds, printed like bpftrace's `hist()`
+//! (the seed measured `__udp_enqueue_schedule_skb` that way).
+use crate::stats::Counter;
+
+/// Buckets: [0], [1], [2,4), [4,8) ... [2^30, inf).
+pub const BUCKETS: usize = 32;
+
+/// Written by one thread at a time (the holder of the delivery lock, or the
+/// socket's single consumer), read by anyone.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    buckets: [Counter; BUCKETS],
+    sum_us: Counter,
+}
+
+/// Bucket of a value in microseconds.
+#[inline(always)]
+pub fn bucket(us: u64) -> usize {
+    if us == 0 {
+        0
+    } else {
+        ((64 - us.leading_zeros()) as usize).min(BUCKETS - 1)
+    }
+}
+
+/// Label of a bucket: "0", "1", "[2, 4)", ...
+pub fn label(b: usize) -> String {
+    match b {
+        0 => "[0]".into(),
+        1 => "[1]".into(),
+        _ => {
+            let lo = 1u64 << (b - 1);
+            if b == BUCKETS - 1 {
+                format!("[{lo}, ...)")
+            } else {
+                format!("[{lo}, {})", lo * 2)
+            }
+        }
+    }
+}
+
+impl Histogram {
+    #[inline(always)]
+    pub fn record_cycles(&self, cycles: u64, cycles_per_us: u64) {
+        let us = cycles / cycles_per_us.max(1);
+        self.buckets[bucket(us)].add(1);
+        self.sum_us.add(us);
+    }
+
+    #[inline(always)]
+    pub fn record_many(&self, cycles: u64, cycles_per_us: u64, n: u64) {
+        let us = cycles / cycles_per_us.max(1);
+        self.buckets[bucket(us)].add(n);
+        self.sum_us.add(us * n);
+    }
+
+    pub fn snapshot(&self) -> [u64; BUCKETS] {
+        std::array::from_fn(|i| self.buckets[i].get())
+    }
+
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().map(|b| b.get()).sum()
+    }
+}
+
+/// Percentile (0..=100) from bucket counts: the lower bound, in µs, of the bucket holding it.
+pub fn percentile(b: &[u64; BUCKETS], pct: f64) -> u64 {
+    let total: u64 = b.iter().sum();
+    if total == 0 {
+        return 0;
+    }
+    let want = ((pct / 100.0) * total as f64).ceil().max(1.0) as u64;
+    let mut acc = 0;
+    for (i, &c) in b.iter().enumerate() {
+        acc += c;
+        if acc >= want {
+            return if i == 0 { 0 } else { 1u64 << (i - 1) };
+        }
+    }
+    0
+}
+
+/// bpftrace-style text.
+pub fn render(title: &str, b: &[u64; BUCKETS]) -> String {
+    let max = b.iter().copied().max().unwrap_or(0);
+    let last = b.iter().rposition(|&c| c > 0);
+    let mut out = format!("{title}:\n");
+    let Some(last) = last else {
+        out.push_str("(empty)\n");
+        return out;
+    };
+    let first = b.iter().position(|&c| c > 0).unwrap_or(0);
+    for (i, &c) in b.iter().enumerate().take(last + 1).skip(first) {
+        let bar = if max == 0 { 0 } else { (c * 52).div_ceil(max) as usize };
+        out.push_str(&format!("{:<16} {:>10} |{:<52}|\n", label(i), c, "@".repeat(bar.min(52))));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_match_bpftrace() {
+        assert_eq!(bucket(0), 0);
+        assert_eq!(bucket(1), 1);
+        assert_eq!(bucket(2), 2);
+        assert_eq!(bucket(3), 2);
+        assert_eq!(bucket(4), 3);
+        assert_eq!(bucket(7), 3);
+        assert_eq!(bucket(8), 4);
+        assert_eq!(bucket(u64::MAX), BUCKETS - 1);
+        assert_eq!(label(2), "[2, 4)");
+        assert_eq!(label(4), "[8, 16)");
+    }
+
+    #[test]
+    fn record_and_render() {
+        let h = Histogram::default();
+        h.record_cycles(5_000, 1_000); // 5 us
+        h.record_cycles(500, 1_000); // 0 us
+        h.record_many(40_000, 1_000, 3); // 40 us x3
+        let s = h.snapshot();
+        assert_eq!(s[0], 1);
+        assert_eq!(s[bucket(5)], 1);
+        assert_eq!(s[bucket(40)], 3);
+        assert_eq!(h.count(), 5);
+        let r = render("@lat_us", &s);
+        assert!(r.contains("[4, 8)"), "{r}");
+        assert!(r.contains("[32, 64)"), "{r}");
+        assert_eq!(percentile(&s, 50.0), 32);
+        assert_eq!(percentile(&s, 1.0), 0);
+    }
+}

@@ -1,0 +1,225 @@
+//! An engine socket: its binding, its receive side (stages, accounting,
+//! delivery lock) and its delivery ring, which a consumer drains.
+use std::net::SocketAddr;
+use std::os::raw::c_void;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use dpdk_sys::{eal, ffi, mbuf, ring, Ring};
+
+use crate::config::{Handler, SocketConf};
+use crate::delivery::{RxSocket, Sink, SocketConfig, SocketStats, DRAIN_BURST};
+use crate::flow_table::Binding;
+use crate::latency::Histogram;
+use crate::meta::MbufMeta;
+use crate::stats::Counter;
+
+/// Counters of the socket's consumer (one consumer per socket at a time).
+#[derive(Debug, Default)]
+pub struct ConsumerStats {
+    /// Datagrams taken out of the ring and released.
+    pub consumed: Counter,
+    pub bytes: Counter,
+    /// Echo: replies handed to the NIC / refused by it.
+    pub tx: Counter,
+    pub tx_errors: Counter,
+    /// pcap: datagrams written / not written (file limit reached, write error).
+    pub written: Counter,
+    pub not_written: Counter,
+    /// Left in the ring when the socket was torn down (freed, counted here).
+    pub freed_at_close: Counter,
+}
+
+/// Stage-to-delivery latency, written under the delivery lock.
+#[derive(Debug)]
+pub struct RingSink {
+    ring: Arc<Ring>,
+    hist: Arc<Histogram>,
+    cycles_per_us: u64,
+}
+
+impl Sink<MbufMeta> for RingSink {
+    #[inline]
+    fn enqueue_burst(&mut self, pkts: &[NonNull<MbufMeta>]) -> usize {
+        let mut objs = [std::ptr::null_mut::<c_void>(); DRAIN_BURST];
+        let mut lat = [0u64; DRAIN_BURST];
+        let n = pkts.len().min(DRAIN_BURST);
+        // Read the RX stamps before the enqueue: once in the ring, the consumer
+        // (which takes no lock) may free a packet at any moment.
+        let now = eal::rdtsc();
+        for ((o, l), p) in objs.iter_mut().zip(lat.iter_mut()).zip(&pkts[..n]) {
+            *o = MbufMeta::mbuf(*p) as *mut c_void;
+            // SAFETY: the drainer still owns the packet here.
+            *l = now.saturating_sub(unsafe { p.as_ref() }.rx_tsc);
+        }
+        let done = self.ring.enqueue_burst(&objs[..n]);
+        for &l in &lat[..done] {
+            self.hist.record_cycles(l, self.cycles_per_us);
+        }
+        done
+    }
+}
+
+/// One engine socket.
+pub struct Socket {
+    pub id: u32,
+    pub conf: SocketConf,
+    pub rx: RxSocket<MbufMeta, RingSink>,
+    pub ring: Arc<Ring>,
+    /// RX to delivery-ring latency (the seed's `__udp_enqueue_schedule_skb` time).
+    pub stage_latency: Arc<Histogram>,
+    /// RX to consumer dequeue latency.
+    pub consumer_latency: Histogram,
+    pub consumer: ConsumerStats,
+    cycles_per_us: u64,
+}
+
+impl std::fmt::Debug for Socket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Socket").field("id", &self.id).field("name", &self.conf.name).finish()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    #[error("socket {name:?}: {source}")]
+    Ring { name: String, source: dpdk_sys::DpdkError },
+    #[error("socket {name:?}: {msg}")]
+    Delivery { name: String, msg: String },
+}
+
+impl Socket {
+    /// `nodes`: stages per socket (distinct NUMA/virtual nodes of RX lcores).
+    pub fn new(id: u32, conf: SocketConf, nodes: usize, socket_id: i32) -> Result<Socket, SocketError> {
+        // rte_ring names are global per process and at most 31 chars.
+        let rname = format!("udx_s{id}");
+        let ring = Ring::create(&rname, conf.ring_size.next_power_of_two(), socket_id, ring::SP_ENQ | ring::SC_DEQ)
+            .map_err(|source| SocketError::Ring { name: conf.name.clone(), source })?;
+        let ring = Arc::new(ring);
+        let cycles_per_us = (eal::tsc_hz() / 1_000_000).max(1);
+        let stage_latency = Arc::new(Histogram::default());
+        let sink = RingSink { ring: Arc::clone(&ring), hist: Arc::clone(&stage_latency), cycles_per_us };
+        let rx = RxSocket::new(
+            SocketConfig { nodes, rcvbuf: conf.rcvbuf as usize, drop_snapshot: true },
+            sink,
+        )
+        .map_err(|e| SocketError::Delivery { name: conf.name.clone(), msg: e.to_string() })?;
+        Ok(Socket {
+            id,
+            conf,
+            rx,
+            ring,
+            stage_latency,
+            consumer_latency: Histogram::default(),
+            consumer: ConsumerStats::default(),
+            cycles_per_us,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.conf.name
+    }
+
+    pub fn handler(&self) -> Handler {
+        self.conf.handler
+    }
+
+    pub fn binding(&self) -> Binding {
+        binding_of(&self.conf)
+    }
+
+    pub fn cycles_per_us(&self) -> u64 {
+        self.cycles_per_us
+    }
+
+    pub fn stats(&self) -> SocketStats {
+        self.rx.stats()
+    }
+
+    /// Dequeue up to `out.len()` mbufs from the delivery ring (the socket's single consumer only).
+    #[inline]
+    pub fn dequeue(&self, out: &mut [*mut ffi::rte_mbuf]) -> usize {
+        // SAFETY: a *mut rte_mbuf array viewed as *mut c_void of the same length and layout.
+        let objs = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut *mut c_void, out.len()) };
+        self.ring.dequeue_burst(objs)
+    }
+
+    /// Free consumed mbufs and release their memory from the socket's budget.
+    ///
+    /// # Safety
+    /// Every pointer must be an mbuf dequeued from this socket's ring and not yet freed.
+    #[inline]
+    pub unsafe fn consume(&self, ms: &mut [*mut ffi::rte_mbuf]) {
+        if ms.is_empty() {
+            return;
+        }
+        let now = eal::rdtsc();
+        let mut truesize = 0u64;
+        let mut bytes = 0u64;
+        for &m in ms.iter() {
+            // SAFETY: per the contract, a live mbuf we own, with initialised metadata.
+            let meta = unsafe { MbufMeta::get(m) };
+            truesize += meta.truesize as u64;
+            bytes += meta.payload_len as u64;
+            self.consumer_latency.record_cycles(now.saturating_sub(meta.rx_tsc), self.cycles_per_us);
+        }
+        // SAFETY: per the contract.
+        unsafe { mbuf::free_bulk(ms) };
+        self.consumer.consumed.add(ms.len() as u64);
+        self.consumer.bytes.add(bytes);
+        // Release after the free, as the kernel uncharges on skb free: the
+        // budget covers buffers really in use.
+        self.rx.release(truesize as u32);
+    }
+
+    /// Free what is left in the ring (teardown), counted in `freed_at_close`.
+    pub fn free_ring(&self) -> u64 {
+        let mut bufs = [std::ptr::null_mut(); 64];
+        let mut total = 0;
+        loop {
+            let n = self.dequeue(&mut bufs);
+            if n == 0 {
+                break;
+            }
+            let mut truesize = 0usize;
+            for &m in &bufs[..n] {
+                // SAFETY: dequeued from our ring, live, metadata initialised at RX.
+                truesize += unsafe { MbufMeta::get(m) }.truesize as usize;
+            }
+            // SAFETY: dequeued from our ring; ours to free.
+            unsafe { mbuf::free_bulk(&mut bufs[..n]) };
+            self.rx.release(truesize as u32);
+            total += n as u64;
+        }
+        self.consumer.freed_at_close.add(total);
+        total
+    }
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        self.free_ring();
+    }
+}
+
+/// The flow-table binding a socket config asks for.
+pub fn binding_of(c: &SocketConf) -> Binding {
+    let b = match c.remote {
+        Some(r) => Binding::connected(c.local, r),
+        None => Binding::bound(c.local),
+    };
+    if c.reuseport {
+        b.with_reuseport()
+    } else {
+        b
+    }
+}
+
+/// The numeric family of a local address (for counters).
+pub fn family_of(a: &SocketAddr) -> u8 {
+    if a.is_ipv4() {
+        4
+    } else {
+        6
+    }
+}
