@@ -21,8 +21,20 @@ struct Spec {
 
 #[derive(Clone, Debug)]
 enum L3 {
-    V4 { src: Ipv4Addr, dst: Ipv4Addr, ttl: u8, options: Vec<u8>, ident: u16, df: bool },
-    V6 { src: Ipv6Addr, dst: Ipv6Addr, hop_limit: u8, ext: Vec<Ext> },
+    V4 {
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        ttl: u8,
+        options: Vec<u8>,
+        ident: u16,
+        df: bool,
+    },
+    V6 {
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        hop_limit: u8,
+        ext: Vec<Ext>,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -34,31 +46,53 @@ enum Ext {
 
 fn arb_v6_unicast() -> impl Strategy<Value = Ipv6Addr> {
     // The parser drops multicast sources and loopback (Linux ipv6_rcv_core).
-    any::<[u8; 16]>().prop_map(Ipv6Addr::from).prop_filter("not multicast/loopback", |a| !a.is_multicast() && !a.is_loopback())
+    any::<[u8; 16]>()
+        .prop_map(Ipv6Addr::from)
+        .prop_filter("not multicast/loopback", |a| {
+            !a.is_multicast() && !a.is_loopback()
+        })
 }
 
 fn arb_ext() -> impl Strategy<Value = Ext> {
     prop_oneof![
         proptest::collection::vec(any::<u8>(), 0..20).prop_map(Ext::Dest),
-        (any::<u8>(), proptest::collection::vec(any::<u8>(), 0..40)).prop_map(|(t, d)| Ext::Routing(t, d)),
+        (any::<u8>(), proptest::collection::vec(any::<u8>(), 0..40))
+            .prop_map(|(t, d)| Ext::Routing(t, d)),
         any::<u32>().prop_map(Ext::AtomicFrag),
     ]
 }
 
 fn arb_l3() -> impl Strategy<Value = L3> {
     prop_oneof![
-        (any::<[u8; 4]>(), any::<[u8; 4]>(), any::<u8>(), 0usize..=10, any::<u16>(), any::<bool>(), any::<[u8; 40]>()).prop_map(
-            |(s, d, ttl, words, ident, df, opt)| L3::V4 {
+        (
+            any::<[u8; 4]>(),
+            any::<[u8; 4]>(),
+            any::<u8>(),
+            0usize..=10,
+            any::<u16>(),
+            any::<bool>(),
+            any::<[u8; 40]>()
+        )
+            .prop_map(|(s, d, ttl, words, ident, df, opt)| L3::V4 {
                 src: s.into(),
                 dst: d.into(),
                 ttl,
                 options: opt[..words * 4].to_vec(),
                 ident,
                 df,
-            }
-        ),
-        (arb_v6_unicast(), arb_v6_unicast().prop_filter("dst", |a| !a.is_loopback()), any::<u8>(), proptest::collection::vec(arb_ext(), 0..4))
-            .prop_map(|(src, dst, hop_limit, ext)| L3::V6 { src, dst, hop_limit, ext }),
+            }),
+        (
+            arb_v6_unicast(),
+            arb_v6_unicast().prop_filter("dst", |a| !a.is_loopback()),
+            any::<u8>(),
+            proptest::collection::vec(arb_ext(), 0..4)
+        )
+            .prop_map(|(src, dst, hop_limit, ext)| L3::V6 {
+                src,
+                dst,
+                hop_limit,
+                ext
+            }),
     ]
 }
 
@@ -66,18 +100,32 @@ fn arb_spec() -> impl Strategy<Value = Spec> {
     (
         any::<[u8; 6]>(),
         any::<[u8; 6]>(),
-        proptest::collection::vec((prop_oneof![Just(0x8100u16), Just(0x88a8u16)], any::<u16>()), 0..=2),
+        proptest::collection::vec(
+            (prop_oneof![Just(0x8100u16), Just(0x88a8u16)], any::<u16>()),
+            0..=2,
+        ),
         arb_l3(),
         any::<u16>(),
         any::<u16>(),
         proptest::collection::vec(any::<u8>(), 0..300),
         any::<bool>(),
     )
-        .prop_map(|(src_mac, dst_mac, vlans, l3, sport, dport, payload, zero)| {
-            // A zero checksum is only valid on IPv4.
-            let zero_csum = zero && matches!(l3, L3::V4 { .. });
-            Spec { src_mac, dst_mac, vlans, l3, sport, dport, payload, zero_csum }
-        })
+        .prop_map(
+            |(src_mac, dst_mac, vlans, l3, sport, dport, payload, zero)| {
+                // A zero checksum is only valid on IPv4.
+                let zero_csum = zero && matches!(l3, L3::V4 { .. });
+                Spec {
+                    src_mac,
+                    dst_mac,
+                    vlans,
+                    l3,
+                    sport,
+                    dport,
+                    payload,
+                    zero_csum,
+                }
+            },
+        )
 }
 
 /// Writes the frame; the borrowed spec lives only inside this call.
@@ -89,21 +137,49 @@ fn write(s: &Spec) -> Vec<u8> {
             .map(|e| match e {
                 Ext::Dest(o) => ExtSpec::DestOpts { options: o },
                 // Segments left 0: the fixed header's destination is final.
-                Ext::Routing(t, d) => ExtSpec::Routing { routing_type: *t, segments_left: 0, data: d },
-                Ext::AtomicFrag(id) => ExtSpec::Fragment { offset: 0, more: false, ident: *id },
+                Ext::Routing(t, d) => ExtSpec::Routing {
+                    routing_type: *t,
+                    segments_left: 0,
+                    data: d,
+                },
+                Ext::AtomicFrag(id) => ExtSpec::Fragment {
+                    offset: 0,
+                    more: false,
+                    ident: *id,
+                },
             })
             .collect(),
     };
     let l3 = match &s.l3 {
-        L3::V4 { src, dst, ttl, options, ident, df } => L3Spec::V4 {
+        L3::V4 {
+            src,
+            dst,
+            ttl,
+            options,
+            ident,
+            df,
+        } => L3Spec::V4 {
             src: *src,
             dst: *dst,
             ttl: *ttl,
             options,
             ident: *ident,
-            frag: FragSpec { dont_frag: *df, ..FragSpec::default() },
+            frag: FragSpec {
+                dont_frag: *df,
+                ..FragSpec::default()
+            },
         },
-        L3::V6 { src, dst, hop_limit, .. } => L3Spec::V6 { src: *src, dst: *dst, hop_limit: *hop_limit, ext: &ext },
+        L3::V6 {
+            src,
+            dst,
+            hop_limit,
+            ..
+        } => L3Spec::V6 {
+            src: *src,
+            dst: *dst,
+            hop_limit: *hop_limit,
+            ext: &ext,
+        },
     };
     let spec = FrameSpec {
         src_mac: s.src_mac,
@@ -113,7 +189,11 @@ fn write(s: &Spec) -> Vec<u8> {
         sport: s.sport,
         dport: s.dport,
         payload: &s.payload,
-        udp_csum: if s.zero_csum { CsumMode::Zero } else { CsumMode::Correct },
+        udp_csum: if s.zero_csum {
+            CsumMode::Zero
+        } else {
+            CsumMode::Correct
+        },
     };
     let f = build::to_vec(&spec).expect("generated specs are valid");
     assert_eq!(build::frame_len(&spec), Ok(f.len()));
@@ -121,7 +201,11 @@ fn write(s: &Spec) -> Vec<u8> {
 }
 
 fn arb_hint() -> impl Strategy<Value = CsumHint> {
-    prop_oneof![Just(CsumHint::Unknown), Just(CsumHint::Good), Just(CsumHint::Bad)]
+    prop_oneof![
+        Just(CsumHint::Unknown),
+        Just(CsumHint::Good),
+        Just(CsumHint::Bad)
+    ]
 }
 
 fn arb_offload() -> impl Strategy<Value = Offload> {

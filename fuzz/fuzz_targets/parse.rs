@@ -19,7 +19,10 @@ fuzz_target!(|data: &[u8]| {
     let Some((&h, frame)) = data.split_first() else {
         return;
     };
-    let hints = Offload { ip: hint(h), l4: hint(h / 3) };
+    let hints = Offload {
+        ip: hint(h),
+        l4: hint(h / 3),
+    };
     let Ok(d) = parse(frame, hints) else {
         return;
     };
@@ -27,11 +30,17 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(usize::from(d.payload_off), usize::from(d.l4_off) + 8);
     let payload = d.payload(frame).expect("payload inside the frame");
     // Trusting the hardware can only accept more, never less.
-    let good = Offload { ip: CsumHint::Good, l4: CsumHint::Good };
+    let good = Offload {
+        ip: CsumHint::Good,
+        l4: CsumHint::Good,
+    };
     assert_eq!(parse(frame, good), Ok(d));
 
     // Requests to a multicast group need a caller-chosen unicast source.
-    let opts = ReplyOpts { src: d.dst.is_multicast().then_some(d.src), ..ReplyOpts::default() };
+    let opts = ReplyOpts {
+        src: d.dst.is_multicast().then_some(d.src),
+        ..ReplyOpts::default()
+    };
     let mut out = vec![0u8; reply_len(&d, payload.len())];
     let n = write_udp_reply(frame, &d, payload, opts, &mut out).expect("reply fits");
     let r = parse(&out[..n], Offload::default()).expect("reply parses");

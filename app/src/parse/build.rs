@@ -41,17 +41,32 @@ pub struct FragSpec {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExtSpec<'a> {
     /// Options TLVs; padded with Pad1/PadN to a multiple of 8 (RFC 8200 §4.2).
-    HopByHop { options: &'a [u8] },
-    DestOpts { options: &'a [u8] },
+    HopByHop {
+        options: &'a [u8],
+    },
+    DestOpts {
+        options: &'a [u8],
+    },
     /// `data` follows the 4 fixed bytes (type 0/2: 4 reserved bytes then
     /// addresses; type 4 SRH: last entry, flags, tag, segment list);
     /// zero-padded to a multiple of 8.
-    Routing { routing_type: u8, segments_left: u8, data: &'a [u8] },
-    Fragment { offset: u16, more: bool, ident: u32 },
+    Routing {
+        routing_type: u8,
+        segments_left: u8,
+        data: &'a [u8],
+    },
+    Fragment {
+        offset: u16,
+        more: bool,
+        ident: u32,
+    },
     /// Written verbatim under Next Header value `code`; its first byte (if
     /// any) is overwritten with the following Next Header. The caller owns
     /// the length encoding (e.g. AH counts in 4-octet units).
-    Raw { code: u8, bytes: &'a [u8] },
+    Raw {
+        code: u8,
+        bytes: &'a [u8],
+    },
 }
 
 impl ExtSpec<'_> {
@@ -69,7 +84,9 @@ impl ExtSpec<'_> {
     /// Bytes on the wire.
     pub fn wire_len(&self) -> usize {
         match self {
-            ExtSpec::HopByHop { options } | ExtSpec::DestOpts { options } => round8(2 + options.len()),
+            ExtSpec::HopByHop { options } | ExtSpec::DestOpts { options } => {
+                round8(2 + options.len())
+            }
             ExtSpec::Routing { data, .. } => round8(4 + data.len()),
             ExtSpec::Fragment { .. } => ipv6::FRAG_HEADER_LEN,
             ExtSpec::Raw { bytes, .. } => bytes.len(),
@@ -168,7 +185,12 @@ fn layout(spec: &FrameSpec<'_>) -> Result<Layout, BuildError> {
             ipv6::HEADER_LEN + ext_len
         }
     };
-    Ok(Layout { l3, l3_len, udp_len, total: l3 + l3_len + udp_len })
+    Ok(Layout {
+        l3,
+        l3_len,
+        udp_len,
+        total: l3 + l3_len + udp_len,
+    })
 }
 
 /// Frame length `spec` would produce, without writing.
@@ -180,7 +202,10 @@ pub fn frame_len(spec: &FrameSpec<'_>) -> Result<usize, BuildError> {
 pub fn write_frame(spec: &FrameSpec<'_>, buf: &mut [u8]) -> Result<usize, BuildError> {
     let lay = layout(spec)?;
     let have = buf.len();
-    let out = buf.get_mut(..lay.total).ok_or(BuildError::BufferTooSmall { need: lay.total, have })?;
+    let out = buf.get_mut(..lay.total).ok_or(BuildError::BufferTooSmall {
+        need: lay.total,
+        have,
+    })?;
 
     // Ethernet + tags: each TPID goes where the previous EtherType was.
     let mut eth = EthernetFrame::new_unchecked(&mut *out);
@@ -209,7 +234,14 @@ pub fn write_frame(spec: &FrameSpec<'_>, buf: &mut [u8]) -> Result<usize, BuildE
     l4buf[udp::HEADER_LEN..].copy_from_slice(spec.payload);
 
     let pseudo = match spec.l3 {
-        L3Spec::V4 { src, dst, ttl, options, ident, frag } => {
+        L3Spec::V4 {
+            src,
+            dst,
+            ttl,
+            options,
+            ident,
+            frag,
+        } => {
             let mut ip = Ipv4Packet::new_unchecked(&mut *l3buf);
             ip.set_version_ihl(4, (lay.l3_len / 4) as u8);
             ip.set_dscp_ecn(0);
@@ -231,7 +263,12 @@ pub fn write_frame(spec: &FrameSpec<'_>, buf: &mut [u8]) -> Result<usize, BuildE
             Ipv4Packet::new_unchecked(&mut *l3buf).fill_checksum();
             checksum::pseudo_v4(src, dst, PROTO_UDP, lay.udp_len as u16)
         }
-        L3Spec::V6 { src, dst, hop_limit, ext } => {
+        L3Spec::V6 {
+            src,
+            dst,
+            hop_limit,
+            ext,
+        } => {
             let mut ip = Ipv6Packet::new_unchecked(&mut *l3buf);
             ip.set_version_tc_flow(0, 0);
             ip.set_payload_len((lay.l3_len - ipv6::HEADER_LEN + lay.udp_len) as u16);
@@ -290,14 +327,22 @@ fn write_ext(e: &ExtSpec<'_>, next: u8, dst: &mut [u8]) {
                 dst[end + 1] = (pad - 2) as u8;
             }
         }
-        ExtSpec::Routing { routing_type, segments_left, data } => {
+        ExtSpec::Routing {
+            routing_type,
+            segments_left,
+            data,
+        } => {
             dst[0] = next;
             dst[1] = (dst.len() / 8 - 1) as u8;
             dst[2] = routing_type;
             dst[3] = segments_left;
             dst[4..4 + data.len()].copy_from_slice(data);
         }
-        ExtSpec::Fragment { offset, more, ident } => {
+        ExtSpec::Fragment {
+            offset,
+            more,
+            ident,
+        } => {
             dst[0] = next;
             let f = (offset << 3) | u16::from(more);
             dst[2..4].copy_from_slice(&f.to_be_bytes());
@@ -316,7 +361,12 @@ fn write_ext(e: &ExtSpec<'_>, next: u8, dst: &mut [u8]) {
 /// finally reach: SRH (type 4) keeps it in Segment List[0] (RFC 8754 §2);
 /// types 0 and 2 list it last (RFC 2460 §4.4, RFC 6275 §6.4).
 fn routing_final_dst(e: &ExtSpec<'_>) -> Option<Ipv6Addr> {
-    let ExtSpec::Routing { routing_type, segments_left, data } = *e else {
+    let ExtSpec::Routing {
+        routing_type,
+        segments_left,
+        data,
+    } = *e
+    else {
         return None;
     };
     if segments_left == 0 {
@@ -355,7 +405,11 @@ pub struct ReplyOpts {
 
 impl Default for ReplyOpts {
     fn default() -> Self {
-        ReplyOpts { ttl: 64, ident: 0, src: None }
+        ReplyOpts {
+            ttl: 64,
+            ident: 0,
+            src: None,
+        }
     }
 }
 
@@ -365,7 +419,11 @@ pub fn reply_len(rx: &Datagram, payload_len: usize) -> usize {
         Family::V4 => ipv4::HEADER_LEN,
         Family::V6 => ipv6::HEADER_LEN,
     };
-    ether::HEADER_LEN + ether::VLAN_TAG_LEN * usize::from(rx.vlan_count.min(2)) + l3 + udp::HEADER_LEN + payload_len
+    ether::HEADER_LEN
+        + ether::VLAN_TAG_LEN * usize::from(rx.vlan_count.min(2))
+        + l3
+        + udp::HEADER_LEN
+        + payload_len
 }
 
 /// Writes the reply to a received datagram into `out`: MACs, addresses and
@@ -389,8 +447,13 @@ pub fn write_udp_reply(
     }
     for (i, t) in tags.iter_mut().take(n).enumerate() {
         let at = 12 + i * ether::VLAN_TAG_LEN;
-        let b = rx_frame.get(at..at + 4).ok_or(BuildError::ReplySourceMismatch)?;
-        *t = (u16::from_be_bytes([b[0], b[1]]), u16::from_be_bytes([b[2], b[3]]));
+        let b = rx_frame
+            .get(at..at + 4)
+            .ok_or(BuildError::ReplySourceMismatch)?;
+        *t = (
+            u16::from_be_bytes([b[0], b[1]]),
+            u16::from_be_bytes([b[2], b[3]]),
+        );
     }
     let reply_src = opts.src.unwrap_or(rx.dst);
     let l3 = match (rx.src, reply_src) {
@@ -400,9 +463,18 @@ pub fn write_udp_reply(
             ttl: opts.ttl,
             options: &[],
             ident: opts.ident,
-            frag: FragSpec { dont_frag: true, more_frags: false, offset: 0 },
+            frag: FragSpec {
+                dont_frag: true,
+                more_frags: false,
+                offset: 0,
+            },
         },
-        (IpAddr::V6(s), IpAddr::V6(d)) => L3Spec::V6 { src: d, dst: s, hop_limit: opts.ttl, ext: &[] },
+        (IpAddr::V6(s), IpAddr::V6(d)) => L3Spec::V6 {
+            src: d,
+            dst: s,
+            hop_limit: opts.ttl,
+            ext: &[],
+        },
         _ => return Err(BuildError::ReplySourceMismatch),
     };
     let spec = FrameSpec {
@@ -436,7 +508,10 @@ mod tests {
                 ttl: 64,
                 options: &[],
                 ident: 0x1234,
-                frag: FragSpec { dont_frag: true, ..FragSpec::default() },
+                frag: FragSpec {
+                    dont_frag: true,
+                    ..FragSpec::default()
+                },
             },
             sport: 1000,
             dport: 2000,
@@ -464,7 +539,11 @@ mod tests {
         masked[24..26].fill(0);
         masked[40..42].fill(0);
         assert_eq!(masked, V4_HI);
-        assert_eq!(checksum::checksum(&f[14..34]), 0, "IP header sums to all ones");
+        assert_eq!(
+            checksum::checksum(&f[14..34]),
+            0,
+            "IP header sums to all ones"
+        );
         let ip = u16::from_be_bytes([f[24], f[25]]);
         let udp = u16::from_be_bytes([f[40], f[41]]);
         assert_eq!((ip, udp), (EXPECT_IP_CSUM, EXPECT_UDP_CSUM));
@@ -478,20 +557,40 @@ mod tests {
         let tags = [(0x88a8, 10), (0x8100, 20)];
         let ext = [
             ExtSpec::HopByHop { options: &[] },
-            ExtSpec::DestOpts { options: &[0x1e, 4, 1, 2, 3, 4] },
-            ExtSpec::Fragment { offset: 0, more: false, ident: 7 },
+            ExtSpec::DestOpts {
+                options: &[0x1e, 4, 1, 2, 3, 4],
+            },
+            ExtSpec::Fragment {
+                offset: 0,
+                more: false,
+                ident: 7,
+            },
         ];
         let spec = FrameSpec {
-            l3: L3Spec::V6 { src: "fd00::1".parse().unwrap(), dst: "fd00::2".parse().unwrap(), hop_limit: 9, ext: &ext },
+            l3: L3Spec::V6 {
+                src: "fd00::1".parse().unwrap(),
+                dst: "fd00::2".parse().unwrap(),
+                hop_limit: 9,
+                ext: &ext,
+            },
             ..v4_spec(b"abc", &tags)
         };
         let n = frame_len(&spec).unwrap();
         assert_eq!(n, 14 + 8 + 40 + 8 + 8 + 8 + 8 + 3);
         let mut small = vec![0u8; n - 1];
-        assert_eq!(write_frame(&spec, &mut small), Err(BuildError::BufferTooSmall { need: n, have: n - 1 }));
+        assert_eq!(
+            write_frame(&spec, &mut small),
+            Err(BuildError::BufferTooSmall {
+                need: n,
+                have: n - 1
+            })
+        );
         let mut big = vec![0xeeu8; n + 10];
         assert_eq!(write_frame(&spec, &mut big), Ok(n));
-        assert!(big[n..].iter().all(|&b| b == 0xee), "writes nothing past the frame");
+        assert!(
+            big[n..].iter().all(|&b| b == 0xee),
+            "writes nothing past the frame"
+        );
         // Chain codes: IPv6 -> 0 -> 60 -> 44 -> 17.
         assert_eq!(big[22 + 6], 0);
         assert_eq!(big[62], 60);
@@ -506,12 +605,18 @@ mod tests {
     #[test]
     fn rejects_bad_specs() {
         let mut s = v4_spec(b"", &[]);
-        if let L3Spec::V4 { ref mut options, .. } = s.l3 {
+        if let L3Spec::V4 {
+            ref mut options, ..
+        } = s.l3
+        {
             *options = &[1, 1, 1];
         }
         assert_eq!(frame_len(&s), Err(BuildError::BadOptions(3)));
         let big = vec![0u8; 65535 - 28 + 1];
-        assert_eq!(frame_len(&v4_spec(&big, &[])), Err(BuildError::TooLong(65536)));
+        assert_eq!(
+            frame_len(&v4_spec(&big, &[])),
+            Err(BuildError::TooLong(65536))
+        );
         assert!(frame_len(&v4_spec(&big[1..], &[])).is_ok());
     }
 
@@ -531,10 +636,27 @@ mod tests {
         let mut data = [0u8; 4 + 32];
         data[4 + 15] = 0xaa;
         data[4 + 31] = 0xbb;
-        let last = routing_final_dst(&ExtSpec::Routing { routing_type: 2, segments_left: 1, data: &data }).unwrap();
+        let last = routing_final_dst(&ExtSpec::Routing {
+            routing_type: 2,
+            segments_left: 1,
+            data: &data,
+        })
+        .unwrap();
         assert_eq!(last.octets()[15], 0xbb);
-        let srh = routing_final_dst(&ExtSpec::Routing { routing_type: 4, segments_left: 1, data: &data }).unwrap();
+        let srh = routing_final_dst(&ExtSpec::Routing {
+            routing_type: 4,
+            segments_left: 1,
+            data: &data,
+        })
+        .unwrap();
         assert_eq!(srh.octets()[15], 0xaa);
-        assert_eq!(routing_final_dst(&ExtSpec::Routing { routing_type: 4, segments_left: 0, data: &data }), None);
+        assert_eq!(
+            routing_final_dst(&ExtSpec::Routing {
+                routing_type: 4,
+                segments_left: 0,
+                data: &data
+            }),
+            None
+        );
     }
 }

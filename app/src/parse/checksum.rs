@@ -204,9 +204,14 @@ mod tests {
     fn split_sums_combine() {
         let d: Vec<u8> = (0..50u8).map(|i| i.wrapping_mul(37)).collect();
         let whole = Sum::new().add_bytes(&d);
-        let parts = Sum::new().add_bytes(&d[..20]).combine(Sum::new().add_bytes(&d[20..]));
+        let parts = Sum::new()
+            .add_bytes(&d[..20])
+            .combine(Sum::new().add_bytes(&d[20..]));
         assert_eq!(whole.fold(), parts.fold());
         let fields = Sum::new().add_u16(0x0102).add_u32(0x0304_0506);
-        assert_eq!(fields.fold(), Sum::new().add_bytes(&[1, 2, 3, 4, 5, 6]).fold());
+        assert_eq!(
+            fields.fold(),
+            Sum::new().add_bytes(&[1, 2, 3, 4, 5, 6]).fold()
+        );
     }
 }

@@ -78,8 +78,12 @@ impl<T: AsRef<[u8]>> IcmpPacket<T> {
     #[inline]
     pub fn verify_v6(&self, src: &Ipv6Addr, dst: &Ipv6Addr) -> bool {
         let b = self.buffer.as_ref();
-        let Ok(len) = u32::try_from(b.len()) else { return false };
-        checksum::pseudo_v6(src, dst, super::PROTO_ICMPV6, len).combine(Sum::new().add_bytes(b)).verifies()
+        let Ok(len) = u32::try_from(b.len()) else {
+            return false;
+        };
+        checksum::pseudo_v6(src, dst, super::PROTO_ICMPV6, len)
+            .combine(Sum::new().add_bytes(b))
+            .verifies()
     }
 }
 
@@ -111,7 +115,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> IcmpPacket<T> {
         self.set_checksum(0);
         let b = self.buffer.as_ref();
         let len = u32::try_from(b.len()).unwrap_or(u32::MAX);
-        let c = checksum::pseudo_v6(src, dst, super::PROTO_ICMPV6, len).combine(Sum::new().add_bytes(b)).checksum();
+        let c = checksum::pseudo_v6(src, dst, super::PROTO_ICMPV6, len)
+            .combine(Sum::new().add_bytes(b))
+            .checksum();
         self.set_checksum(c);
     }
 }

@@ -31,7 +31,9 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     #[inline]
     pub fn new_checked(buffer: T) -> Result<Self, ParseError> {
         if buffer.as_ref().len() < HEADER_LEN {
-            return Err(ParseError::Truncated { family: Some(Family::V4) });
+            return Err(ParseError::Truncated {
+                family: Some(Family::V4),
+            });
         }
         Ok(Ipv4Packet { buffer })
     }
@@ -261,14 +263,20 @@ mod tests {
     fn corrupted_header_fails_checksum() {
         let mut h = WIKI;
         h[8] = 63;
-        assert_eq!(Ipv4Packet::new_checked(&h[..]).unwrap().verify_checksum(), Some(false));
+        assert_eq!(
+            Ipv4Packet::new_checked(&h[..]).unwrap().verify_checksum(),
+            Some(false)
+        );
     }
 
     #[test]
     fn bad_ihl_and_short_buffer() {
         let mut h = WIKI;
         h[0] = 0x44;
-        assert_eq!(Ipv4Packet::new_checked(&h[..]).unwrap().verify_checksum(), None);
+        assert_eq!(
+            Ipv4Packet::new_checked(&h[..]).unwrap().verify_checksum(),
+            None
+        );
         h[0] = 0x46; // 24 bytes claimed, 20 held
         let p = Ipv4Packet::new_checked(&h[..]).unwrap();
         assert_eq!(p.options(), None);

@@ -37,7 +37,9 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     #[inline]
     pub fn new_checked(buffer: T) -> Result<Self, ParseError> {
         if buffer.as_ref().len() < HEADER_LEN {
-            return Err(ParseError::Truncated { family: Some(Family::V6) });
+            return Err(ParseError::Truncated {
+                family: Some(Family::V6),
+            });
         }
         Ok(Ipv6Packet { buffer })
     }

@@ -137,7 +137,12 @@ pub enum ParseError {
     /// header `proto` starts (for ICMP/ICMPv6 responders and for RFC 8200
     /// parameter-problem pointers).
     #[error("not UDP: protocol {proto}")]
-    NotUdp { family: Family, proto: u8, l3_off: u16, l4_off: u16 },
+    NotUdp {
+        family: Family,
+        proto: u8,
+        l3_off: u16,
+        l4_off: u16,
+    },
     /// UDP header missing, length < 8 or beyond the IP payload.
     #[error("bad UDP length ({family:?})")]
     BadUdpLength { family: Family },
@@ -264,7 +269,10 @@ impl Reason {
 
     /// True for the reasons Linux counts as UDP errors (`UdpInErrors`).
     pub const fn is_udp_error(self) -> bool {
-        matches!(self, Reason::BadUdpLength | Reason::UdpChecksum | Reason::Udp6ZeroChecksum)
+        matches!(
+            self,
+            Reason::BadUdpLength | Reason::UdpChecksum | Reason::Udp6ZeroChecksum
+        )
     }
 }
 
@@ -306,11 +314,19 @@ pub fn parse(frame: &[u8], hints: Offload) -> Result<Datagram, ParseError> {
         l3 += ether::VLAN_TAG_LEN;
         vlan_count += 1;
     }
-    let head = Head { vlan_count, l3, src_mac: eth.src_mac(), dst_mac: eth.dst_mac() };
+    let head = Head {
+        vlan_count,
+        l3,
+        src_mac: eth.src_mac(),
+        dst_mac: eth.dst_mac(),
+    };
     match ethertype {
         ether::ethertype::IPV4 => parse_v4(frame, head, hints),
         ether::ethertype::IPV6 => parse_v6(frame, head, hints),
-        other => Err(ParseError::NotIp { ethertype: other, l3_off: off16(l3) }),
+        other => Err(ParseError::NotIp {
+            ethertype: other,
+            l3_off: off16(l3),
+        }),
     }
 }
 
@@ -327,14 +343,18 @@ struct Head {
 fn parse_v4(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseError> {
     const FAM: Family = Family::V4;
     let l3 = head.l3;
-    let ipbuf = frame.get(l3..).ok_or(ParseError::Truncated { family: Some(FAM) })?;
+    let ipbuf = frame
+        .get(l3..)
+        .ok_or(ParseError::Truncated { family: Some(FAM) })?;
     let ip = ipv4::Ipv4Packet::new_checked(ipbuf)?;
     // ip_rcv_core order: version/IHL, header present, checksum, lengths.
     if ip.version() != 4 || ip.ihl() < 5 {
         return Err(ParseError::BadIpHeader { family: FAM });
     }
     let hl = ip.header_len();
-    let header = ipbuf.get(..hl).ok_or(ParseError::Truncated { family: Some(FAM) })?;
+    let header = ipbuf
+        .get(..hl)
+        .ok_or(ParseError::Truncated { family: Some(FAM) })?;
     match hints.ip {
         CsumHint::Good => {}
         CsumHint::Bad => return Err(ParseError::BadIpChecksum),
@@ -371,7 +391,9 @@ fn parse_v4(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseE
     let src = ip.src_addr();
     let dst = ip.dst_addr();
     // The IP total length ends the datagram; Ethernet padding is cut here.
-    let l4buf = ipbuf.get(hl..total).ok_or(ParseError::Truncated { family: Some(FAM) })?;
+    let l4buf = ipbuf
+        .get(hl..total)
+        .ok_or(ParseError::Truncated { family: Some(FAM) })?;
     let u = udp::UdpPacket::new_checked(l4buf, FAM)?;
     let ulen = usize::from(u.len());
     if ulen < udp::HEADER_LEN || ulen > l4buf.len() {
@@ -384,15 +406,26 @@ fn parse_v4(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseE
             CsumHint::Good => {}
             CsumHint::Bad => return Err(ParseError::UdpChecksum { family: FAM }),
             CsumHint::Unknown => {
-                let seg = l4buf.get(..ulen).ok_or(ParseError::BadUdpLength { family: FAM })?;
-                let s = checksum::pseudo_v4(src, dst, PROTO_UDP, u.len()).combine(Sum::new().add_bytes(seg));
+                let seg = l4buf
+                    .get(..ulen)
+                    .ok_or(ParseError::BadUdpLength { family: FAM })?;
+                let s = checksum::pseudo_v4(src, dst, PROTO_UDP, u.len())
+                    .combine(Sum::new().add_bytes(seg));
                 if !s.verifies() {
                     return Err(ParseError::UdpChecksum { family: FAM });
                 }
             }
         }
     }
-    Ok(datagram(head, FAM, l4, ulen, IpAddr::V4(src), IpAddr::V4(dst), &u))
+    Ok(datagram(
+        head,
+        FAM,
+        l4,
+        ulen,
+        IpAddr::V4(src),
+        IpAddr::V4(dst),
+        &u,
+    ))
 }
 
 #[inline]
@@ -434,7 +467,9 @@ fn parse_v6(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseE
     use ipv6::next_header as nh;
     const FAM: Family = Family::V6;
     let l3 = head.l3;
-    let ipbuf = frame.get(l3..).ok_or(ParseError::Truncated { family: Some(FAM) })?;
+    let ipbuf = frame
+        .get(l3..)
+        .ok_or(ParseError::Truncated { family: Some(FAM) })?;
     let ip = ipv6::Ipv6Packet::new_checked(ipbuf)?;
     if ip.version() != 6 {
         return Err(ParseError::BadIpHeader { family: FAM });
@@ -458,7 +493,9 @@ fn parse_v6(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseE
     }
     // Everything from here on is bounded by the payload length, not the
     // frame: Ethernet padding is not IPv6 payload.
-    let packet = ipbuf.get(..ip_end).ok_or(ParseError::Truncated { family: Some(FAM) })?;
+    let packet = ipbuf
+        .get(..ip_end)
+        .ok_or(ParseError::Truncated { family: Some(FAM) })?;
     let mut off = ipv6::HEADER_LEN;
     let mut count = 0usize;
     while next != nh::UDP {
@@ -478,7 +515,9 @@ fn parse_v6(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseE
             return Err(ParseError::ExtHeaderLimit);
         }
         count += 1;
-        let rest = packet.get(off..).ok_or(ParseError::BadIpHeader { family: FAM })?;
+        let rest = packet
+            .get(off..)
+            .ok_or(ParseError::BadIpHeader { family: FAM })?;
         let len = if next == nh::FRAGMENT {
             let f = ipv6::FragmentHeader::new_checked(rest)?;
             if f.frag_offset() != 0 {
@@ -508,7 +547,9 @@ fn parse_v6(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseE
             return Err(ParseError::ExtHeaderLimit);
         }
     }
-    let l4buf = packet.get(off..).ok_or(ParseError::BadUdpLength { family: FAM })?;
+    let l4buf = packet
+        .get(off..)
+        .ok_or(ParseError::BadUdpLength { family: FAM })?;
     let u = udp::UdpPacket::new_checked(l4buf, FAM)?;
     // Linux __udp6_lib_rcv: length 0 means "the rest of the IP payload"
     // (jumbo UDP, RFC 2675 §4); the jumbogram itself was refused above.
@@ -526,22 +567,37 @@ fn parse_v6(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseE
         CsumHint::Good => {}
         CsumHint::Bad => return Err(ParseError::UdpChecksum { family: FAM }),
         CsumHint::Unknown => {
-            let seg = l4buf.get(..ulen).ok_or(ParseError::BadUdpLength { family: FAM })?;
+            let seg = l4buf
+                .get(..ulen)
+                .ok_or(ParseError::BadUdpLength { family: FAM })?;
             // ulen <= 65535 here (bounded by the 16-bit payload length).
-            let s = checksum::pseudo_v6(&src, &dst, PROTO_UDP, ulen as u32).combine(Sum::new().add_bytes(seg));
+            let s = checksum::pseudo_v6(&src, &dst, PROTO_UDP, ulen as u32)
+                .combine(Sum::new().add_bytes(seg));
             if !s.verifies() {
                 return Err(ParseError::UdpChecksum { family: FAM });
             }
         }
     }
-    Ok(datagram(head, FAM, l3 + off, ulen, IpAddr::V6(src), IpAddr::V6(dst), &u))
+    Ok(datagram(
+        head,
+        FAM,
+        l3 + off,
+        ulen,
+        IpAddr::V6(src),
+        IpAddr::V6(dst),
+        &u,
+    ))
 }
 
 #[inline]
 fn not_udp_v6(proto: u8, l3: usize, off: usize) -> ParseError {
-    ParseError::NotUdp { family: Family::V6, proto, l3_off: off16(l3), l4_off: off16(l3 + off) }
+    ParseError::NotUdp {
+        family: Family::V6,
+        proto,
+        l3_off: off16(l3),
+        l4_off: off16(l3 + off),
+    }
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -549,25 +605,29 @@ mod tests {
     use super::*;
     use std::net::Ipv4Addr;
 
-    const NONE: Offload = Offload { ip: CsumHint::Unknown, l4: CsumHint::Unknown };
+    const NONE: Offload = Offload {
+        ip: CsumHint::Unknown,
+        l4: CsumHint::Unknown,
+    };
 
     // Sent by the Linux kernel (Debian 12 host kernel, UDP sockets in a
     // network namespace, tx checksum offload off on the veth) and captured
     // with dumpcap; tshark reports both checksums "correct".
     // 198.18.0.1:40000 -> 198.18.0.2:5000, "hello udpdemux".
     const KERNEL_V4: [u8; 56] = [
-        0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x00, 0x45, 0x00,
-        0x00, 0x2a, 0xc6, 0x62, 0x40, 0x00, 0x40, 0x11, 0xe8, 0x38, 0xc6, 0x12, 0x00, 0x01, 0xc6, 0x12,
-        0x00, 0x02, 0x9c, 0x40, 0x13, 0x88, 0x00, 0x16, 0xbf, 0x30, 0x68, 0x65, 0x6c, 0x6c, 0x6f, 0x20,
-        0x75, 0x64, 0x70, 0x64, 0x65, 0x6d, 0x75, 0x78,
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x00, 0x45,
+        0x00, 0x00, 0x2a, 0xc6, 0x62, 0x40, 0x00, 0x40, 0x11, 0xe8, 0x38, 0xc6, 0x12, 0x00, 0x01,
+        0xc6, 0x12, 0x00, 0x02, 0x9c, 0x40, 0x13, 0x88, 0x00, 0x16, 0xbf, 0x30, 0x68, 0x65, 0x6c,
+        0x6c, 0x6f, 0x20, 0x75, 0x64, 0x70, 0x64, 0x65, 0x6d, 0x75, 0x78,
     ];
     // [fd00::1]:40001 -> [fd00::2]:5001, "odd payload v6!" (odd length).
     const KERNEL_V6: [u8; 77] = [
-        0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x86, 0xdd, 0x60, 0x0d,
-        0xd4, 0x0a, 0x00, 0x17, 0x11, 0x40, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x9c, 0x41, 0x13, 0x89, 0x00, 0x17, 0x2d, 0xe6, 0x6f, 0x64,
-        0x64, 0x20, 0x70, 0x61, 0x79, 0x6c, 0x6f, 0x61, 0x64, 0x20, 0x76, 0x36, 0x21,
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x86, 0xdd, 0x60,
+        0x0d, 0xd4, 0x0a, 0x00, 0x17, 0x11, 0x40, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x9c, 0x41, 0x13, 0x89, 0x00, 0x17,
+        0x2d, 0xe6, 0x6f, 0x64, 0x64, 0x20, 0x70, 0x61, 0x79, 0x6c, 0x6f, 0x61, 0x64, 0x20, 0x76,
+        0x36, 0x21,
     ];
 
     const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
@@ -586,12 +646,24 @@ mod tests {
         "fd00::2".parse().unwrap()
     }
 
-    fn v4<'a>(payload: &'a [u8], options: &'a [u8], vlans: &'a [(u16, u16)], frag: FragSpec) -> FrameSpec<'a> {
+    fn v4<'a>(
+        payload: &'a [u8],
+        options: &'a [u8],
+        vlans: &'a [(u16, u16)],
+        frag: FragSpec,
+    ) -> FrameSpec<'a> {
         FrameSpec {
             src_mac: MAC_A,
             dst_mac: MAC_B,
             vlans,
-            l3: L3Spec::V4 { src: a4(), dst: b4(), ttl: 64, options, ident: 1, frag },
+            l3: L3Spec::V4 {
+                src: a4(),
+                dst: b4(),
+                ttl: 64,
+                options,
+                ident: 1,
+                frag,
+            },
             sport: 40000,
             dport: 5000,
             payload,
@@ -604,7 +676,12 @@ mod tests {
             src_mac: MAC_A,
             dst_mac: MAC_B,
             vlans: &[],
-            l3: L3Spec::V6 { src: a6(), dst: b6(), hop_limit: 64, ext },
+            l3: L3Spec::V6 {
+                src: a6(),
+                dst: b6(),
+                hop_limit: 64,
+                ext,
+            },
             sport: 40001,
             dport: 5001,
             payload,
@@ -624,7 +701,16 @@ mod tests {
     fn kernel_v4_frame() {
         let d = p(&KERNEL_V4).unwrap();
         assert_eq!(d.family, Family::V4);
-        assert_eq!((d.vlan_count, d.l3_off, d.l4_off, d.payload_off, d.payload_len), (0, 14, 34, 42, 14));
+        assert_eq!(
+            (
+                d.vlan_count,
+                d.l3_off,
+                d.l4_off,
+                d.payload_off,
+                d.payload_len
+            ),
+            (0, 14, 34, 42, 14)
+        );
         assert_eq!((d.src, d.dst), (IpAddr::V4(a4()), IpAddr::V4(b4())));
         assert_eq!((d.sport, d.dport), (40000, 5000));
         assert_eq!((d.src_mac, d.dst_mac), (MAC_A, MAC_B));
@@ -635,7 +721,10 @@ mod tests {
     fn kernel_v6_frame_odd_payload() {
         let d = p(&KERNEL_V6).unwrap();
         assert_eq!(d.family, Family::V6);
-        assert_eq!((d.l3_off, d.l4_off, d.payload_off, d.payload_len), (14, 54, 62, 15));
+        assert_eq!(
+            (d.l3_off, d.l4_off, d.payload_off, d.payload_len),
+            (14, 54, 62, 15)
+        );
         assert_eq!((d.src, d.dst), (IpAddr::V6(a6()), IpAddr::V6(b6())));
         assert_eq!((d.sport, d.dport), (40001, 5001));
         assert_eq!(d.payload(&KERNEL_V6), Some(&b"odd payload v6!"[..]));
@@ -643,7 +732,15 @@ mod tests {
 
     #[test]
     fn writer_reproduces_kernel_bytes() {
-        let mut s = v4(b"hello udpdemux", &[], &[], FragSpec { dont_frag: true, ..FragSpec::default() });
+        let mut s = v4(
+            b"hello udpdemux",
+            &[],
+            &[],
+            FragSpec {
+                dont_frag: true,
+                ..FragSpec::default()
+            },
+        );
         if let L3Spec::V4 { ref mut ident, .. } = s.l3 {
             *ident = 0xc662;
         }
@@ -671,7 +768,10 @@ mod tests {
         let opts = [1, 1, 0, 0, 0x94, 0x04, 0, 0];
         let f = build::to_vec(&v4(b"x", &opts, &[], FragSpec::default())).unwrap();
         let d = p(&f).unwrap();
-        assert_eq!((d.l3_off, d.l4_off, d.payload_off, d.payload_len), (14, 42, 50, 1));
+        assert_eq!(
+            (d.l3_off, d.l4_off, d.payload_off, d.payload_len),
+            (14, 42, 50, 1)
+        );
     }
 
     #[test]
@@ -691,10 +791,18 @@ mod tests {
 
     #[test]
     fn v6_with_two_extension_headers() {
-        let ext = [ExtSpec::HopByHop { options: &[5, 2, 0, 0] }, ExtSpec::DestOpts { options: &[] }];
+        let ext = [
+            ExtSpec::HopByHop {
+                options: &[5, 2, 0, 0],
+            },
+            ExtSpec::DestOpts { options: &[] },
+        ];
         let f = build::to_vec(&v6(b"payload", &ext)).unwrap();
         let d = p(&f).unwrap();
-        assert_eq!((d.l3_off, d.l4_off, d.payload_off, d.payload_len), (14, 70, 78, 7));
+        assert_eq!(
+            (d.l3_off, d.l4_off, d.payload_off, d.payload_len),
+            (14, 70, 78, 7)
+        );
     }
 
     #[test]
@@ -713,8 +821,16 @@ mod tests {
     #[test]
     fn every_truncation_is_an_error() {
         let tags = [(0x88a8, 1), (0x8100, 2)];
-        let tagged = build::to_vec(&v4(b"abcdef", &[1, 1, 1, 0], &tags, FragSpec::default())).unwrap();
-        let ext = [ExtSpec::HopByHop { options: &[] }, ExtSpec::Fragment { offset: 0, more: false, ident: 3 }];
+        let tagged =
+            build::to_vec(&v4(b"abcdef", &[1, 1, 1, 0], &tags, FragSpec::default())).unwrap();
+        let ext = [
+            ExtSpec::HopByHop { options: &[] },
+            ExtSpec::Fragment {
+                offset: 0,
+                more: false,
+                ident: 3,
+            },
+        ];
         let v6ext = build::to_vec(&v6(b"abcdef", &ext)).unwrap();
         for f in [&KERNEL_V4[..], &KERNEL_V6[..], &tagged[..], &v6ext[..]] {
             assert!(p(f).is_ok());
@@ -734,7 +850,12 @@ mod tests {
         assert_eq!(p(&f), Err(ParseError::BadIpHeader { family: Family::V4 }));
         // IHL 15 (60 bytes): fits the 56-byte frame? No: 14 + 60 > 56.
         f[14] = 0x4f;
-        assert_eq!(p(&f), Err(ParseError::Truncated { family: Some(Family::V4) }));
+        assert_eq!(
+            p(&f),
+            Err(ParseError::Truncated {
+                family: Some(Family::V4)
+            })
+        );
         let mut f = KERNEL_V6;
         f[14] = 0x4d;
         assert_eq!(p(&f), Err(ParseError::BadIpHeader { family: Family::V6 }));
@@ -745,18 +866,31 @@ mod tests {
         let mut f = KERNEL_V4;
         f[16..18].copy_from_slice(&43u16.to_be_bytes()); // one past the frame
         refill_ip_csum(&mut f, 14);
-        assert_eq!(p(&f), Err(ParseError::Truncated { family: Some(Family::V4) }));
+        assert_eq!(
+            p(&f),
+            Err(ParseError::Truncated {
+                family: Some(Family::V4)
+            })
+        );
         f[16..18].copy_from_slice(&19u16.to_be_bytes()); // below the header
         refill_ip_csum(&mut f, 14);
         assert_eq!(p(&f), Err(ParseError::BadIpHeader { family: Family::V4 }));
         let mut f = KERNEL_V6;
         f[18..20].copy_from_slice(&24u16.to_be_bytes());
-        assert_eq!(p(&f), Err(ParseError::Truncated { family: Some(Family::V6) }));
+        assert_eq!(
+            p(&f),
+            Err(ParseError::Truncated {
+                family: Some(Family::V6)
+            })
+        );
     }
 
     #[test]
     fn udp_length_checks() {
-        for (frame, l3, fam) in [(&KERNEL_V4[..], 14usize, Family::V4), (&KERNEL_V6[..], 14, Family::V6)] {
+        for (frame, l3, fam) in [
+            (&KERNEL_V4[..], 14usize, Family::V4),
+            (&KERNEL_V6[..], 14, Family::V6),
+        ] {
             let l4 = if fam == Family::V4 { l3 + 20 } else { l3 + 40 };
             let mut f = frame.to_vec();
             f[l4 + 4..l4 + 6].copy_from_slice(&7u16.to_be_bytes());
@@ -788,7 +922,9 @@ mod tests {
         s.udp_csum = CsumMode::Zero;
         let mut f = build::to_vec(&s).unwrap();
         f[58..60].copy_from_slice(&0u16.to_be_bytes());
-        let c = checksum::pseudo_v6(&a6(), &b6(), PROTO_UDP, 10).combine(Sum::new().add_bytes(&f[54..])).checksum();
+        let c = checksum::pseudo_v6(&a6(), &b6(), PROTO_UDP, 10)
+            .combine(Sum::new().add_bytes(&f[54..]))
+            .checksum();
         f[60..62].copy_from_slice(&c.to_be_bytes());
         assert_eq!(p(&f).map(|d| d.payload_len), Ok(2));
     }
@@ -801,15 +937,27 @@ mod tests {
 
         let mut s = v4(b"data", &[], &[], FragSpec::default());
         s.udp_csum = CsumMode::Wrong;
-        assert_eq!(p(&build::to_vec(&s).unwrap()), Err(ParseError::UdpChecksum { family: Family::V4 }));
+        assert_eq!(
+            p(&build::to_vec(&s).unwrap()),
+            Err(ParseError::UdpChecksum { family: Family::V4 })
+        );
         s.udp_csum = CsumMode::Zero;
-        assert!(p(&build::to_vec(&s).unwrap()).is_ok(), "IPv4 UDP checksum 0 = none");
+        assert!(
+            p(&build::to_vec(&s).unwrap()).is_ok(),
+            "IPv4 UDP checksum 0 = none"
+        );
 
         let mut s = v6(b"data", &[]);
         s.udp_csum = CsumMode::Wrong;
-        assert_eq!(p(&build::to_vec(&s).unwrap()), Err(ParseError::UdpChecksum { family: Family::V6 }));
+        assert_eq!(
+            p(&build::to_vec(&s).unwrap()),
+            Err(ParseError::UdpChecksum { family: Family::V6 })
+        );
         s.udp_csum = CsumMode::Zero;
-        assert_eq!(p(&build::to_vec(&s).unwrap()), Err(ParseError::Udp6ZeroChecksum));
+        assert_eq!(
+            p(&build::to_vec(&s).unwrap()),
+            Err(ParseError::Udp6ZeroChecksum)
+        );
     }
 
     #[test]
@@ -820,7 +968,11 @@ mod tests {
             let mut found = false;
             for x in 0..=u16::MAX {
                 let pl = x.to_be_bytes();
-                let mut s = if fam == Family::V4 { v4(&pl, &[], &[], FragSpec::default()) } else { v6(&pl, &[]) };
+                let mut s = if fam == Family::V4 {
+                    v4(&pl, &[], &[], FragSpec::default())
+                } else {
+                    v6(&pl, &[])
+                };
                 s.udp_csum = CsumMode::Zero;
                 let f = build::to_vec(&s).unwrap();
                 let l4 = if fam == Family::V4 { 34 } else { 54 };
@@ -844,22 +996,55 @@ mod tests {
 
     #[test]
     fn hints_skip_or_force() {
-        let good = Offload { ip: CsumHint::Good, l4: CsumHint::Good };
+        let good = Offload {
+            ip: CsumHint::Good,
+            l4: CsumHint::Good,
+        };
         let mut f = KERNEL_V4;
         f[24] ^= 0xff; // IP checksum wrong
         f[40] ^= 0xff; // UDP checksum wrong
         assert!(parse(&f, good).is_ok());
-        assert_eq!(parse(&f, Offload { ip: CsumHint::Good, l4: CsumHint::Unknown }), Err(ParseError::UdpChecksum { family: Family::V4 }));
-        assert_eq!(parse(&KERNEL_V4, Offload { ip: CsumHint::Bad, l4: CsumHint::Good }), Err(ParseError::BadIpChecksum));
         assert_eq!(
-            parse(&KERNEL_V4, Offload { ip: CsumHint::Good, l4: CsumHint::Bad }),
+            parse(
+                &f,
+                Offload {
+                    ip: CsumHint::Good,
+                    l4: CsumHint::Unknown
+                }
+            ),
+            Err(ParseError::UdpChecksum { family: Family::V4 })
+        );
+        assert_eq!(
+            parse(
+                &KERNEL_V4,
+                Offload {
+                    ip: CsumHint::Bad,
+                    l4: CsumHint::Good
+                }
+            ),
+            Err(ParseError::BadIpChecksum)
+        );
+        assert_eq!(
+            parse(
+                &KERNEL_V4,
+                Offload {
+                    ip: CsumHint::Good,
+                    l4: CsumHint::Bad
+                }
+            ),
             Err(ParseError::UdpChecksum { family: Family::V4 })
         );
         let mut f6 = KERNEL_V6;
         f6[60] ^= 0xff;
         assert!(parse(&f6, good).is_ok());
         assert_eq!(
-            parse(&KERNEL_V6, Offload { ip: CsumHint::Bad, l4: CsumHint::Bad }),
+            parse(
+                &KERNEL_V6,
+                Offload {
+                    ip: CsumHint::Bad,
+                    l4: CsumHint::Bad
+                }
+            ),
             Err(ParseError::UdpChecksum { family: Family::V6 }),
             "IPv6 has no header checksum, so the ip hint is ignored"
         );
@@ -867,10 +1052,17 @@ mod tests {
 
     #[test]
     fn v4_fragments() {
-        let first = FragSpec { more_frags: true, ..FragSpec::default() };
+        let first = FragSpec {
+            more_frags: true,
+            ..FragSpec::default()
+        };
         let f = build::to_vec(&v4(b"aaaaaaaa", &[], &[], first)).unwrap();
         assert_eq!(p(&f), Err(ParseError::FragmentFirst { family: Family::V4 }));
-        let later = FragSpec { more_frags: false, offset: 2, dont_frag: false };
+        let later = FragSpec {
+            more_frags: false,
+            offset: 2,
+            dont_frag: false,
+        };
         let mut f = build::to_vec(&v4(b"aaaaaaaa", &[], &[], later)).unwrap();
         // Garbage where a UDP header would be must not matter.
         f[34..42].fill(0);
@@ -882,15 +1074,36 @@ mod tests {
 
     #[test]
     fn v6_fragments() {
-        let ext = [ExtSpec::Fragment { offset: 0, more: true, ident: 9 }];
-        assert_eq!(p(&build::to_vec(&v6(b"aaaaaaaa", &ext)).unwrap()), Err(ParseError::FragmentFirst { family: Family::V6 }));
-        let ext = [ExtSpec::DestOpts { options: &[] }, ExtSpec::Fragment { offset: 1, more: true, ident: 9 }];
+        let ext = [ExtSpec::Fragment {
+            offset: 0,
+            more: true,
+            ident: 9,
+        }];
+        assert_eq!(
+            p(&build::to_vec(&v6(b"aaaaaaaa", &ext)).unwrap()),
+            Err(ParseError::FragmentFirst { family: Family::V6 })
+        );
+        let ext = [
+            ExtSpec::DestOpts { options: &[] },
+            ExtSpec::Fragment {
+                offset: 1,
+                more: true,
+                ident: 9,
+            },
+        ];
         let mut f = build::to_vec(&v6(b"aaaaaaaa", &ext)).unwrap();
         f[70..78].fill(0);
         assert_eq!(p(&f), Err(ParseError::FragmentLater { family: Family::V6 }));
         // Atomic fragment (RFC 6946): processed like an unfragmented packet.
-        let ext = [ExtSpec::Fragment { offset: 0, more: false, ident: 9 }];
-        assert_eq!(p(&build::to_vec(&v6(b"a", &ext)).unwrap()).map(|d| d.l4_off), Ok(62));
+        let ext = [ExtSpec::Fragment {
+            offset: 0,
+            more: false,
+            ident: 9,
+        }];
+        assert_eq!(
+            p(&build::to_vec(&v6(b"a", &ext)).unwrap()).map(|d| d.l4_off),
+            Ok(62)
+        );
     }
 
     #[test]
@@ -898,13 +1111,25 @@ mod tests {
         let d = ExtSpec::DestOpts { options: &[] };
         let mut ext = vec![ExtSpec::HopByHop { options: &[] }];
         ext.extend([d; MAX_EXT_HEADERS - 1]);
-        assert!(p(&build::to_vec(&v6(b"ok", &ext)).unwrap()).is_ok(), "exactly the bound is fine");
+        assert!(
+            p(&build::to_vec(&v6(b"ok", &ext)).unwrap()).is_ok(),
+            "exactly the bound is fine"
+        );
         ext.push(d);
-        assert_eq!(p(&build::to_vec(&v6(b"no", &ext)).unwrap()), Err(ParseError::ExtHeaderLimit));
+        assert_eq!(
+            p(&build::to_vec(&v6(b"no", &ext)).unwrap()),
+            Err(ParseError::ExtHeaderLimit)
+        );
         // Byte bound: two 2048-byte destination options headers.
         let big = [0u8; 2046];
-        let ext = [ExtSpec::DestOpts { options: &big }, ExtSpec::DestOpts { options: &big }];
-        assert_eq!(p(&build::to_vec(&v6(b"", &ext)).unwrap()), Err(ParseError::ExtHeaderLimit));
+        let ext = [
+            ExtSpec::DestOpts { options: &big },
+            ExtSpec::DestOpts { options: &big },
+        ];
+        assert_eq!(
+            p(&build::to_vec(&v6(b"", &ext)).unwrap()),
+            Err(ParseError::ExtHeaderLimit)
+        );
     }
 
     #[test]
@@ -918,7 +1143,9 @@ mod tests {
     #[test]
     fn v6_misc_header_errors() {
         // Jumbogram encoding (payload length 0, hop-by-hop first).
-        let ext = [ExtSpec::HopByHop { options: &[0xc2, 4, 0, 1, 0, 0] }];
+        let ext = [ExtSpec::HopByHop {
+            options: &[0xc2, 4, 0, 1, 0, 0],
+        }];
         let mut f = build::to_vec(&v6(b"", &ext)).unwrap();
         f[18..20].fill(0);
         assert_eq!(p(&f), Err(ParseError::BadIpHeader { family: Family::V6 }));
@@ -928,9 +1155,20 @@ mod tests {
         assert_eq!(p(&f), Err(ParseError::BadUdpLength { family: Family::V6 }));
         // Routing header with segments left: not for us.
         let seg = [0u8; 20];
-        let ext = [ExtSpec::Routing { routing_type: 4, segments_left: 1, data: &seg }];
-        assert_eq!(p(&build::to_vec(&v6(b"x", &ext)).unwrap()), Err(ParseError::BadIpHeader { family: Family::V6 }));
-        let ext = [ExtSpec::Routing { routing_type: 4, segments_left: 0, data: &seg }];
+        let ext = [ExtSpec::Routing {
+            routing_type: 4,
+            segments_left: 1,
+            data: &seg,
+        }];
+        assert_eq!(
+            p(&build::to_vec(&v6(b"x", &ext)).unwrap()),
+            Err(ParseError::BadIpHeader { family: Family::V6 })
+        );
+        let ext = [ExtSpec::Routing {
+            routing_type: 4,
+            segments_left: 0,
+            data: &seg,
+        }];
         assert!(p(&build::to_vec(&v6(b"x", &ext)).unwrap()).is_ok());
         // Multicast source.
         let mut f = KERNEL_V6;
@@ -946,62 +1184,139 @@ mod tests {
         f.extend_from_slice(&[0x81, 0x00, 0x00, 0x0a, 0x08, 0x06]);
         f.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
         f.resize(60, 0);
-        assert_eq!(p(&f), Err(ParseError::NotIp { ethertype: 0x0806, l3_off: 18 }));
+        assert_eq!(
+            p(&f),
+            Err(ParseError::NotIp {
+                ethertype: 0x0806,
+                l3_off: 18
+            })
+        );
         // ICMP over IPv4 with options: l4 after the options.
         let mut f = build::to_vec(&v4(b"", &[1, 1, 1, 0], &[], FragSpec::default())).unwrap();
         f[23] = PROTO_ICMP;
         refill_ip_csum(&mut f, 14);
-        assert_eq!(p(&f), Err(ParseError::NotUdp { family: Family::V4, proto: 1, l3_off: 14, l4_off: 38 }));
+        assert_eq!(
+            p(&f),
+            Err(ParseError::NotUdp {
+                family: Family::V4,
+                proto: 1,
+                l3_off: 14,
+                l4_off: 38
+            })
+        );
         // ICMPv6 after a destination options header; ESP; no next header.
         for code in [PROTO_ICMPV6, 50, 51, 59, 6] {
             let raw = [0u8; 8];
-            let ext = [ExtSpec::DestOpts { options: &[] }, ExtSpec::Raw { code, bytes: &raw }];
+            let ext = [
+                ExtSpec::DestOpts { options: &[] },
+                ExtSpec::Raw { code, bytes: &raw },
+            ];
             let f = build::to_vec(&v6(b"", &ext)).unwrap();
-            assert_eq!(p(&f), Err(ParseError::NotUdp { family: Family::V6, proto: code, l3_off: 14, l4_off: 62 }));
+            assert_eq!(
+                p(&f),
+                Err(ParseError::NotUdp {
+                    family: Family::V6,
+                    proto: code,
+                    l3_off: 14,
+                    l4_off: 62
+                })
+            );
         }
         // Hop-by-hop anywhere but first: like an unknown next header.
-        let ext = [ExtSpec::DestOpts { options: &[] }, ExtSpec::HopByHop { options: &[] }];
+        let ext = [
+            ExtSpec::DestOpts { options: &[] },
+            ExtSpec::HopByHop { options: &[] },
+        ];
         let f = build::to_vec(&v6(b"", &ext)).unwrap();
-        assert_eq!(p(&f), Err(ParseError::NotUdp { family: Family::V6, proto: 0, l3_off: 14, l4_off: 62 }));
+        assert_eq!(
+            p(&f),
+            Err(ParseError::NotUdp {
+                family: Family::V6,
+                proto: 0,
+                l3_off: 14,
+                l4_off: 62
+            })
+        );
     }
 
     #[test]
     fn udp_reply_roundtrip() {
         let tags = [(0x8100, 42)];
-        let rx_frame = build::to_vec(&v4(b"ping", &[1, 1, 1, 0], &tags, FragSpec::default())).unwrap();
+        let rx_frame =
+            build::to_vec(&v4(b"ping", &[1, 1, 1, 0], &tags, FragSpec::default())).unwrap();
         let rx = p(&rx_frame).unwrap();
         let mut out = [0u8; 128];
-        let opts = ReplyOpts { ttl: 33, ident: 5, src: None };
-        let n = build::write_udp_reply(&rx_frame, &rx, rx.payload(&rx_frame).unwrap(), opts, &mut out).unwrap();
+        let opts = ReplyOpts {
+            ttl: 33,
+            ident: 5,
+            src: None,
+        };
+        let n = build::write_udp_reply(
+            &rx_frame,
+            &rx,
+            rx.payload(&rx_frame).unwrap(),
+            opts,
+            &mut out,
+        )
+        .unwrap();
         assert_eq!(n, build::reply_len(&rx, 4));
         let r = p(&out[..n]).unwrap();
-        assert_eq!((r.src, r.dst, r.sport, r.dport), (rx.dst, rx.src, rx.dport, rx.sport));
-        assert_eq!((r.src_mac, r.dst_mac, r.vlan_count), (rx.dst_mac, rx.src_mac, 1));
+        assert_eq!(
+            (r.src, r.dst, r.sport, r.dport),
+            (rx.dst, rx.src, rx.dport, rx.sport)
+        );
+        assert_eq!(
+            (r.src_mac, r.dst_mac, r.vlan_count),
+            (rx.dst_mac, rx.src_mac, 1)
+        );
         assert_eq!(&out[14..16], &[0, 42], "same VLAN TCI");
         assert_eq!(out[18 + 8], 33, "TTL reset");
         assert_eq!(r.payload(&out[..n]), Some(&b"ping"[..]));
 
         let rx = p(&KERNEL_V6).unwrap();
-        let n = build::write_udp_reply(&KERNEL_V6, &rx, b"pong", ReplyOpts::default(), &mut out).unwrap();
+        let n = build::write_udp_reply(&KERNEL_V6, &rx, b"pong", ReplyOpts::default(), &mut out)
+            .unwrap();
         let r = p(&out[..n]).unwrap();
-        assert_eq!((r.src, r.dst, r.sport, r.dport), (rx.dst, rx.src, rx.dport, rx.sport));
+        assert_eq!(
+            (r.src, r.dst, r.sport, r.dport),
+            (rx.dst, rx.src, rx.dport, rx.sport)
+        );
         assert_eq!(out[14 + 7], 64);
-        assert_eq!(build::write_udp_reply(&KERNEL_V6, &rx, b"pong", ReplyOpts::default(), &mut out[..60]),
-            Err(build::BuildError::BufferTooSmall { need: n, have: 60 }));
+        assert_eq!(
+            build::write_udp_reply(
+                &KERNEL_V6,
+                &rx,
+                b"pong",
+                ReplyOpts::default(),
+                &mut out[..60]
+            ),
+            Err(build::BuildError::BufferTooSmall { need: n, have: 60 })
+        );
         // A request to a multicast group is answered from our unicast address.
         let mut mc = KERNEL_V6;
         mc[38] = 0xff;
         mc[39] = 0x02;
         mc[60..62].fill(0);
-        let c = checksum::pseudo_v6(&a6(), &"ff02::2".parse().unwrap(), 17, 23).combine(Sum::new().add_bytes(&mc[54..])).checksum();
+        let c = checksum::pseudo_v6(&a6(), &"ff02::2".parse().unwrap(), 17, 23)
+            .combine(Sum::new().add_bytes(&mc[54..]))
+            .checksum();
         mc[60..62].copy_from_slice(&c.to_be_bytes());
         let rx = p(&mc).unwrap();
         let me = IpAddr::V6("fd00::9".parse().unwrap());
-        let opts = ReplyOpts { src: Some(me), ..ReplyOpts::default() };
+        let opts = ReplyOpts {
+            src: Some(me),
+            ..ReplyOpts::default()
+        };
         let n = build::write_udp_reply(&mc, &rx, b"pong", opts, &mut out).unwrap();
         assert_eq!(p(&out[..n]).map(|r| (r.src, r.dst)), Ok((me, rx.src)));
-        let wrong_family = ReplyOpts { src: Some(IpAddr::V4(a4())), ..ReplyOpts::default() };
-        assert_eq!(build::write_udp_reply(&mc, &rx, b"x", wrong_family, &mut out), Err(build::BuildError::ReplySourceMismatch));
+        let wrong_family = ReplyOpts {
+            src: Some(IpAddr::V4(a4())),
+            ..ReplyOpts::default()
+        };
+        assert_eq!(
+            build::write_udp_reply(&mc, &rx, b"x", wrong_family, &mut out),
+            Err(build::BuildError::ReplySourceMismatch)
+        );
     }
 
     #[test]

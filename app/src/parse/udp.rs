@@ -94,7 +94,10 @@ mod tests {
     fn fields_and_setters() {
         let h = [0x30, 0x39, 0x00, 0x35, 0x00, 0x0c, 0xab, 0xcd];
         let u = UdpPacket::new_checked(&h[..], Family::V4).unwrap();
-        assert_eq!((u.src_port(), u.dst_port(), u.len(), u.checksum()), (12345, 53, 12, 0xabcd));
+        assert_eq!(
+            (u.src_port(), u.dst_port(), u.len(), u.checksum()),
+            (12345, 53, 12, 0xabcd)
+        );
         let mut b = [0u8; 8];
         let mut w = UdpPacket::new_unchecked(&mut b[..]);
         w.set_src_port(12345);
