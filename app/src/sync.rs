@@ -96,6 +96,7 @@ impl<T> core::ops::Deref for CachePadded<T> {
 ///
 /// Held only for short, bounded critical sections on lcores that never
 /// sleep; there is no fairness, as with `rte_spinlock`.
+#[cfg(not(loom))]
 #[derive(Debug)]
 pub struct SpinLock<T> {
     locked: AtomicBool,
@@ -104,8 +105,10 @@ pub struct SpinLock<T> {
 
 // SAFETY: the lock hands out access to `T` to one thread at a time, so the
 // data only needs to be sendable between threads, exactly like std's Mutex.
+#[cfg(not(loom))]
 unsafe impl<T: Send> Sync for SpinLock<T> {}
 // SAFETY: moving the lock moves the `T` it owns; no thread-bound state.
+#[cfg(not(loom))]
 unsafe impl<T: Send> Send for SpinLock<T> {}
 
 /// After this many failed spins a non-loom build yields the CPU: on lcores
@@ -115,7 +118,9 @@ unsafe impl<T: Send> Send for SpinLock<T> {}
 #[cfg(not(loom))]
 const SPINS_BEFORE_YIELD: u32 = 1 << 12;
 
+#[cfg(not(loom))]
 struct Unlock<'a>(&'a AtomicBool);
+#[cfg(not(loom))]
 impl Drop for Unlock<'_> {
     #[inline]
     fn drop(&mut self) {
@@ -124,6 +129,7 @@ impl Drop for Unlock<'_> {
     }
 }
 
+#[cfg(not(loom))]
 impl<T> SpinLock<T> {
     pub fn new(v: T) -> Self {
         Self { locked: AtomicBool::new(false), data: UnsafeCell::new(v) }
@@ -140,23 +146,25 @@ impl<T> SpinLock<T> {
 
     #[cold]
     fn acquire_slow(&self) {
-        #[cfg(not(loom))]
-        let mut spins: u32 = 0;
         loop {
-            // Spin on a plain load so waiters share the line instead of
-            // bouncing it with RMWs, then try once it looks free.
-            while self.locked.load(Ordering::Relaxed) {
-                spin_loop();
-                #[cfg(not(loom))]
-                {
-                    spins = spins.wrapping_add(1);
-                    if spins % SPINS_BEFORE_YIELD == 0 {
-                        std::thread::yield_now();
-                    }
-                }
-            }
+            self.wait_while_locked();
             if !self.locked.swap(true, Ordering::Acquire) {
                 return;
+            }
+        }
+    }
+
+    /// Spins on a plain load so waiters share the line instead of bouncing
+    /// it with RMWs; the caller then tries once it looks free.
+    #[inline]
+    fn wait_while_locked(&self) {
+        let mut spins: u32 = 0;
+        while self.locked.load(Ordering::Relaxed) {
+            spin_loop();
+            spins = spins.wrapping_add(1);
+            // A power of two, so a mask (and no `is_multiple_of`, MSRV 1.75).
+            if spins & (SPINS_BEFORE_YIELD - 1) == 0 {
+                std::thread::yield_now();
             }
         }
     }
@@ -182,6 +190,37 @@ impl<T> SpinLock<T> {
 
     pub fn into_inner(self) -> T {
         self.data.into_inner()
+    }
+}
+
+/// Under loom the spinlock is modelled by loom's own `Mutex`: loom cannot
+/// explore spin-wait loops (its issue #162, "Model exceeded maximum number
+/// of branches"), and the lock's mutual exclusion is not what the model is
+/// about (std-thread tests below cover it). The stage, election, drain and
+/// accounting code around the lock is the real code.
+#[cfg(loom)]
+#[derive(Debug)]
+pub struct SpinLock<T> {
+    inner: loom::sync::Mutex<T>,
+}
+
+#[cfg(loom)]
+impl<T> SpinLock<T> {
+    pub fn new(v: T) -> Self {
+        Self { inner: loom::sync::Mutex::new(v) }
+    }
+
+    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut g)
+    }
+
+    pub fn is_locked(&self) -> bool {
+        self.inner.try_lock().is_err()
+    }
+
+    pub fn into_inner(self) -> T {
+        self.inner.into_inner().unwrap_or_else(|e| e.into_inner())
     }
 }
 
