@@ -29,8 +29,12 @@ pub enum DropReason {
 
 impl DropReason {
     pub const COUNT: usize = 4;
-    pub const ALL: [DropReason; Self::COUNT] =
-        [Self::RcvbufFull, Self::RcvbufFullAtDrain, Self::RingFull, Self::Closed];
+    pub const ALL: [DropReason; Self::COUNT] = [
+        Self::RcvbufFull,
+        Self::RcvbufFullAtDrain,
+        Self::RingFull,
+        Self::Closed,
+    ];
 
     #[inline]
     pub const fn index(self) -> usize {
@@ -175,7 +179,11 @@ pub struct DropCounters {
 impl DropCounters {
     /// `nodes` must be non-zero; the socket constructor checks it.
     pub fn new(nodes: usize) -> Self {
-        Self { nodes: (0..nodes).map(|_| CachePadded(NodeCounters::default())).collect() }
+        Self {
+            nodes: (0..nodes)
+                .map(|_| CachePadded(NodeCounters::default()))
+                .collect(),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -201,15 +209,24 @@ impl DropCounters {
     /// `sk_drops_read`: the sum over nodes. Approximate while producers run,
     /// which is all the per-batch drop snapshot needs.
     pub fn drop_count(&self) -> u64 {
-        self.nodes.iter().map(|n| n.drops_total()).fold(0, u64::wrapping_add)
+        self.nodes
+            .iter()
+            .map(|n| n.drops_total())
+            .fold(0, u64::wrapping_add)
     }
 
     pub fn drops(&self, reason: DropReason) -> u64 {
-        self.nodes.iter().map(|n| n.drops(reason)).fold(0, u64::wrapping_add)
+        self.nodes
+            .iter()
+            .map(|n| n.drops(reason))
+            .fold(0, u64::wrapping_add)
     }
 
     pub fn sum(&self, f: impl Fn(&NodeCounters) -> &AtomicU64) -> u64 {
-        self.nodes.iter().map(|n| stat::read(f(n))).fold(0, u64::wrapping_add)
+        self.nodes
+            .iter()
+            .map(|n| stat::read(f(n)))
+            .fold(0, u64::wrapping_add)
     }
 }
 

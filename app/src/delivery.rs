@@ -202,7 +202,8 @@ impl SocketStats {
     /// Both buffer-budget reasons, i.e. what `UdpRcvbufErrors` plus
     /// `UdpMemErrors` would show for this socket.
     pub fn rcvbuf_errors(&self) -> u64 {
-        self.drop(DropReason::RcvbufFull).wrapping_add(self.drop(DropReason::RcvbufFullAtDrain))
+        self.drop(DropReason::RcvbufFull)
+            .wrapping_add(self.drop(DropReason::RcvbufFullAtDrain))
     }
 
     /// `offered == delivered + drops`: true once producers have stopped
@@ -238,7 +239,10 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
             drop_snapshot: cfg.drop_snapshot,
             queues: (0..cfg.nodes)
                 .map(|_| {
-                    CachePadded(ProdQueue { stage: Stage::new(), rmem_alloc: AtomicUsize::new(0) })
+                    CachePadded(ProdQueue {
+                        stage: Stage::new(),
+                        rmem_alloc: AtomicUsize::new(0),
+                    })
                 })
                 .collect(),
             counters: DropCounters::new(cfg.nodes),
@@ -465,7 +469,8 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
             stat::add_exclusive(&d.batches, 1);
             stat::add_exclusive(&d.batch_pkts, u64::from(out.taken));
             if u64::from(out.taken) > stat::read(&d.batch_max) {
-                d.batch_max.store(u64::from(out.taken), stat::Ordering::Relaxed);
+                d.batch_max
+                    .store(u64::from(out.taken), stat::Ordering::Relaxed);
             }
         });
 
@@ -482,7 +487,13 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
 
     /// Charges and hands one burst to the sink; returns how many it took.
     #[inline]
-    fn flush(&self, sink: &mut S, pkts: &[NonNull<P>], bytes: usize, refused: &mut Chain<P>) -> u32 {
+    fn flush(
+        &self,
+        sink: &mut S,
+        pkts: &[NonNull<P>],
+        bytes: usize,
+        refused: &mut Chain<P>,
+    ) -> u32 {
         // Charge before publishing: the consumer may take and release a
         // packet the instant `enqueue_burst` puts it in the ring, and its
         // release must not precede our charge.
@@ -498,7 +509,8 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
         if refund > 0 {
             self.mem.uncharge(refund);
         }
-        self.mem.note_high_water(prev.wrapping_add(bytes).wrapping_sub(refund));
+        self.mem
+            .note_high_water(prev.wrapping_add(bytes).wrapping_sub(refund));
         stat::add_exclusive(&self.dstats.delivered, accepted as u64);
         // `accepted <= DRAIN_BURST`.
         accepted as u32
@@ -575,7 +587,9 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
 
     /// Bytes staged on a node and not yet drained.
     pub fn node_rmem(&self, node: usize) -> Option<usize> {
-        self.queues.get(node).map(|q| q.rmem_alloc.load(Ordering::Relaxed))
+        self.queues
+            .get(node)
+            .map(|q| q.rmem_alloc.load(Ordering::Relaxed))
     }
 
     pub fn stage_is_empty(&self, node: usize) -> Option<bool> {
@@ -624,7 +638,12 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
 }
 
 #[inline]
-fn drop_now<P, F>(ctr: &NodeCounters, pkt: NonNull<P>, reason: DropReason, to_free: &mut F) -> Verdict
+fn drop_now<P, F>(
+    ctr: &NodeCounters,
+    pkt: NonNull<P>,
+    reason: DropReason,
+    to_free: &mut F,
+) -> Verdict
 where
     F: FnMut(NonNull<P>, DropReason),
 {
@@ -743,7 +762,9 @@ pub mod testkit {
         #[inline]
         unsafe fn set_drop_snapshot(p: NonNull<Self>, drops: u32) {
             // SAFETY: the caller guarantees `p` is live.
-            unsafe { p.as_ref() }.drop_snapshot.store(drops, StdOrdering::Relaxed);
+            unsafe { p.as_ref() }
+                .drop_snapshot
+                .store(drops, StdOrdering::Relaxed);
         }
     }
 
@@ -777,7 +798,10 @@ pub mod testkit {
 
     impl<P> VecSink<P> {
         pub fn with_capacity(cap: usize) -> Self {
-            Self { q: VecDeque::with_capacity(cap), cap }
+            Self {
+                q: VecDeque::with_capacity(cap),
+                cap,
+            }
         }
         pub fn pop(&mut self) -> Option<NonNull<P>> {
             self.q.pop_front()
@@ -821,8 +845,15 @@ mod tests {
     const TS: u32 = 100;
 
     fn sock(nodes: usize, rcvbuf: usize, ring: usize) -> Sock {
-        RxSocket::new(SocketConfig { nodes, rcvbuf, drop_snapshot: true }, VecSink::with_capacity(ring))
-            .unwrap()
+        RxSocket::new(
+            SocketConfig {
+                nodes,
+                rcvbuf,
+                drop_snapshot: true,
+            },
+            VecSink::with_capacity(ring),
+        )
+        .unwrap()
     }
 
     /// The `to_free` every test uses: a second terminal event is a double free.
@@ -855,7 +886,12 @@ mod tests {
         for p in pkts {
             // SAFETY: all threads joined, nothing references `p` any more.
             unsafe {
-                assert_eq!(HeapPacket::get(p).fates(), 1, "packet {} lost or doubled", HeapPacket::get(p).id);
+                assert_eq!(
+                    HeapPacket::get(p).fates(),
+                    1,
+                    "packet {} lost or doubled",
+                    HeapPacket::get(p).id
+                );
                 HeapPacket::dealloc(p);
             }
         }
@@ -874,7 +910,10 @@ mod tests {
     fn wait_until(what: &str, f: impl Fn() -> bool) {
         let t = Instant::now();
         while !f() {
-            assert!(t.elapsed() < Duration::from_secs(10), "timed out waiting for {what}");
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "timed out waiting for {what}"
+            );
             std::thread::yield_now();
         }
     }
@@ -884,10 +923,17 @@ mod tests {
         for st in [Strategy::NumaQueues, Strategy::Busylock, Strategy::Direct] {
             assert_eq!(st.as_str().parse::<Strategy>(), Ok(st));
         }
-        assert!(matches!("busy".parse::<Strategy>(), Err(DeliveryError::UnknownStrategy(_))));
+        assert!(matches!(
+            "busy".parse::<Strategy>(),
+            Err(DeliveryError::UnknownStrategy(_))
+        ));
         assert_eq!(
             RxSocket::<HeapPacket, VecSink<HeapPacket>>::new(
-                SocketConfig { nodes: 0, rcvbuf: 1, drop_snapshot: false },
+                SocketConfig {
+                    nodes: 0,
+                    rcvbuf: 1,
+                    drop_snapshot: false
+                },
                 VecSink::with_capacity(1)
             )
             .err(),
@@ -901,16 +947,28 @@ mod tests {
         let pkts: Vec<_> = (0..3).map(|i| HeapPacket::alloc(i, TS)).collect();
         for &p in &pkts {
             let v = enq(&s, 1, p, Strategy::NumaQueues);
-            assert_eq!(v, Verdict::Drained(BatchOutcome { taken: 1, delivered: 1, dropped: 0 }));
+            assert_eq!(
+                v,
+                Verdict::Drained(BatchOutcome {
+                    taken: 1,
+                    delivered: 1,
+                    dropped: 0
+                })
+            );
         }
         assert_eq!(s.rmem(), 300, "charged at drain");
         assert_eq!(s.node_rmem(1), Some(0), "node meter emptied after drain");
         let st = s.stats();
-        assert_eq!((st.offered, st.staged, st.delivered, st.batches), (3, 3, 3, 3));
+        assert_eq!(
+            (st.offered, st.staged, st.delivered, st.batches),
+            (3, 3, 3, 3)
+        );
         // FIFO out of the sink.
         let ids: Vec<u32> = s.with_sink(|k| {
             // SAFETY: live until sweep.
-            std::iter::from_fn(|| k.pop()).map(|p| unsafe { HeapPacket::get(p).id }).collect()
+            std::iter::from_fn(|| k.pop())
+                .map(|p| unsafe { HeapPacket::get(p).id })
+                .collect()
         });
         assert_eq!(ids, [0, 1, 2]);
         for &p in &pkts {
@@ -928,15 +986,31 @@ mod tests {
         for st in [Strategy::NumaQueues, Strategy::Busylock, Strategy::Direct] {
             let s = sock(1, 250, 16);
             let pkts: Vec<_> = (0..3).map(|i| HeapPacket::alloc(i, TS)).collect();
-            assert!(matches!(enq(&s, 0, pkts[0], st), Verdict::Drained(_) | Verdict::Delivered));
-            assert!(matches!(enq(&s, 0, pkts[1], st), Verdict::Drained(_) | Verdict::Delivered));
+            assert!(matches!(
+                enq(&s, 0, pkts[0], st),
+                Verdict::Drained(_) | Verdict::Delivered
+            ));
+            assert!(matches!(
+                enq(&s, 0, pkts[1], st),
+                Verdict::Drained(_) | Verdict::Delivered
+            ));
             // 200 + 100 > 250.
-            assert_eq!(enq(&s, 0, pkts[2], st), Verdict::Dropped(DropReason::RcvbufFull), "{st:?}");
+            assert_eq!(
+                enq(&s, 0, pkts[2], st),
+                Verdict::Dropped(DropReason::RcvbufFull),
+                "{st:?}"
+            );
             assert_eq!(s.node_drops(0, DropReason::RcvbufFull), Some(1));
             consume(&s);
             // An empty socket accepts a datagram bigger than its budget.
             let big = HeapPacket::alloc(9, 1000);
-            assert!(matches!(enq(&s, 0, big, st), Verdict::Drained(_) | Verdict::Delivered), "{st:?}");
+            assert!(
+                matches!(
+                    enq(&s, 0, big, st),
+                    Verdict::Drained(_) | Verdict::Delivered
+                ),
+                "{st:?}"
+            );
             assert_eq!(s.rmem(), 1000);
             consume(&s);
             assert_quiescent(&s);
@@ -964,7 +1038,11 @@ mod tests {
             assert_eq!(s.rmem(), 650, "{st:?}");
             assert_eq!(s.stats().condensed, 1);
             if st == Strategy::Busylock {
-                assert_eq!(s.stats().busylock_acquisitions, 1, "busylock only under pressure");
+                assert_eq!(
+                    s.stats().busylock_acquisitions,
+                    1,
+                    "busylock only under pressure"
+                );
             } else {
                 assert_eq!(s.stats().busylock_acquisitions, 0);
             }
@@ -995,12 +1073,21 @@ mod tests {
             let s3 = Arc::clone(s);
             let rest: Vec<SendPtr<HeapPacket>> = rest.iter().map(|&p| SendPtr(p)).collect();
             std::thread::spawn(move || {
-                let v: Vec<Verdict> = rest.into_iter().map(|p| enq(&s3, 0, p.0, Strategy::NumaQueues)).collect();
+                let v: Vec<Verdict> = rest
+                    .into_iter()
+                    .map(|p| enq(&s3, 0, p.0, Strategy::NumaQueues))
+                    .collect();
                 tx.send(v).unwrap();
             });
-            let vs = rx.recv_timeout(Duration::from_secs(10)).expect("a follower was elected");
+            let vs = rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("a follower was elected");
             assert!(vs.iter().all(|v| *v == Verdict::Staged), "{vs:?}");
-            assert_eq!(s.stats().delivered, 0, "nothing delivered while the lock is held");
+            assert_eq!(
+                s.stats().delivered,
+                0,
+                "nothing delivered while the lock is held"
+            );
             h
         });
         elected.join().unwrap()
@@ -1011,14 +1098,23 @@ mod tests {
         let s = Arc::new(sock(1, 1 << 20, 64));
         let pkts: Vec<_> = (0..5).map(|i| HeapPacket::alloc(i, TS)).collect();
         let v = elected_waits_while_others_push(&s, &pkts);
-        assert_eq!(v, Verdict::Drained(BatchOutcome { taken: 5, delivered: 5, dropped: 0 }));
+        assert_eq!(
+            v,
+            Verdict::Drained(BatchOutcome {
+                taken: 5,
+                delivered: 5,
+                dropped: 0
+            })
+        );
         let st = s.stats();
         assert_eq!(st.delivery_lock_acquisitions, 1, "one lock hold per batch");
         assert_eq!((st.batches, st.batch_max, st.batch_pkts), (1, 5, 5));
         // FIFO across the batch.
         let ids: Vec<u32> = s.with_sink(|k| {
             // SAFETY: live until sweep.
-            std::iter::from_fn(|| k.pop()).map(|p| unsafe { HeapPacket::get(p).id }).collect()
+            std::iter::from_fn(|| k.pop())
+                .map(|p| unsafe { HeapPacket::get(p).id })
+                .collect()
         });
         assert_eq!(ids, [0, 1, 2, 3, 4]);
         for &p in &pkts {
@@ -1049,7 +1145,14 @@ mod tests {
         let s = Arc::new(sock(1, 1 << 20, 2));
         let pkts: Vec<_> = (0..3).map(|i| HeapPacket::alloc(i, TS)).collect();
         let v = elected_waits_while_others_push(&s, &pkts);
-        assert_eq!(v, Verdict::Drained(BatchOutcome { taken: 3, delivered: 2, dropped: 1 }));
+        assert_eq!(
+            v,
+            Verdict::Drained(BatchOutcome {
+                taken: 3,
+                delivered: 2,
+                dropped: 1
+            })
+        );
         assert_eq!(s.rmem(), 200, "the refused packet's charge was refunded");
         assert_eq!(s.node_drops(0, DropReason::RingFull), Some(1));
         assert_eq!(s.stats().rmem_high_water, 200);
@@ -1059,7 +1162,10 @@ mod tests {
 
         let s = sock(1, 1 << 20, 0);
         let p = HeapPacket::alloc(0, TS);
-        assert_eq!(enq(&s, 0, p, Strategy::Direct), Verdict::Dropped(DropReason::RingFull));
+        assert_eq!(
+            enq(&s, 0, p, Strategy::Direct),
+            Verdict::Dropped(DropReason::RingFull)
+        );
         assert_quiescent(&s);
         sweep(vec![p]);
     }
@@ -1098,8 +1204,16 @@ mod tests {
         assert_eq!(
             outcomes,
             [
-                Verdict::Drained(BatchOutcome { taken: 3, delivered: 0, dropped: 3 }),
-                Verdict::Drained(BatchOutcome { taken: 3, delivered: 3, dropped: 0 }),
+                Verdict::Drained(BatchOutcome {
+                    taken: 3,
+                    delivered: 0,
+                    dropped: 3
+                }),
+                Verdict::Drained(BatchOutcome {
+                    taken: 3,
+                    delivered: 3,
+                    dropped: 0
+                }),
             ]
         );
         let st = s.stats();
@@ -1117,8 +1231,14 @@ mod tests {
         let s = sock(1, 150, 16);
         let pkts: Vec<_> = (0..4).map(|i| HeapPacket::alloc(i, TS)).collect();
         enq(&s, 0, pkts[0], Strategy::NumaQueues);
-        assert_eq!(enq(&s, 0, pkts[1], Strategy::NumaQueues), Verdict::Dropped(DropReason::RcvbufFull));
-        assert_eq!(enq(&s, 0, pkts[2], Strategy::NumaQueues), Verdict::Dropped(DropReason::RcvbufFull));
+        assert_eq!(
+            enq(&s, 0, pkts[1], Strategy::NumaQueues),
+            Verdict::Dropped(DropReason::RcvbufFull)
+        );
+        assert_eq!(
+            enq(&s, 0, pkts[2], Strategy::NumaQueues),
+            Verdict::Dropped(DropReason::RcvbufFull)
+        );
         consume(&s);
         enq(&s, 0, pkts[3], Strategy::NumaQueues);
         // SAFETY: live until sweep.
@@ -1156,7 +1276,10 @@ mod tests {
         });
         assert_eq!(rx.recv().unwrap(), 3);
         assert_eq!(h.join().unwrap(), Verdict::Drained(BatchOutcome::default()));
-        assert_eq!(enq(&s, 0, pkts[3], Strategy::NumaQueues), Verdict::Dropped(DropReason::Closed));
+        assert_eq!(
+            enq(&s, 0, pkts[3], Strategy::NumaQueues),
+            Verdict::Dropped(DropReason::Closed)
+        );
         let st = s.stats();
         assert_eq!((st.drop(DropReason::Closed), st.closed_in_stage), (4, 3));
         assert_eq!(s.drain_closed(&mut free), 0);
@@ -1174,8 +1297,9 @@ mod tests {
             // Budget ~64 packets, ring 56: rcvbuf is the usual limiter and
             // the ring fills now and then.
             let s = Arc::new(sock(2, 64 * TS as usize, 56));
-            let pkts: Vec<NonNull<HeapPacket>> =
-                (0..PRODUCERS as u32 * PER).map(|i| HeapPacket::alloc(i, TS + (i % 3) * 50)).collect();
+            let pkts: Vec<NonNull<HeapPacket>> = (0..PRODUCERS as u32 * PER)
+                .map(|i| HeapPacket::alloc(i, TS + (i % 3) * 50))
+                .collect();
             let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
             let consumer = {
                 let s = Arc::clone(&s);
@@ -1199,8 +1323,12 @@ mod tests {
                 .map(|t| {
                     let s = Arc::clone(&s);
                     let done = Arc::clone(&done);
-                    let mine: Vec<SendPtr<HeapPacket>> =
-                        pkts.iter().skip(t).step_by(PRODUCERS).map(|&p| SendPtr(p)).collect();
+                    let mine: Vec<SendPtr<HeapPacket>> = pkts
+                        .iter()
+                        .skip(t)
+                        .step_by(PRODUCERS)
+                        .map(|&p| SendPtr(p))
+                        .collect();
                     std::thread::spawn(move || {
                         let mut shrink = ShrinkTo(TS);
                         for p in mine {
@@ -1218,10 +1346,21 @@ mod tests {
             let stats = s.stats();
             assert_eq!(stats.offered, u64::from(PER) * PRODUCERS as u64);
             assert_eq!(consumed, stats.delivered, "{st:?}");
-            assert_eq!(stats.staged, stats.delivered + stats.drop(DropReason::RingFull) + stats.drop(DropReason::RcvbufFullAtDrain));
+            assert_eq!(
+                stats.staged,
+                stats.delivered
+                    + stats.drop(DropReason::RingFull)
+                    + stats.drop(DropReason::RcvbufFullAtDrain)
+            );
             assert_eq!(stats.closed_in_stage, 0);
-            assert!(stats.delivered > 0 && stats.drops_total() > 0, "{st:?}: {stats:?}");
-            assert!(stats.rmem_high_water <= 64 * u64::from(TS) + 4 * 200, "{stats:?}");
+            assert!(
+                stats.delivered > 0 && stats.drops_total() > 0,
+                "{st:?}: {stats:?}"
+            );
+            assert!(
+                stats.rmem_high_water <= 64 * u64::from(TS) + 4 * 200,
+                "{stats:?}"
+            );
             if st == Strategy::NumaQueues {
                 assert_eq!(stats.busylock_acquisitions, 0);
                 assert_eq!(stats.batches, stats.delivery_lock_acquisitions);

@@ -58,7 +58,9 @@ impl<P: StagePacket> Default for Stage<P> {
 
 impl<P: StagePacket> Stage<P> {
     pub fn new() -> Self {
-        Self { head: AtomicPtr::new(ptr::null_mut()) }
+        Self {
+            head: AtomicPtr::new(ptr::null_mut()),
+        }
     }
 
     /// `llist_add`: pushes `p` and returns `true` if the stage was empty,
@@ -95,7 +97,9 @@ impl<P: StagePacket> Stage<P> {
     pub fn take_all(&self) -> Chain<P> {
         // Acquire pairs with the pushers' release CAS (see `push`).
         let head = self.head.swap(ptr::null_mut(), Ordering::Acquire);
-        Chain { head: NonNull::new(head) }
+        Chain {
+            head: NonNull::new(head),
+        }
     }
 
     /// Whether the stage looks empty. Racy by nature: use it for
@@ -194,7 +198,10 @@ mod tests {
     fn nodes(n: u32) -> Vec<NonNull<Node>> {
         (0..n)
             .map(|id| {
-                let b = Box::new(Node { link: AtomicPtr::new(ptr::null_mut()), id });
+                let b = Box::new(Node {
+                    link: AtomicPtr::new(ptr::null_mut()),
+                    id,
+                });
                 NonNull::from(Box::leak(b))
             })
             .collect()

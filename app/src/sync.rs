@@ -132,7 +132,10 @@ impl Drop for Unlock<'_> {
 #[cfg(not(loom))]
 impl<T> SpinLock<T> {
     pub fn new(v: T) -> Self {
-        Self { locked: AtomicBool::new(false), data: UnsafeCell::new(v) }
+        Self {
+            locked: AtomicBool::new(false),
+            data: UnsafeCell::new(v),
+        }
     }
 
     #[inline]
@@ -207,7 +210,9 @@ pub struct SpinLock<T> {
 #[cfg(loom)]
 impl<T> SpinLock<T> {
     pub fn new(v: T) -> Self {
-        Self { inner: loom::sync::Mutex::new(v) }
+        Self {
+            inner: loom::sync::Mutex::new(v),
+        }
     }
 
     pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {

@@ -49,7 +49,10 @@ fn builder() -> loom::model::Builder {
         b.preemption_bound = Some(2);
     }
     // Spin-waits on the delivery lock are branch points each time round.
-    b.max_branches = std::env::var("LOOM_MAX_BRANCHES").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    b.max_branches = std::env::var("LOOM_MAX_BRANCHES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
     b
 }
 
@@ -57,8 +60,15 @@ fn builder() -> loom::model::Builder {
 fn model(strategy: Strategy, rcvbuf: usize, ring: usize) {
     builder().check(move || {
         let s: Arc<Sock> = Arc::new(
-            RxSocket::new(SocketConfig { nodes: 2, rcvbuf, drop_snapshot: true }, VecSink::with_capacity(ring))
-                .unwrap(),
+            RxSocket::new(
+                SocketConfig {
+                    nodes: 2,
+                    rcvbuf,
+                    drop_snapshot: true,
+                },
+                VecSink::with_capacity(ring),
+            )
+            .unwrap(),
         );
         let pkts: Vec<NonNull<HeapPacket>> = (0..3).map(|i| HeapPacket::alloc(i, 100)).collect();
         let producers: Vec<_> = pkts
@@ -85,7 +95,11 @@ fn model(strategy: Strategy, rcvbuf: usize, ring: usize) {
         while consume_one(&s) {}
 
         for n in 0..2 {
-            assert_eq!(s.stage_is_empty(n), Some(true), "stranded on node {n}: {verdicts:?}");
+            assert_eq!(
+                s.stage_is_empty(n),
+                Some(true),
+                "stranded on node {n}: {verdicts:?}"
+            );
             assert_eq!(s.node_rmem(n), Some(0));
         }
         assert_eq!(s.rmem(), 0, "socket meter not back to zero");
@@ -101,7 +115,11 @@ fn model(strategy: Strategy, rcvbuf: usize, ring: usize) {
         for p in pkts {
             // SAFETY: all threads joined; nothing refers to the packet.
             unsafe {
-                assert_eq!(HeapPacket::get(p).fates(), 1, "lost or doubled: {verdicts:?} {st:?}");
+                assert_eq!(
+                    HeapPacket::get(p).fates(),
+                    1,
+                    "lost or doubled: {verdicts:?} {st:?}"
+                );
                 HeapPacket::dealloc(p);
             }
         }

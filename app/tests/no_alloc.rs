@@ -77,7 +77,11 @@ fn enqueue_drain_release_allocate_nothing() {
         // Everything allocated up front: packets, socket, bounded sink.
         let pkts: Vec<NonNull<HeapPacket>> = (0..N).map(|i| HeapPacket::alloc(i, 200)).collect();
         let sock = RxSocket::new(
-            SocketConfig { nodes: 2, rcvbuf: 200 * 40, drop_snapshot: true },
+            SocketConfig {
+                nodes: 2,
+                rcvbuf: 200 * 40,
+                drop_snapshot: true,
+            },
             VecSink::with_capacity(24),
         )
         .unwrap();
@@ -126,7 +130,10 @@ fn enqueue_drain_release_allocate_nothing() {
         assert!(s.books_balance(), "{st:?}: {s:?}");
         assert_eq!(s.delivered, consumed);
         assert_eq!(s.drops_total(), freed);
-        assert!(s.condensed > 0 && freed > 0, "{st:?} did not exercise pressure: {s:?}");
+        assert!(
+            s.condensed > 0 && freed > 0,
+            "{st:?} did not exercise pressure: {s:?}"
+        );
         assert_eq!(sock.rmem(), 0);
         for p in pkts {
             // SAFETY: all packets are out of the socket; nothing refers to them.
