@@ -20,7 +20,7 @@ cargo test --workspace
 
 if [ -f app/tests/loom_stage.rs ]; then
   step "loom model check of the stage/election/drain protocol"
-  RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-3} \
+  RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2} \
     cargo test -p udpdemux --release --test loom_stage
 fi
 

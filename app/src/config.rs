@@ -94,26 +94,11 @@ impl EalConf {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Strategy {
-    /// Per-socket, per-node lock-free stages with an elected drainer (the seed's new scheme).
-    #[default]
-    NumaQueues,
-    /// The old kernel scheme: above rcvbuf/2 producers take an extra spinlock first.
-    Busylock,
-    /// Every producer takes the delivery lock per packet.
-    Direct,
-}
+pub use crate::delivery::Strategy;
 
-impl Strategy {
-    pub fn name(self) -> &'static str {
-        match self {
-            Strategy::NumaQueues => "numa-queues",
-            Strategy::Busylock => "busylock",
-            Strategy::Direct => "direct",
-        }
-    }
+fn de_strategy<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Strategy, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse().map_err(serde::de::Error::custom)
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -125,8 +110,8 @@ pub struct EngineConf {
     /// How often the main lcore prints a stats line.
     #[serde(default = "d_stats_interval_ms")]
     pub stats_interval_ms: u64,
-    /// Enqueue strategy for every socket.
-    #[serde(default)]
+    /// Enqueue strategy for every socket: "numa-queues", "busylock" or "direct".
+    #[serde(default, deserialize_with = "de_strategy")]
     pub strategy: Strategy,
     /// Stop by itself after this many seconds (0: run until SIGINT/SIGTERM). `--duration` overrides.
     #[serde(default)]

@@ -1,15 +1,25 @@
-//! The poll-mode runtime, shaped like DPDK's examples (skeleton, l3fwd):
-//! setup (EAL, pools, ports), one loop per worker lcore, stats on the main
-//! lcore, and a clean teardown (stop flag, join, stop ports, EAL cleanup).
+//! The poll-mode runtime, shaped like DPDK's examples (skeleton, l3fwd,
+//! client_server_mp): setup (EAL, pools, ports, sockets), one loop per worker
+//! lcore (RX or consumer), stats on the main lcore, and a clean teardown that
+//! checks the books.
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use dpdk_sys::{eal, lcore, port, DpdkError, Eal, Mempool, Port};
 
-use crate::config::{self, Config, Role};
-use crate::stats::{self, Padded};
+use crate::accounting::DropReason;
+use crate::config::{self, Config, Handler, Role, SocketConf};
+use crate::consumer::{self, ConsumerLcore};
+use crate::delivery;
+use crate::flow_table::FlowTable;
+use crate::latency;
+use crate::parse::Reason;
+use crate::socket::Socket;
+use crate::stats::{self, Padded, UdpMib};
 use crate::{rx, signals};
 
 #[derive(Debug, thiserror::Error)]
@@ -22,6 +32,8 @@ pub enum EngineError {
     Dpdk(#[from] DpdkError),
     #[error("cannot write {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
+    #[error("the books do not balance: {0}")]
+    Books(String),
 }
 
 /// Command-line overrides of `run`.
@@ -31,6 +43,8 @@ pub struct RunOptions {
     pub stats_json: Option<PathBuf>,
     /// Bare rx-and-free loop: no parsing (the baseline the pipeline is measured against).
     pub bare: bool,
+    /// The config file, re-read on SIGHUP.
+    pub config_path: Option<PathBuf>,
 }
 
 /// Where one RX queue is polled.
@@ -41,34 +55,117 @@ pub struct QueueRef {
     pub queue: u16,
 }
 
-/// Everything a worker lcore shares with the main lcore.
+/// Who drains a socket's delivery ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drainer {
+    /// A consumer lcore (index into `Shared::consumers`).
+    Lcore(usize),
+    /// The main lcore, between stats lines (no consumer lcore configured).
+    Main,
+    /// Nobody inside the engine: the library API or another process.
+    External,
+}
+
+/// A socket and who consumes it.
+#[derive(Debug, Clone)]
+pub struct SocketEntry {
+    pub sock: Arc<Socket>,
+    pub drainer: Drainer,
+    pub handle: crate::flow_table::SocketHandle,
+}
+
+/// Everything the worker lcores share with the main lcore.
 pub struct Shared {
+    /// RX lcores stop polling.
     pub stop: AtomicBool,
+    /// Consumers stop once their rings are empty (set after RX has stopped).
+    pub consumers_stop: AtomicBool,
     pub rx: Vec<RxLcore>,
+    pub consumers: Vec<ConsumerLcore>,
     pub burst: u16,
     pub tsc_hz: u64,
+    pub strategy: delivery::Strategy,
+    /// Early demux: the RX lcores' view of the sockets.
+    pub table: FlowTable<Arc<Socket>>,
+    /// Every live socket, for consumers and stats (read-mostly, RCU-published).
+    pub sockets: ArcSwap<Vec<SocketEntry>>,
+    /// Stages per socket: distinct (virtual) nodes of the RX lcores.
+    pub nodes: usize,
+    /// NUMA socket for rings (the first RX lcore's).
+    pub numa: i32,
+    next_socket_id: Mutex<u32>,
+    /// Books of sockets removed while running.
+    pub removed: Mutex<Vec<SocketSummary>>,
 }
 
 /// One RX lcore's assignment and counters.
 pub struct RxLcore {
     pub lcore: u32,
+    /// NUMA or virtual node id, as configured or reported.
     pub node: u32,
+    /// Dense index of `node` among the engine's nodes (the stage index).
+    pub node_index: usize,
     pub queues: Vec<QueueRef>,
     pub qstats: Vec<Padded<stats::QueueStats>>,
     pub lstats: Padded<stats::LoopStats>,
+    pub mib: Padded<UdpMib>,
     /// TSC of the last burst that returned packets (for stop_when_idle).
     pub last_rx_tsc: stats::Counter,
+    /// Advanced at every quiescent point of the loop (QSBR for socket removal).
+    pub quiescent: stats::Counter,
 }
 
 /// Totals at exit.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Summary {
     pub seconds: f64,
+    pub strategy: String,
     pub rx_packets: u64,
     pub rx_bytes: u64,
     pub hot_path_allocations: u64,
+    /// Kernel-named UDP counters (nstat style).
+    pub udp: BTreeMap<String, u64>,
+    /// Parse drops by family ("v4", "v6", "other") and reason.
+    pub reasons: BTreeMap<String, BTreeMap<String, u64>>,
+    pub lookups: u64,
+    pub control: u64,
+    pub sockets: Vec<SocketSummary>,
     pub lcores: Vec<LcoreSummary>,
     pub ports: Vec<PortSummary>,
+    pub books_balanced: bool,
+    pub problems: Vec<String>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SocketSummary {
+    pub name: String,
+    pub local: String,
+    pub handler: String,
+    pub removed: bool,
+    pub offered: u64,
+    pub delivered: u64,
+    pub consumed: u64,
+    pub consumed_bytes: u64,
+    pub freed_at_close: u64,
+    pub drops: BTreeMap<String, u64>,
+    pub rcvbuf: u64,
+    pub rmem: u64,
+    pub rmem_high_water: u64,
+    pub condensed: u64,
+    pub batches: u64,
+    pub batch_max: u64,
+    pub delivery_lock_acquisitions: u64,
+    pub busylock_acquisitions: u64,
+    pub tx: u64,
+    pub tx_errors: u64,
+    pub written: u64,
+    pub not_written: u64,
+    pub stage_latency_us: Vec<u64>,
+    pub consumer_latency_us: Vec<u64>,
+    pub stage_p50_us: u64,
+    pub stage_p99_us: u64,
+    pub consumer_p50_us: u64,
+    pub consumer_p99_us: u64,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -77,6 +174,7 @@ pub struct LcoreSummary {
     pub node: u32,
     pub polls: u64,
     pub idle_polls: u64,
+    pub busy_cycles: u64,
     pub queues: Vec<QueueSummary>,
 }
 
@@ -98,17 +196,37 @@ pub struct PortSummary {
     pub imissed: u64,
     pub ierrors: u64,
     pub rx_nombuf: u64,
-    pub xstats: std::collections::BTreeMap<String, u64>,
+    pub xstats: BTreeMap<String, u64>,
+}
+
+/// A running engine. Field order is teardown order: sockets (rings) and
+/// ports before pools, pools before the EAL.
+pub struct Engine {
+    shared: Arc<Shared>,
+    launched: Vec<lcore::Launched>,
+    ports: Vec<Port>,
+    port_names: Vec<String>,
+    pools: Vec<(u32, Mempool)>,
+    started: Instant,
+    cfg: Config,
+    config_path: Option<PathBuf>,
+    eal: Option<Eal>,
 }
 
 /// Run the engine until a signal, the duration, or idleness stops it.
 pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, EngineError> {
-    preflight(cfg)?;
-    let eal = Eal::init(&cfg.eal.args()).map_err(|err| EngineError::Eal { hint: eal_hint(cfg, &err), err })?;
-    log::info!("DPDK {} up, TSC {} MHz", eal::version(), eal::tsc_hz() / 1_000_000);
-    let res = run_with_eal(cfg, opts);
-    drop(eal);
-    res
+    let mut engine = Engine::start(cfg, opts)?;
+    let duration = opts.duration.or((cfg.engine.duration_secs > 0.0).then_some(cfg.engine.duration_secs));
+    engine.main_loop(duration);
+    let summary = engine.stop()?;
+    if let Some(path) = &opts.stats_json {
+        let text = serde_json::to_string_pretty(&summary).expect("summary serialises");
+        std::fs::write(path, text).map_err(|source| EngineError::Write { path: path.clone(), source })?;
+    }
+    if !summary.books_balanced {
+        return Err(EngineError::Books(summary.problems.join("; ")));
+    }
+    Ok(summary)
 }
 
 /// Checks that give a better message than the EAL would.
@@ -120,8 +238,7 @@ fn preflight(cfg: &Config) -> Result<(), EngineError> {
                 "no hugetlbfs mount found: run `sudo bash scripts/setup.sh`, or set eal.no_huge = true in the config".into(),
             ));
         }
-        let free = hugepages_free();
-        if free == 0 {
+        if hugepages_free() == 0 {
             return Err(EngineError::Setup(
                 "no free hugepages (HugePages_Free is 0): run `sudo bash scripts/setup.sh`, or set eal.no_huge = true in the config"
                     .into(),
@@ -131,6 +248,14 @@ fn preflight(cfg: &Config) -> Result<(), EngineError> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         log::warn!("not running as root: the EAL usually needs root (or CAP_SYS_ADMIN, CAP_IPC_LOCK, CAP_NET_RAW)");
+    }
+    for s in &cfg.sockets {
+        if matches!(s.handler, Handler::Echo | Handler::Pcap) && !consumer::handler_available(s.handler) {
+            return Err(EngineError::Setup(format!(
+                "socket {:?}: handler {:?} is not available in this build",
+                s.name, s.handler
+            )));
+        }
     }
     Ok(())
 }
@@ -165,238 +290,531 @@ fn eal_hint(cfg: &Config, err: &DpdkError) -> String {
     }
 }
 
-fn run_with_eal(cfg: &Config, opts: &RunOptions) -> Result<Summary, EngineError> {
-    // Lcores: every configured one must be an enabled worker.
-    let main = lcore::main_lcore();
-    for l in &cfg.lcores {
-        if !lcore::is_enabled(l.id) {
+impl Engine {
+    /// Initialise the EAL, pools, ports and sockets, and launch the worker lcores.
+    pub fn start(cfg: &Config, opts: &RunOptions) -> Result<Engine, EngineError> {
+        preflight(cfg)?;
+        let eal = Eal::init(&cfg.eal.args()).map_err(|err| EngineError::Eal { hint: eal_hint(cfg, &err), err })?;
+        log::info!("{} up, TSC {} MHz", eal::version(), eal::tsc_hz() / 1_000_000);
+        let mut e = Engine::setup(cfg, opts)?;
+        e.eal = Some(eal);
+        Ok(e)
+    }
+
+    fn setup(cfg: &Config, opts: &RunOptions) -> Result<Engine, EngineError> {
+        let main = lcore::main_lcore();
+        for l in &cfg.lcores {
+            if !lcore::is_enabled(l.id) {
+                return Err(EngineError::Setup(format!(
+                    "lcore {} is not enabled by eal.lcores = {:?}: add it there or change [[lcore]] id",
+                    l.id, cfg.eal.lcores
+                )));
+            }
+            if l.id == main {
+                return Err(EngineError::Setup(format!(
+                    "lcore {} is the main lcore (it prints stats and handles signals): give [[lcore]] a worker lcore id",
+                    l.id
+                )));
+            }
+        }
+
+        if port::count() == 0 {
             return Err(EngineError::Setup(format!(
-                "lcore {} is not enabled by eal.lcores = {:?}: add it there or change [[lcore]] id",
-                l.id, cfg.eal.lcores
+                "no ports found: the EAL probed no device (vdevs {:?}, allow {:?}); check eal.vdevs / eal.allow and that the PMD is installed (apt-get install dpdk)",
+                cfg.eal.vdevs, cfg.eal.allow
             )));
         }
-        if l.id == main {
-            return Err(EngineError::Setup(format!(
-                "lcore {} is the main lcore (it prints stats and handles signals): give [[lcore]] a worker lcore id",
-                l.id
-            )));
-        }
-    }
-
-    // Ports by name.
-    if port::count() == 0 {
-        return Err(EngineError::Setup(format!(
-            "no ports found: the EAL probed no device (vdevs {:?}, allow {:?}); check eal.vdevs / eal.allow and that the PMD is installed (apt-get install dpdk)",
-            cfg.eal.vdevs, cfg.eal.allow
-        )));
-    }
-    let mut port_ids = Vec::new();
-    for p in &cfg.ports {
-        let id = port::by_name(&p.name).ok_or_else(|| {
-            EngineError::Setup(format!(
-                "port {:?} not found: no such device was probed; its PMD may be missing or its eal.vdevs/eal.allow entry is wrong",
-                p.name
-            ))
-        })?;
-        port_ids.push(id);
-    }
-
-    // RX lcore assignments, with the node each one belongs to.
-    let mut rx_lcores = Vec::new();
-    for l in cfg.lcores.iter().filter(|l| l.role == Role::Rx) {
-        let node = l.node.unwrap_or_else(|| lcore::socket_id(l.id));
-        let mut queues = Vec::new();
-        for q in &l.queues {
-            let (pname, qi) = config::parse_queue_ref(q).expect("validated");
-            let idx = cfg.ports.iter().position(|p| p.name == pname).expect("validated");
-            queues.push(QueueRef { port_name: pname.to_string(), port: port_ids[idx], queue: qi });
-        }
-        let qstats = queues.iter().map(|_| Padded::default()).collect();
-        rx_lcores.push(RxLcore {
-            lcore: l.id,
-            node,
-            queues,
-            qstats,
-            lstats: Padded::default(),
-            last_rx_tsc: Default::default(),
-        });
-    }
-
-    // One pktmbuf pool per NUMA socket that polls a queue (DPDK's rule: allocate where you receive).
-    let mut pools: Vec<(u32, Mempool)> = Vec::new();
-    for l in &rx_lcores {
-        let sock = lcore::socket_id(l.lcore);
-        if !pools.iter().any(|(s, _)| *s == sock) {
-            let mp = Mempool::new(
-                &format!("rx_pool_s{sock}"),
-                cfg.mempool.mbufs,
-                cfg.mempool.cache,
-                crate::meta::PRIV_SIZE,
-                cfg.mempool.data_room,
-                sock as i32,
-            )
-            .map_err(|e| {
+        let mut port_ids = Vec::new();
+        for p in &cfg.ports {
+            let id = port::by_name(&p.name).ok_or_else(|| {
                 EngineError::Setup(format!(
-                    "{e}: lower mempool.mbufs or raise eal.memory_mb (and hugepages: scripts/setup.sh)"
+                    "port {:?} not found: no such device was probed; its PMD may be missing or its eal.vdevs/eal.allow entry is wrong",
+                    p.name
                 ))
             })?;
-            log::info!("pool rx_pool_s{sock}: {} mbufs x {} B (truesize {} B)", mp.size(), mp.data_room(), mp.truesize());
-            pools.push((sock, mp));
+            port_ids.push(id);
         }
-    }
 
-    // Configure and start every port; RX queue q takes the pool of the node that polls it.
-    let mut ports = Vec::new();
-    for (i, pc) in cfg.ports.iter().enumerate() {
-        let id = port_ids[i];
-        let mut qpools = Vec::new();
-        for q in 0..pc.rx_queues {
-            let poller = rx_lcores
-                .iter()
-                .find(|l| l.queues.iter().any(|r| r.port == id && r.queue == q))
-                .expect("validated: every queue has a poller");
-            let sock = lcore::socket_id(poller.lcore);
-            let info = port::info(id)?;
-            if info.socket >= 0 && info.socket as u32 != sock {
-                log::warn!(
-                    "port {} is on NUMA socket {} but queue {q} is polled by lcore {} on socket {sock}: cross-node traffic",
-                    pc.name,
-                    info.socket,
-                    poller.lcore
-                );
-            }
-            qpools.push(&pools.iter().find(|(s, _)| *s == sock).expect("pool per socket").1);
-        }
-        let conf = dpdk_sys::PortConf {
-            rx_queues: pc.rx_queues,
-            tx_queues: pc.tx_queues,
-            rx_desc: pc.rx_desc,
-            tx_desc: pc.tx_desc,
-            rss: pc.rss,
-            promiscuous: pc.promiscuous,
-            rx_checksum_offload: pc.rx_checksum_offload,
-        };
-        let mut p = Port::configure(id, &conf, &qpools)?;
-        p.start()?;
-        let (up, speed) = p.link();
-        let mac = p.mac();
-        log::info!(
-            "port {} ({}): {} rxq {} txq, link {} {} Mbit/s, mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-            pc.name,
-            p.info().driver,
-            pc.rx_queues,
-            pc.tx_queues,
-            if up { "up" } else { "down" },
-            speed,
-            mac[0],
-            mac[1],
-            mac[2],
-            mac[3],
-            mac[4],
-            mac[5]
-        );
-        ports.push(p);
-    }
-
-    let shared = Arc::new(Shared {
-        stop: AtomicBool::new(false),
-        rx: rx_lcores,
-        burst: cfg.engine.burst,
-        tsc_hz: eal::tsc_hz(),
-    });
-    signals::install();
-
-    let started = Instant::now();
-    let mut launched = Vec::new();
-    for (i, l) in shared.rx.iter().enumerate() {
-        let sh = Arc::clone(&shared);
-        let bare = opts.bare;
-        match lcore::launch(l.lcore, move || rx::rx_loop(&sh, i, bare)) {
-            Ok(h) => launched.push(h),
-            Err(e) => {
-                shared.stop.store(true, Ordering::SeqCst);
-                for h in launched {
-                    h.join();
+        // RX lcores, with the node each belongs to, mapped to dense stage indices.
+        let mut node_ids: Vec<u32> = Vec::new();
+        let mut rx_lcores = Vec::new();
+        for l in cfg.lcores.iter().filter(|l| l.role == Role::Rx) {
+            let node = l.node.unwrap_or_else(|| lcore::socket_id(l.id));
+            let node_index = match node_ids.iter().position(|&n| n == node) {
+                Some(i) => i,
+                None => {
+                    node_ids.push(node);
+                    node_ids.len() - 1
                 }
-                return Err(e.into());
+            };
+            let mut queues = Vec::new();
+            for q in &l.queues {
+                let (pname, qi) = config::parse_queue_ref(q).expect("validated");
+                let idx = cfg.ports.iter().position(|p| p.name == pname).expect("validated");
+                queues.push(QueueRef { port_name: pname.to_string(), port: port_ids[idx], queue: qi });
+            }
+            let qstats = queues.iter().map(|_| Padded::default()).collect();
+            rx_lcores.push(RxLcore {
+                lcore: l.id,
+                node,
+                node_index,
+                queues,
+                qstats,
+                lstats: Padded::default(),
+                mib: Padded::default(),
+                last_rx_tsc: Default::default(),
+                quiescent: Default::default(),
+            });
+        }
+        let consumers: Vec<ConsumerLcore> = cfg
+            .lcores
+            .iter()
+            .filter(|l| l.role == Role::Consumer)
+            .map(|l| ConsumerLcore::new(l.id, l.sockets.clone()))
+            .collect();
+
+        // One pktmbuf pool per NUMA socket that polls a queue (allocate where you receive).
+        let mut pools: Vec<(u32, Mempool)> = Vec::new();
+        for l in &rx_lcores {
+            let sock = lcore::socket_id(l.lcore);
+            if !pools.iter().any(|(s, _)| *s == sock) {
+                let mp = Mempool::new(
+                    &format!("rx_pool_s{sock}"),
+                    cfg.mempool.mbufs,
+                    cfg.mempool.cache,
+                    crate::meta::PRIV_SIZE,
+                    cfg.mempool.data_room,
+                    sock as i32,
+                )
+                .map_err(|e| {
+                    EngineError::Setup(format!(
+                        "{e}: lower mempool.mbufs or raise eal.memory_mb (and hugepages: scripts/setup.sh)"
+                    ))
+                })?;
+                log::info!(
+                    "pool rx_pool_s{sock}: {} mbufs x {} B data room (truesize {} B)",
+                    mp.size(),
+                    mp.data_room(),
+                    mp.truesize()
+                );
+                pools.push((sock, mp));
             }
         }
-    }
 
-    let duration = opts.duration.or((cfg.engine.duration_secs > 0.0).then_some(cfg.engine.duration_secs));
-    main_loop(cfg, &shared, duration, started);
-
-    shared.stop.store(true, Ordering::SeqCst);
-    let mut failed = Vec::new();
-    for h in launched {
-        let lc = h.lcore();
-        if h.join() != 0 {
-            failed.push(lc);
-        }
-    }
-    let seconds = started.elapsed().as_secs_f64();
-    let summary = summarize(&shared, &ports, &cfg.ports, seconds);
-    for p in &mut ports {
-        p.stop()?;
-    }
-    drop(ports);
-    drop(pools);
-    print_summary(&summary);
-    if let Some(path) = &opts.stats_json {
-        let text = serde_json::to_string_pretty(&summary).expect("summary serialises");
-        std::fs::write(path, text).map_err(|source| EngineError::Write { path: path.clone(), source })?;
-    }
-    if !failed.is_empty() {
-        return Err(EngineError::Setup(format!("worker lcores {failed:?} failed (see log)")));
-    }
-    Ok(summary)
-}
-
-/// The main lcore: print a stats line per interval, watch for stop conditions.
-fn main_loop(cfg: &Config, shared: &Shared, duration: Option<f64>, started: Instant) {
-    let interval = Duration::from_millis(cfg.engine.stats_interval_ms);
-    let idle_ticks = cfg.engine.stop_when_idle_ms.saturating_mul(shared.tsc_hz) / 1000;
-    let mut last_print = Instant::now();
-    let mut last_pkts = 0u64;
-    let mut last_bytes = 0u64;
-    loop {
-        std::thread::sleep(Duration::from_millis(5));
-        if signals::stop_requested() {
-            log::info!("signal received, stopping");
-            break;
-        }
-        if let Some(d) = duration {
-            if started.elapsed().as_secs_f64() >= d {
-                break;
+        let mut ports = Vec::new();
+        for (i, pc) in cfg.ports.iter().enumerate() {
+            let id = port_ids[i];
+            let info = port::info(id)?;
+            let mut qpools = Vec::new();
+            for q in 0..pc.rx_queues {
+                let poller = rx_lcores
+                    .iter()
+                    .find(|l| l.queues.iter().any(|r| r.port == id && r.queue == q))
+                    .expect("validated: every queue has a poller");
+                let sock = lcore::socket_id(poller.lcore);
+                if info.socket >= 0 && info.socket as u32 != sock {
+                    log::warn!(
+                        "port {} is on NUMA socket {} but queue {q} is polled by lcore {} on socket {sock}: cross-node traffic",
+                        pc.name,
+                        info.socket,
+                        poller.lcore
+                    );
+                }
+                qpools.push(&pools.iter().find(|(s, _)| *s == sock).expect("pool per socket").1);
             }
-        }
-        if idle_ticks > 0 {
-            let now = eal::rdtsc();
-            let total: u64 = shared.rx.iter().flat_map(|l| l.qstats.iter()).map(|q| q.packets.get()).sum();
-            let all_idle = shared.rx.iter().all(|l| now.saturating_sub(l.last_rx_tsc.get()) > idle_ticks);
-            if total > 0 && all_idle {
-                log::info!("all RX queues idle for {} ms, stopping", cfg.engine.stop_when_idle_ms);
-                break;
-            }
-        }
-        if last_print.elapsed() >= interval {
-            let secs = last_print.elapsed().as_secs_f64();
-            last_print = Instant::now();
-            let pkts: u64 = shared.rx.iter().flat_map(|l| l.qstats.iter()).map(|q| q.packets.get()).sum();
-            let bytes: u64 = shared.rx.iter().flat_map(|l| l.qstats.iter()).map(|q| q.bytes.get()).sum();
+            let conf = dpdk_sys::PortConf {
+                rx_queues: pc.rx_queues,
+                tx_queues: pc.tx_queues,
+                rx_desc: pc.rx_desc,
+                tx_desc: pc.tx_desc,
+                rss: pc.rss,
+                promiscuous: pc.promiscuous,
+                rx_checksum_offload: pc.rx_checksum_offload,
+            };
+            let mut p = Port::configure(id, &conf, &qpools)?;
+            p.start()?;
+            let (up, speed) = p.link();
+            let mac = p.mac();
             log::info!(
-                "rx {} pps {} bit/s total {} pkts",
-                stats::human(stats::rate(pkts, last_pkts, secs)),
-                stats::human(stats::rate(bytes, last_bytes, secs) * 8.0),
-                pkts
+                "port {} ({}): {} rxq {} txq, link {} {} Mbit/s, mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+                pc.name,
+                p.info().driver,
+                pc.rx_queues,
+                pc.tx_queues,
+                if up { "up" } else { "down" },
+                speed,
+                mac[0],
+                mac[1],
+                mac[2],
+                mac[3],
+                mac[4],
+                mac[5]
             );
-            last_pkts = pkts;
-            last_bytes = bytes;
+            ports.push(p);
         }
+
+        let numa = rx_lcores.first().map(|l| lcore::socket_id(l.lcore) as i32).unwrap_or(0);
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            consumers_stop: AtomicBool::new(false),
+            rx: rx_lcores,
+            consumers,
+            burst: cfg.engine.burst,
+            tsc_hz: eal::tsc_hz(),
+            strategy: cfg.engine.strategy,
+            table: FlowTable::new(),
+            sockets: ArcSwap::from_pointee(Vec::new()),
+            nodes: node_ids.len().max(1),
+            numa,
+            next_socket_id: Mutex::new(0),
+            removed: Mutex::new(Vec::new()),
+        });
+        for s in &cfg.sockets {
+            add_socket(&shared, s.clone()).map_err(EngineError::Setup)?;
+        }
+        log::info!(
+            "{} socket(s), strategy {}, {} node(s): {:?}",
+            cfg.sockets.len(),
+            cfg.engine.strategy.as_str(),
+            node_ids.len(),
+            node_ids
+        );
+        signals::install();
+
+        let mut engine = Engine {
+            shared: Arc::clone(&shared),
+            launched: Vec::new(),
+            ports,
+            port_names: cfg.ports.iter().map(|p| p.name.clone()).collect(),
+            pools,
+            started: Instant::now(),
+            cfg: cfg.clone(),
+            config_path: opts.config_path.clone(),
+            eal: None,
+        };
+        for (i, c) in shared.consumers.iter().enumerate() {
+            let sh = Arc::clone(&shared);
+            let h = lcore::launch(c.lcore, move || consumer::consumer_loop(&sh, Some(i)))?;
+            engine.launched.push(h);
+        }
+        for (i, l) in shared.rx.iter().enumerate() {
+            let sh = Arc::clone(&shared);
+            let bare = opts.bare;
+            let h = lcore::launch(l.lcore, move || rx::rx_loop(&sh, i, bare))?;
+            engine.launched.push(h);
+        }
+        engine.started = Instant::now();
+        Ok(engine)
+    }
+
+    pub fn config_path(&self) -> Option<&std::path::Path> {
+        self.config_path.as_deref()
+    }
+
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// A live socket by name.
+    pub fn socket(&self, name: &str) -> Option<Arc<Socket>> {
+        self.shared.sockets.load().iter().find(|e| e.sock.name() == name).map(|e| Arc::clone(&e.sock))
+    }
+
+    /// Add a socket while running (no RX pause).
+    pub fn add_socket(&self, conf: SocketConf) -> Result<Arc<Socket>, EngineError> {
+        add_socket(&self.shared, conf).map_err(EngineError::Setup)
+    }
+
+    /// Remove a socket while running: datagrams already queued for it are
+    /// delivered or counted, never leaked.
+    pub fn remove_socket(&self, name: &str) -> Result<(), EngineError> {
+        remove_socket(&self.shared, name).map_err(EngineError::Setup)
+    }
+
+    /// The main lcore's duties once: consume the sockets it drains.
+    pub fn poll_main(&self) -> usize {
+        consumer::drain_once(&self.shared, None)
+    }
+
+    /// Print a stats line per interval; return on a signal, the duration, or idleness.
+    pub fn main_loop(&mut self, duration: Option<f64>) {
+        let shared = Arc::clone(&self.shared);
+        let interval = Duration::from_millis(self.cfg.engine.stats_interval_ms);
+        let idle_ticks = self.cfg.engine.stop_when_idle_ms.saturating_mul(shared.tsc_hz) / 1000;
+        let main_consumes = shared.sockets.load().iter().any(|e| e.drainer == Drainer::Main);
+        let mut last_print = Instant::now();
+        let mut last_pkts = 0u64;
+        let mut last_bytes = 0u64;
+        let mut last_gc = Instant::now();
+        loop {
+            let worked = if main_consumes { self.poll_main() } else { 0 };
+            if worked == 0 {
+                std::thread::sleep(Duration::from_millis(if main_consumes { 0 } else { 5 }));
+            }
+            if signals::stop_requested() {
+                log::info!("signal received, stopping");
+                break;
+            }
+            if signals::take_reload() {
+                crate::reload::on_sighup(self);
+            }
+            if let Some(d) = duration {
+                if self.started.elapsed().as_secs_f64() >= d {
+                    break;
+                }
+            }
+            if idle_ticks > 0 {
+                let now = eal::rdtsc();
+                let total: u64 = shared.rx.iter().flat_map(|l| l.qstats.iter()).map(|q| q.packets.get()).sum();
+                let all_idle = shared.rx.iter().all(|l| now.saturating_sub(l.last_rx_tsc.get()) > idle_ticks);
+                if total > 0 && all_idle {
+                    log::info!("all RX queues idle for {} ms, stopping", self.cfg.engine.stop_when_idle_ms);
+                    break;
+                }
+            }
+            if last_gc.elapsed() >= Duration::from_secs(1) {
+                shared.table.collect_garbage();
+                last_gc = Instant::now();
+            }
+            if last_print.elapsed() >= interval {
+                let secs = last_print.elapsed().as_secs_f64();
+                last_print = Instant::now();
+                let pkts: u64 = shared.rx.iter().flat_map(|l| l.qstats.iter()).map(|q| q.packets.get()).sum();
+                let bytes: u64 = shared.rx.iter().flat_map(|l| l.qstats.iter()).map(|q| q.bytes.get()).sum();
+                let socks = shared.sockets.load();
+                let delivered: u64 = socks.iter().map(|e| e.sock.stats().delivered).sum();
+                let drops: u64 = socks.iter().map(|e| e.sock.stats().drops_total()).sum();
+                log::info!(
+                    "rx {} pps {} bit/s | delivered {} drops {} | total rx {}",
+                    stats::human(stats::rate(pkts, last_pkts, secs)),
+                    stats::human(stats::rate(bytes, last_bytes, secs) * 8.0),
+                    delivered,
+                    drops,
+                    pkts
+                );
+                last_pkts = pkts;
+                last_bytes = bytes;
+            }
+        }
+    }
+
+    /// Stop RX, drain every stage, let consumers finish, check the books.
+    pub fn stop(mut self) -> Result<Summary, EngineError> {
+        let shared = Arc::clone(&self.shared);
+        shared.stop.store(true, Ordering::SeqCst);
+        let mut failed = Vec::new();
+        // RX lcores first (they were launched last).
+        let (rx_handles, cons_handles): (Vec<_>, Vec<_>) =
+            self.launched.drain(..).partition(|h| shared.rx.iter().any(|l| l.lcore == h.lcore()));
+        for h in rx_handles {
+            let lc = h.lcore();
+            if h.join() != 0 {
+                failed.push(lc);
+            }
+        }
+        let seconds = self.started.elapsed().as_secs_f64();
+        let mut problems = Vec::new();
+        // The election protocol leaves no packet on a stage once producers stop.
+        for e in shared.sockets.load().iter() {
+            let mut free = rx::FreeList::default();
+            let stranded = e.sock.rx.drain_closed(&mut |p, _r| free.push(crate::meta::MbufMeta::mbuf(p)));
+            if stranded > 0 {
+                problems.push(format!("socket {}: {stranded} packet(s) stranded in a stage", e.sock.name()));
+            }
+        }
+        shared.consumers_stop.store(true, Ordering::SeqCst);
+        for h in cons_handles {
+            let lc = h.lcore();
+            if h.join() != 0 {
+                failed.push(lc);
+            }
+        }
+        // Main-lcore sockets: drain what is left.
+        while consumer::drain_once(&shared, None) > 0 {}
+        // External consumers: whatever they did not take is freed and counted.
+        for e in shared.sockets.load().iter() {
+            e.sock.free_ring();
+        }
+        let summary = summarize(&shared, &self.ports, &self.port_names, seconds, problems);
+        for p in &mut self.ports {
+            p.stop()?;
+        }
+        print_summary(&summary);
+        if !failed.is_empty() {
+            return Err(EngineError::Setup(format!("worker lcores {failed:?} failed (see log)")));
+        }
+        Ok(summary)
     }
 }
 
-fn summarize(shared: &Shared, ports: &[Port], pconf: &[config::PortConf], seconds: f64) -> Summary {
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.consumers_stop.store(true, Ordering::SeqCst);
+        for h in self.launched.drain(..) {
+            h.join();
+        }
+        // Sockets hold rte_rings: release them before the EAL goes.
+        let entries = self.shared.sockets.swap(Arc::new(Vec::new()));
+        let _ = self.shared.table.update(|ed| {
+            for e in entries.iter() {
+                ed.remove(e.handle)?;
+            }
+            Ok(())
+        });
+        drop(entries);
+        self.shared.table.collect_garbage();
+        self.ports.clear();
+        self.pools.clear();
+        self.eal.take();
+    }
+}
+
+/// Which lcore drains a socket: a consumer lcore that names it, else one
+/// with an empty list (round-robin), else the main lcore; `none` handlers
+/// are left to the library API or another process.
+fn drainer_for(shared: &Shared, conf: &SocketConf, id: u32) -> Drainer {
+    if conf.handler == Handler::None {
+        return Drainer::External;
+    }
+    if let Some(i) = shared.consumers.iter().position(|c| c.sockets.iter().any(|n| n == &conf.name)) {
+        return Drainer::Lcore(i);
+    }
+    let open: Vec<usize> = shared.consumers.iter().enumerate().filter(|(_, c)| c.sockets.is_empty()).map(|(i, _)| i).collect();
+    if open.is_empty() {
+        Drainer::Main
+    } else {
+        Drainer::Lcore(open[id as usize % open.len()])
+    }
+}
+
+/// Create a socket, publish it in the flow table and the registry.
+pub fn add_socket(shared: &Shared, conf: SocketConf) -> Result<Arc<Socket>, String> {
+    if shared.sockets.load().iter().any(|e| e.sock.name() == conf.name) {
+        return Err(format!("socket {:?} already exists", conf.name));
+    }
+    let id = {
+        let mut n = shared.next_socket_id.lock().expect("socket id lock");
+        *n += 1;
+        *n
+    };
+    let drainer = drainer_for(shared, &conf, id);
+    let sock = Arc::new(Socket::new(id, conf, shared.nodes, shared.numa).map_err(|e| e.to_string())?);
+    let handle = shared
+        .table
+        .insert(sock.binding(), Arc::clone(&sock))
+        .map_err(|e| format!("socket {:?}: {e}", sock.name()))?;
+    let mut v: Vec<SocketEntry> = shared.sockets.load().as_ref().clone();
+    v.push(SocketEntry { sock: Arc::clone(&sock), drainer, handle });
+    shared.sockets.store(Arc::new(v));
+    log::info!("socket {} ({}) bound {} handler {:?} drained by {:?}", sock.name(), id, sock.binding(), sock.handler(), drainer);
+    Ok(sock)
+}
+
+/// Remove a socket while RX runs. Order: unpublish, close (late producers
+/// drop with reason `closed`), wait until every RX lcore passed a quiescent
+/// point (no one still holds the old table or is inside enqueue), drain the
+/// stages, let the consumer empty the ring, then forget it.
+pub fn remove_socket(shared: &Shared, name: &str) -> Result<(), String> {
+    let entry = shared
+        .sockets
+        .load()
+        .iter()
+        .find(|e| e.sock.name() == name)
+        .cloned()
+        .ok_or_else(|| format!("no socket named {name:?}"))?;
+    shared.table.remove(entry.handle).map_err(|e| e.to_string())?;
+    entry.sock.rx.close();
+    wait_quiescent(shared);
+    let mut free = rx::FreeList::default();
+    entry.sock.rx.drain_closed(&mut |p, _r| free.push(crate::meta::MbufMeta::mbuf(p)));
+    drop(free);
+    // Give the consumer a moment to take what is in the ring; the rest is freed and counted.
+    let deadline = Instant::now() + Duration::from_millis(200);
+    while entry.sock.ring.count() > 0 && Instant::now() < deadline && entry.drainer != Drainer::External {
+        if entry.drainer == Drainer::Main {
+            consumer::drain_socket(&entry);
+        } else {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let v: Vec<SocketEntry> = shared.sockets.load().iter().filter(|e| e.sock.name() != name).cloned().collect();
+    shared.sockets.store(Arc::new(v));
+    // A consumer still holding the old registry may dequeue concurrently:
+    // the ring is multi-consumer, so both sides are safe and each datagram
+    // is counted once (consumed, or freed at close).
+    entry.sock.free_ring();
+    shared.removed.lock().expect("removed lock").push(socket_summary(&entry, true));
+    log::info!("socket {name} removed");
+    Ok(())
+}
+
+/// Wait until every RX lcore has passed a quiescent point (or stopped).
+fn wait_quiescent(shared: &Shared) {
+    let marks: Vec<u64> = shared.rx.iter().map(|l| l.quiescent.get()).collect();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while shared.rx.iter().zip(&marks).any(|(l, &m)| l.quiescent.get() == m)
+        && !shared.stop.load(Ordering::SeqCst)
+        && Instant::now() < deadline
+    {
+        std::hint::spin_loop();
+    }
+}
+
+fn socket_summary(e: &SocketEntry, removed: bool) -> SocketSummary {
+    let s = e.sock.stats();
+    let c = &e.sock.consumer;
+    let st = e.sock.stage_latency.snapshot();
+    let cl = e.sock.consumer_latency.snapshot();
+    SocketSummary {
+        name: e.sock.name().to_string(),
+        local: e.sock.conf.local.to_string(),
+        handler: format!("{:?}", e.sock.handler()).to_lowercase(),
+        removed,
+        offered: s.offered,
+        delivered: s.delivered,
+        consumed: c.consumed.get(),
+        consumed_bytes: c.bytes.get(),
+        freed_at_close: c.freed_at_close.get(),
+        drops: DropReason::ALL.iter().map(|r| (r.as_str().to_string(), s.drop(*r))).collect(),
+        rcvbuf: e.sock.rx.rcvbuf() as u64,
+        rmem: s.rmem as u64,
+        rmem_high_water: s.rmem_high_water,
+        condensed: s.condensed,
+        batches: s.batches,
+        batch_max: s.batch_max,
+        delivery_lock_acquisitions: s.delivery_lock_acquisitions,
+        busylock_acquisitions: s.busylock_acquisitions,
+        tx: c.tx.get(),
+        tx_errors: c.tx_errors.get(),
+        written: c.written.get(),
+        not_written: c.not_written.get(),
+        stage_latency_us: st.to_vec(),
+        consumer_latency_us: cl.to_vec(),
+        stage_p50_us: latency::percentile(&st, 50.0),
+        stage_p99_us: latency::percentile(&st, 99.0),
+        consumer_p50_us: latency::percentile(&cl, 50.0),
+        consumer_p99_us: latency::percentile(&cl, 99.0),
+    }
+}
+
+/// Snapshot of every counter (callable while running: telemetry, stats lines).
+pub fn snapshot(shared: &Shared, seconds: f64) -> Summary {
+    summarize_inner(shared, &[], &[], seconds, Vec::new(), false)
+}
+
+fn summarize(shared: &Shared, ports: &[Port], names: &[String], seconds: f64, problems: Vec<String>) -> Summary {
+    summarize_inner(shared, ports, names, seconds, problems, true)
+}
+
+fn summarize_inner(
+    shared: &Shared,
+    ports: &[Port],
+    names: &[String],
+    seconds: f64,
+    mut problems: Vec<String>,
+    at_exit: bool,
+) -> Summary {
     let lcores: Vec<LcoreSummary> = shared
         .rx
         .iter()
@@ -405,6 +823,7 @@ fn summarize(shared: &Shared, ports: &[Port], pconf: &[config::PortConf], second
             node: l.node,
             polls: l.lstats.polls.get(),
             idle_polls: l.lstats.idle_polls.get(),
+            busy_cycles: l.lstats.busy_cycles.get(),
             queues: l
                 .queues
                 .iter()
@@ -419,15 +838,58 @@ fn summarize(shared: &Shared, ports: &[Port], pconf: &[config::PortConf], second
                 .collect(),
         })
         .collect();
-    let rx_packets = lcores.iter().flat_map(|l| &l.queues).map(|q| q.packets).sum();
+    let rx_packets: u64 = lcores.iter().flat_map(|l| &l.queues).map(|q| q.packets).sum();
     let rx_bytes = lcores.iter().flat_map(|l| &l.queues).map(|q| q.bytes).sum();
-    let ports = ports
+
+    // Sum the per-lcore MIBs.
+    let sum = |f: &dyn Fn(&UdpMib) -> u64| -> u64 { shared.rx.iter().map(|l| f(&l.mib)).sum() };
+    let mut reasons: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    for (fi, fname) in ["v4", "v6", "other"].iter().enumerate() {
+        let m = reasons.entry(fname.to_string()).or_default();
+        for r in Reason::ALL {
+            let v = sum(&|mib| mib.errors[fi][r.index()].get());
+            if v > 0 {
+                m.insert(r.name().to_string(), v);
+            }
+        }
+    }
+    let mut sockets: Vec<SocketSummary> = shared.sockets.load().iter().map(|e| socket_summary(e, false)).collect();
+    sockets.extend(shared.removed.lock().expect("removed lock").iter().cloned());
+
+    let mut udp = BTreeMap::new();
+    for (fi, pre) in [(0usize, "Udp"), (1, "Udp6")] {
+        let in_dg = sum(&|m| m.in_datagrams[fi].get());
+        let no_ports = sum(&|m| m.no_ports[fi].get());
+        let csum: u64 = [Reason::UdpChecksum, Reason::Udp6ZeroChecksum]
+            .iter()
+            .map(|r| sum(&|m| m.errors[fi][r.index()].get()))
+            .sum();
+        let udp_parse_errors: u64 =
+            Reason::ALL.iter().filter(|r| r.is_udp_error()).map(|r| sum(&|m| m.errors[fi][r.index()].get())).sum();
+        let fam_sockets = sockets.iter().filter(|s| s.local.starts_with('[') == (fi == 1));
+        let (mut rcvbuf, mut mem) = (0u64, 0u64);
+        for s in fam_sockets {
+            rcvbuf += s.drops.get(DropReason::RcvbufFull.as_str()).copied().unwrap_or(0)
+                + s.drops.get(DropReason::RingFull.as_str()).copied().unwrap_or(0);
+            mem += s.drops.get(DropReason::RcvbufFullAtDrain.as_str()).copied().unwrap_or(0);
+        }
+        udp.insert(format!("{pre}InDatagrams"), in_dg);
+        udp.insert(format!("{pre}NoPorts"), no_ports);
+        udp.insert(format!("{pre}InErrors"), udp_parse_errors + rcvbuf + mem);
+        udp.insert(format!("{pre}InCsumErrors"), csum);
+        udp.insert(format!("{pre}RcvbufErrors"), rcvbuf);
+        udp.insert(format!("{pre}MemErrors"), mem);
+    }
+    let lookups = sum(&|m| m.lookups.get());
+    let control = sum(&|m| m.control.get());
+
+    let port_summaries: Vec<PortSummary> = ports
         .iter()
-        .zip(pconf)
-        .map(|(p, c)| {
+        .zip(names)
+        .map(|(p, n)| {
             let s = p.stats();
             PortSummary {
-                name: c.name.clone(),
+                name: n.clone(),
                 driver: p.info().driver.clone(),
                 ipackets: s.ipackets,
                 ibytes: s.ibytes,
@@ -438,25 +900,111 @@ fn summarize(shared: &Shared, ports: &[Port], pconf: &[config::PortConf], second
             }
         })
         .collect();
+
+    // The books: every frame in exactly one place.
+    let classified: u64 = shared.rx.iter().map(|l| l.mib.total()).sum();
+    if at_exit {
+        if classified != rx_packets {
+            problems.push(format!("received {rx_packets} but classified {classified}"));
+        }
+        let in_dg = udp["UdpInDatagrams"] + udp["Udp6InDatagrams"];
+        let offered: u64 = sockets.iter().map(|s| s.offered).sum();
+        if in_dg != offered {
+            problems.push(format!("demuxed {in_dg} but sockets were offered {offered}"));
+        }
+        let valid = lookups;
+        let expect_lookups = in_dg + udp["UdpNoPorts"] + udp["Udp6NoPorts"];
+        if valid != expect_lookups {
+            problems.push(format!("{valid} lookups for {expect_lookups} valid datagrams (must be one each)"));
+        }
+        for s in &sockets {
+            let drops: u64 = s.drops.values().sum();
+            if s.offered != s.delivered + drops {
+                problems.push(format!("socket {}: offered {} != delivered {} + dropped {drops}", s.name, s.offered, s.delivered));
+            }
+            if s.delivered != s.consumed + s.freed_at_close {
+                problems.push(format!(
+                    "socket {}: delivered {} != consumed {} + freed at close {}",
+                    s.name, s.delivered, s.consumed, s.freed_at_close
+                ));
+            }
+            if s.rmem != 0 {
+                problems.push(format!("socket {}: {} bytes still accounted at exit", s.name, s.rmem));
+            }
+        }
+        if rx_packets > 0 && !shared.sockets.load().is_empty() {
+            // Every stage and ring is empty (checked above by drain_closed / free_ring).
+        }
+    }
     Summary {
         seconds,
+        strategy: shared.strategy.as_str().to_string(),
         rx_packets,
         rx_bytes,
         hot_path_allocations: crate::alloc_guard::hot_allocations(),
+        udp,
+        reasons,
+        lookups,
+        control,
+        sockets,
         lcores,
-        ports,
+        ports: port_summaries,
+        books_balanced: problems.is_empty(),
+        problems,
     }
 }
 
 fn print_summary(s: &Summary) {
-    println!("summary: {:.2} s, rx_packets {} rx_bytes {} ({} pps), hot-path allocations {}",
-        s.seconds, s.rx_packets, s.rx_bytes, stats::human(s.rx_packets as f64 / s.seconds.max(1e-9)), s.hot_path_allocations);
+    println!(
+        "summary: {:.2} s, rx_packets {} rx_bytes {} ({} pps), strategy {}, hot-path allocations {}",
+        s.seconds,
+        s.rx_packets,
+        s.rx_bytes,
+        stats::human(s.rx_packets as f64 / s.seconds.max(1e-9)),
+        s.strategy,
+        s.hot_path_allocations
+    );
     for l in &s.lcores {
         for q in &l.queues {
-            println!("  lcore {} node {} {}:{}: packets {} bytes {} bursts {}", l.lcore, l.node, q.port, q.queue, q.packets, q.bytes, q.bursts);
+            println!(
+                "  lcore {} node {} {}:{}: packets {} bytes {} bursts {}",
+                l.lcore, l.node, q.port, q.queue, q.packets, q.bytes, q.bursts
+            );
         }
     }
-    for p in &s.ports {
-        println!("  port {} ({}): ipackets {} imissed {} ierrors {} rx_nombuf {}", p.name, p.driver, p.ipackets, p.imissed, p.ierrors, p.rx_nombuf);
+    let udp: Vec<String> = s.udp.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k} {v}")).collect();
+    println!("  udp: {}", if udp.is_empty() { "-".to_string() } else { udp.join(", ") });
+    for (fam, m) in &s.reasons {
+        if !m.is_empty() {
+            let r: Vec<String> = m.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            println!("  dropped before demux ({fam}): {}", r.join(", "));
+        }
     }
+    for k in &s.sockets {
+        let d: Vec<String> = k.drops.iter().filter(|(_, v)| **v > 0).map(|(r, v)| format!("{r} {v}")).collect();
+        println!(
+            "  socket {} {} [{}]: offered {} delivered {} consumed {} drops {} | rmem high {} of {} | stage p50 {} us p99 {} us",
+            k.name,
+            k.local,
+            k.handler,
+            k.offered,
+            k.delivered,
+            k.consumed,
+            if d.is_empty() { "0".to_string() } else { d.join(" ") },
+            k.rmem_high_water,
+            k.rcvbuf,
+            k.stage_p50_us,
+            k.stage_p99_us
+        );
+    }
+    for p in &s.ports {
+        println!(
+            "  port {} ({}): ipackets {} imissed {} ierrors {} rx_nombuf {}",
+            p.name, p.driver, p.ipackets, p.imissed, p.ierrors, p.rx_nombuf
+        );
+    }
+    println!(
+        "  books: {}",
+        if s.books_balanced { "balanced".to_string() } else { format!("NOT balanced: {}", s.problems.join("; ")) }
+    );
 }

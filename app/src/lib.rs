@@ -21,9 +21,13 @@ pub mod stats;
 #[cfg(not(loom))]
 pub mod alloc_guard;
 #[cfg(not(loom))]
+pub mod consumer;
+#[cfg(not(loom))]
 pub mod engine;
 #[cfg(not(loom))]
 pub mod meta;
+#[cfg(not(loom))]
+pub mod reload;
 #[cfg(not(loom))]
 pub mod rx;
 #[cfg(not(loom))]

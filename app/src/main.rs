@@ -48,7 +48,7 @@ fn main() -> ExitCode {
                     anyhow::bail!("--duration must be a positive number of seconds");
                 }
             }
-            engine::run(&cfg, &RunOptions { duration, stats_json, bare })?;
+            engine::run(&cfg, &RunOptions { duration, stats_json, bare, config_path: Some(config.clone()) })?;
             Ok(())
         })(),
     };

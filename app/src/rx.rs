@@ -1,22 +1,84 @@
-//! The RX lcore's poll loop.
+//! The RX lcore's poll loop: rx_burst -> parse -> early demux -> accounting
+//! and stage (the socket's enqueue strategy) -> free what was dropped.
+use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
 use dpdk_sys::{eal, ffi, mbuf, port};
 
+use crate::accounting::DropReason;
 use crate::alloc_guard::HotSection;
-use crate::engine::Shared;
+use crate::delivery::NoCondense;
+use crate::engine::{RxLcore, Shared};
+use crate::meta::MbufMeta;
+use crate::parse::{self, CsumHint, Offload};
+use crate::stats::UdpMib;
 
 /// Largest burst the loop supports (config checks `engine.burst` against it).
 pub const MAX_BURST: usize = 512;
 
+/// mbufs to free, flushed with one `rte_pktmbuf_free_bulk` per 64.
+pub struct FreeList {
+    bufs: [*mut ffi::rte_mbuf; 64],
+    n: usize,
+}
+
+impl Default for FreeList {
+    fn default() -> Self {
+        FreeList { bufs: [std::ptr::null_mut(); 64], n: 0 }
+    }
+}
+
+impl FreeList {
+    #[inline(always)]
+    pub fn push(&mut self, m: *mut ffi::rte_mbuf) {
+        if self.n == self.bufs.len() {
+            self.flush();
+        }
+        self.bufs[self.n] = m;
+        self.n += 1;
+    }
+    #[inline]
+    pub fn flush(&mut self) {
+        // SAFETY: every pointer pushed is an mbuf whose ownership the pusher gave up.
+        unsafe { mbuf::free_bulk(&mut self.bufs[..self.n]) };
+        self.n = 0;
+    }
+}
+
+impl Drop for FreeList {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+/// Checksum verdicts the PMD left in `ol_flags` (22.11 semantics: GOOD,
+/// BAD, NONE = header valid but checksum field not filled, UNKNOWN).
+#[inline(always)]
+pub fn offload_hints(ol: u64) -> Offload {
+    let ip = match ol & ffi::RTE_MBUF_F_RX_IP_CKSUM_MASK {
+        ffi::RTE_MBUF_F_RX_IP_CKSUM_GOOD | ffi::RTE_MBUF_F_RX_IP_CKSUM_NONE => CsumHint::Good,
+        ffi::RTE_MBUF_F_RX_IP_CKSUM_BAD => CsumHint::Bad,
+        _ => CsumHint::Unknown,
+    };
+    let l4 = match ol & ffi::RTE_MBUF_F_RX_L4_CKSUM_MASK {
+        ffi::RTE_MBUF_F_RX_L4_CKSUM_GOOD | ffi::RTE_MBUF_F_RX_L4_CKSUM_NONE => CsumHint::Good,
+        ffi::RTE_MBUF_F_RX_L4_CKSUM_BAD => CsumHint::Bad,
+        _ => CsumHint::Unknown,
+    };
+    Offload { ip, l4 }
+}
+
 /// Poll every queue of RX lcore `idx` until the stop flag is set.
-/// `bare`: receive and free only (the baseline for the pipeline's cost).
+/// `bare`: receive and free only (the baseline the pipeline is measured against).
 pub fn rx_loop(shared: &Shared, idx: usize, bare: bool) -> i32 {
     let me = &shared.rx[idx];
     let burst = shared.burst as usize;
     let mut bufs: [*mut ffi::rte_mbuf; MAX_BURST] = [std::ptr::null_mut(); MAX_BURST];
-    let _ = bare;
-    log::debug!("lcore {} polling {} queue(s)", me.lcore, me.queues.len());
+    let mut free = FreeList::default();
+    log::debug!("lcore {} polling {} queue(s) on node {}", me.lcore, me.queues.len(), me.node);
+    // arc-swap registers a thread-local debt slot on a thread's first load
+    // (one allocation): do it before the loop counts allocations.
+    drop(shared.table.snapshot());
     let _hot = HotSection::enter();
     while !shared.stop.load(Ordering::Relaxed) {
         for (q, qs) in me.queues.iter().zip(&me.qstats) {
@@ -32,8 +94,12 @@ pub fn rx_loop(shared: &Shared, idx: usize, bare: bool) -> i32 {
                 // SAFETY: rx_burst returned n valid mbufs that we own.
                 bytes += unsafe { (*m).pkt_len } as u64;
             }
-            // SAFETY: we own the n mbufs and give them back.
-            unsafe { mbuf::free_bulk(&mut bufs[..n]) };
+            if bare {
+                // SAFETY: we own the n mbufs and give them back.
+                unsafe { mbuf::free_bulk(&mut bufs[..n]) };
+            } else {
+                process_burst(shared, me, q.port, &bufs[..n], t0, &mut free);
+            }
             qs.packets.add(n as u64);
             qs.bytes.add(bytes);
             qs.bursts.add(1);
@@ -41,6 +107,60 @@ pub fn rx_loop(shared: &Shared, idx: usize, bare: bool) -> i32 {
             me.lstats.busy_cycles.add(t1 - t0);
             me.last_rx_tsc.set(t1);
         }
+        // Quiescent point: this lcore holds no flow-table snapshot and is in
+        // no socket's enqueue. A remover waits for every lcore to pass one
+        // (QSBR) before it drains a closed socket's stages.
+        me.quiescent.add(1);
     }
+    me.quiescent.add(1);
     0
+}
+
+/// Parse, demux and stage one burst. Every mbuf ends in a socket (stage or
+/// ring) or in `free`, counted by reason.
+#[inline]
+pub fn process_burst(shared: &Shared, me: &RxLcore, port_id: u16, bufs: &[*mut ffi::rte_mbuf], tsc: u64, free: &mut FreeList) {
+    let mib: &UdpMib = &me.mib;
+    // One snapshot per burst: one atomic load, and sockets removed meanwhile
+    // stay alive until we drop it.
+    let snap = shared.table.snapshot();
+    let strategy = shared.strategy;
+    let mut condense = NoCondense;
+    for &m in bufs {
+        // SAFETY: rx_burst gave us this mbuf; we read its first segment
+        // (a datagram that spans segments fails the length checks: truncated).
+        let (data, ol, truesize) = unsafe {
+            let r = &*m;
+            (mbuf::data(m), r.ol_flags, std::mem::size_of::<ffi::rte_mbuf>() as u32 + r.priv_size as u32 + r.buf_len as u32)
+        };
+        match parse::parse(data, offload_hints(ol)) {
+            Err(e) => {
+                let fam = e.family().map(|f| f.index()).unwrap_or(2);
+                mib.errors[fam][e.reason().index()].add(1);
+                free.push(m);
+            }
+            Ok(d) => {
+                mib.lookups.add(1);
+                let fam = d.family.index();
+                match snap.lookup(d.src, d.sport, d.dst, d.dport) {
+                    None => {
+                        mib.no_ports[fam].add(1);
+                        free.push(m);
+                    }
+                    Some(sock) => {
+                        mib.in_datagrams[fam].add(1);
+                        // SAFETY: our mbuf, from an engine pool (private area of PRIV_SIZE).
+                        unsafe { MbufMeta::init(m, &d, sock.id, truesize, tsc, port_id) };
+                        // Drops (ours now, or other producers' when we are the elected
+                        // drainer) are freed after the delivery lock is released.
+                        let mut to_free = |p: NonNull<MbufMeta>, _r: DropReason| free.push(MbufMeta::mbuf(p));
+                        // SAFETY: the packet is ours and on no stage; to_free frees mbufs
+                        // of any pool; the consumer may take it on another lcore.
+                        unsafe { sock.rx.enqueue(me.node_index, MbufMeta::of(m), strategy, &mut condense, &mut to_free) };
+                    }
+                }
+            }
+        }
+    }
+    free.flush();
 }

@@ -93,7 +93,9 @@ impl Socket {
     pub fn new(id: u32, conf: SocketConf, nodes: usize, socket_id: i32) -> Result<Socket, SocketError> {
         // rte_ring names are global per process and at most 31 chars.
         let rname = format!("udx_s{id}");
-        let ring = Ring::create(&rname, conf.ring_size.next_power_of_two(), socket_id, ring::SP_ENQ | ring::SC_DEQ)
+        // Single producer: the delivery lock serialises drainers. Multi-consumer:
+        // teardown may empty the ring while a consumer lcore still polls it.
+        let ring = Ring::create(&rname, conf.ring_size.next_power_of_two(), socket_id, ring::SP_ENQ)
             .map_err(|source| SocketError::Ring { name: conf.name.clone(), source })?;
         let ring = Arc::new(ring);
         let cycles_per_us = (eal::tsc_hz() / 1_000_000).max(1);
@@ -136,7 +138,7 @@ impl Socket {
         self.rx.stats()
     }
 
-    /// Dequeue up to `out.len()` mbufs from the delivery ring (the socket's single consumer only).
+    /// Dequeue up to `out.len()` mbufs from the delivery ring.
     #[inline]
     pub fn dequeue(&self, out: &mut [*mut ffi::rte_mbuf]) -> usize {
         // SAFETY: a *mut rte_mbuf array viewed as *mut c_void of the same length and layout.

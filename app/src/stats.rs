@@ -108,3 +108,27 @@ mod tests {
         assert_eq!(rate(1, 4, 2.0), 0.0);
     }
 }
+
+/// The UDP MIB of one RX lcore, with the kernel's names where one exists.
+/// Every received frame lands in exactly one of these counters.
+#[derive(Debug, Default)]
+pub struct UdpMib {
+    /// Demuxed to a socket (`UdpInDatagrams` / `Udp6InDatagrams` at demux time).
+    pub in_datagrams: [Counter; 2],
+    /// Valid UDP with no socket (`UdpNoPorts`).
+    pub no_ports: [Counter; 2],
+    /// Parse failures by reason: index 0 IPv4, 1 IPv6, 2 family unknown (not IP, bad VLAN stack).
+    pub errors: [[Counter; crate::parse::Reason::COUNT]; 3],
+    /// Frames taken by the control path (ARP, ICMP echo, neighbour discovery).
+    pub control: Counter,
+    /// Flow-table lookups (exactly one per valid UDP datagram).
+    pub lookups: Counter,
+}
+
+impl UdpMib {
+    /// Every frame this lcore classified.
+    pub fn total(&self) -> u64 {
+        let e: u64 = self.errors.iter().flat_map(|f| f.iter()).map(|c| c.get()).sum();
+        self.in_datagrams.iter().chain(&self.no_ports).map(|c| c.get()).sum::<u64>() + e + self.control.get()
+    }
+}
