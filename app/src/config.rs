@@ -286,7 +286,12 @@ pub fn parse_queue_ref(s: &str) -> Option<(&str, u16)> {
 impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
-        Config::from_str_at(&text, path)
+        let mut cfg = Config::from_str_at(&text, path)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        for v in &mut cfg.eal.vdevs {
+            *v = resolve_vdev_paths(v, dir);
+        }
+        Ok(cfg)
     }
 
     pub fn from_str_at(text: &str, path: &Path) -> Result<Config, ConfigError> {
@@ -408,6 +413,22 @@ impl Config {
     }
 }
 
+/// Files named in vdev arguments (`rx_pcap=`, `tx_pcap=`, `rx_iface=` is not a
+/// file) are relative to the config file, so a config works from any directory.
+pub fn resolve_vdev_paths(vdev: &str, dir: &Path) -> String {
+    vdev.split(',')
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) if matches!(k, "rx_pcap" | "tx_pcap") && !v.starts_with('/') => {
+                let p = dir.join(v);
+                let p = if p.exists() { p.canonicalize().unwrap_or(p) } else { p };
+                format!("{k}={}", p.display())
+            }
+            _ => kv.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// True if the address is the family's wildcard.
 pub fn is_wildcard(ip: IpAddr) -> bool {
     ip.is_unspecified()
@@ -476,6 +497,17 @@ queues = ["net_null0:0"]
         assert_eq!(parse_queue_ref(":1"), None);
         let s = MIN.replace("net_null0:0\"]", "net_nul0:0\"]");
         assert!(load(&s).unwrap_err().to_string().contains("not a [[port]]"));
+    }
+
+    #[test]
+    fn vdev_pcap_paths_are_relative_to_the_config() {
+        let d = std::env::temp_dir();
+        assert_eq!(
+            resolve_vdev_paths("net_pcap0,rx_pcap=x.pcap,infinite_rx=1", Path::new("/etc/u")),
+            "net_pcap0,rx_pcap=/etc/u/x.pcap,infinite_rx=1"
+        );
+        assert_eq!(resolve_vdev_paths("net_pcap0,rx_pcap=/a/b.pcap", &d), "net_pcap0,rx_pcap=/a/b.pcap");
+        assert_eq!(resolve_vdev_paths("net_null0", &d), "net_null0");
     }
 
     #[test]

@@ -566,8 +566,10 @@ impl Engine {
             if idle_ticks > 0 {
                 let now = eal::rdtsc();
                 let total: u64 = shared.rx.iter().flat_map(|l| l.qstats.iter()).map(|q| q.packets.get()).sum();
+                // An lcore that never received (stamp 0) counts as idle only once others have.
                 let all_idle = shared.rx.iter().all(|l| now.saturating_sub(l.last_rx_tsc.get()) > idle_ticks);
-                if total > 0 && all_idle {
+                let any_seen = shared.rx.iter().any(|l| l.last_rx_tsc.get() != 0);
+                if total > 0 && any_seen && all_idle {
                     log::info!("all RX queues idle for {} ms, stopping", self.cfg.engine.stop_when_idle_ms);
                     break;
                 }

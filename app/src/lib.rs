@@ -14,6 +14,7 @@ pub mod config;
 pub mod flow_table;
 pub mod latency;
 pub mod parse;
+pub mod pcap;
 pub mod stats;
 
 // The DPDK runtime (left out of the loom build: loom replaces the atomics
@@ -24,6 +25,8 @@ pub mod alloc_guard;
 pub mod consumer;
 #[cfg(not(loom))]
 pub mod engine;
+#[cfg(not(loom))]
+pub mod gen;
 #[cfg(not(loom))]
 pub mod meta;
 #[cfg(not(loom))]

@@ -33,6 +33,8 @@ enum Cmd {
         #[arg(long)]
         bare: bool,
     },
+    /// Generate traffic: write a pcap (with a manifest of exact counts) or transmit on a DPDK port.
+    Gen(udpdemux::gen::GenArgs),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +53,7 @@ fn main() -> ExitCode {
             engine::run(&cfg, &RunOptions { duration, stats_json, bare, config_path: Some(config.clone()) })?;
             Ok(())
         })(),
+        Cmd::Gen(args) => udpdemux::gen::run(&args),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -89,6 +89,8 @@ pub fn rx_loop(shared: &Shared, idx: usize, bare: bool) -> i32 {
                 continue;
             }
             let t0 = eal::rdtsc();
+            // Stamp before counting, so the main lcore never sees packets without a stamp.
+            me.last_rx_tsc.set(t0);
             let mut bytes = 0u64;
             for &m in &bufs[..n] {
                 // SAFETY: rx_burst returned n valid mbufs that we own.
