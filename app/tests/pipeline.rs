@@ -1,0 +1,134 @@
+//! The whole pipeline through real DPDK: a capture made by the generator is
+//! replayed by net_pcap, and the engine's counts per socket and per drop
+//! reason must equal the generator's manifest exactly; then a flood through
+//! four RX lcores on two virtual nodes, for every strategy, with the books
+//! balanced at exit.
+mod common;
+use common::*;
+use serde_json::Value;
+
+fn repo_file(p: &str) -> std::path::PathBuf {
+    repo().join(p)
+}
+
+/// conf/default.toml with a private file prefix and no hugepages.
+fn default_cfg(tag: &str, strategy: &str) -> std::path::PathBuf {
+    let d = scratch(tag);
+    let text = std::fs::read_to_string(repo_file("conf/default.toml")).unwrap();
+    let pcap = repo_file("conf/default.pcap");
+    let text = text
+        .replace("no_huge = false", "no_huge = true")
+        .replace("file_prefix = \"udpdemux-default\"", &format!("file_prefix = \"{}\"", prefix(tag)))
+        .replace("rx_pcap=default.pcap", &format!("rx_pcap={}", pcap.display()))
+        .replace("strategy = \"numa-queues\"", &format!("strategy = \"{strategy}\""));
+    write(&d, "default.toml", &text)
+}
+
+fn manifest() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(repo_file("conf/default.pcap.json")).unwrap()).unwrap()
+}
+
+fn socket<'a>(j: &'a Value, local: &str) -> &'a Value {
+    j["sockets"].as_array().unwrap().iter().find(|s| s["local"] == local).unwrap_or_else(|| panic!("socket {local}"))
+}
+
+#[test]
+fn default_replay_matches_the_manifest_exactly() {
+    let m = manifest();
+    for strategy in ["numa-queues", "busylock", "direct"] {
+        let j = run_ok_json(&default_cfg("replay", strategy), &[]);
+        assert_eq!(j["rx_packets"], m["frames"], "{strategy}: every frame received");
+        assert_eq!(j["books_balanced"], true, "{strategy}: {}", j["problems"]);
+        for (addr, n) in m["per_dst"].as_object().unwrap() {
+            let s = socket(&j, addr);
+            assert_eq!(&s["offered"], n, "{strategy}: {addr} offered");
+            assert_eq!(&s["delivered"], n, "{strategy}: {addr} delivered");
+            assert_eq!(&s["consumed"], n, "{strategy}: {addr} consumed");
+            assert_eq!(s["rmem"], 0, "{strategy}: {addr} memory released");
+        }
+        // Drops before demux, by reason, summed over families.
+        let mut got = std::collections::BTreeMap::<String, u64>::new();
+        for fam in j["reasons"].as_object().unwrap().values() {
+            for (r, v) in fam.as_object().unwrap() {
+                *got.entry(r.clone()).or_default() += v.as_u64().unwrap();
+            }
+        }
+        let want: std::collections::BTreeMap<String, u64> =
+            m["per_reason"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_u64().unwrap())).collect();
+        assert_eq!(got, want, "{strategy}: drops by reason");
+        let no_ports = j["udp"]["UdpNoPorts"].as_u64().unwrap() + j["udp"]["Udp6NoPorts"].as_u64().unwrap();
+        assert_eq!(no_ports, m["no_socket"].as_u64().unwrap(), "{strategy}: no-port datagrams");
+        // The manifest's "valid" are datagrams to a declared socket; no-port ones are valid UDP too.
+        let valid = m["valid"].as_u64().unwrap() + m["no_socket"].as_u64().unwrap();
+        assert_eq!(j["lookups"].as_u64().unwrap(), valid, "{strategy}: exactly one lookup per valid UDP datagram");
+        let demuxed = j["udp"]["UdpInDatagrams"].as_u64().unwrap() + j["udp"]["Udp6InDatagrams"].as_u64().unwrap();
+        assert_eq!(demuxed + no_ports, valid);
+        assert_eq!(j["udp"]["Udp6InCsumErrors"].as_u64().unwrap(), j["reasons"]["v6"]["udp_checksum"].as_u64().unwrap_or(0) + j["reasons"]["v6"]["udp6_zero_checksum"].as_u64().unwrap_or(0));
+        assert_eq!(j["hot_path_allocations"], 0, "{strategy}: no allocation on the RX path");
+        assert_eq!(j["strategy"], strategy);
+    }
+}
+
+#[test]
+fn numa_queues_takes_the_delivery_lock_per_batch_not_per_packet() {
+    let j = run_ok_json(&default_cfg("locks", "numa-queues"), &[]);
+    let d = run_ok_json(&default_cfg("locks-direct", "direct"), &[]);
+    for (a, b) in j["sockets"].as_array().unwrap().iter().zip(d["sockets"].as_array().unwrap()) {
+        let batches = a["batches"].as_u64().unwrap();
+        assert_eq!(a["delivery_lock_acquisitions"].as_u64().unwrap(), batches, "one lock hold per batch");
+        assert!(batches <= a["delivered"].as_u64().unwrap());
+        assert_eq!(b["delivery_lock_acquisitions"], b["delivered"], "direct: one lock per packet");
+    }
+}
+
+/// Four RX lcores on two virtual nodes (sharing the machine's CPUs: a
+/// functional test, not a measurement), each replaying a flood capture
+/// aimed at one victim socket with a small rcvbuf, for every strategy.
+#[test]
+fn flood_through_four_rx_lcores_on_two_nodes_balances_the_books() {
+    let d = scratch("flood");
+    let pcap = d.join("flood.pcap");
+    let o = run(&[
+        "gen", "--config", repo_file("conf/traffic/flood.toml").to_str().unwrap(),
+        "--count", "2000", "--out", pcap.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "gen: {}", stderr(&o));
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(d.join("flood.pcap.json")).unwrap()).unwrap();
+    let flood_dst = m["per_dst"].as_object().unwrap().iter().max_by_key(|(_, v)| v.as_u64().unwrap()).unwrap().0.clone();
+    let others: Vec<String> = m["per_dst"].as_object().unwrap().keys().filter(|k| **k != flood_dst).cloned().collect();
+    for strategy in ["numa-queues", "busylock", "direct"] {
+        let vdevs: Vec<String> = (0..4).map(|i| format!("net_pcap{i},rx_pcap={},infinite_rx=1", pcap.display())).collect();
+        let vd: Vec<&str> = vdevs.iter().map(|s| s.as_str()).collect();
+        let mut text = eal("flood", &vd).replace("lcores = \"0,1\"", "lcores = \"0@0,1@1,2@1,3@0,4@1\"");
+        text.push_str(&format!("[engine]\nstrategy = \"{strategy}\"\nstats_interval_ms = 500\n[mempool]\nmbufs = 32767\n"));
+        for i in 0..4 {
+            text.push_str(&format!("[[port]]\nname = \"net_pcap{i}\"\n"));
+            text.push_str(&format!(
+                "[[lcore]]\nid = {}\nrole = \"rx\"\nnode = {}\nqueues = [\"net_pcap{i}:0\"]\n",
+                i + 1,
+                i % 2
+            ));
+        }
+        text.push_str(&format!("[[socket]]\nname = \"victim\"\nlocal = \"{flood_dst}\"\nrcvbuf = 65536\n"));
+        for (i, o) in others.iter().enumerate() {
+            text.push_str(&format!("[[socket]]\nname = \"s{i}\"\nlocal = \"{o}\"\nrcvbuf = 4194304\n"));
+        }
+        let cfg = write(&d, &format!("flood-{strategy}.toml"), &text);
+        let j = run_ok_json(&cfg, &["--duration", "2"]);
+        assert_eq!(j["books_balanced"], true, "{strategy}: {}", j["problems"]);
+        assert!(j["rx_packets"].as_u64().unwrap() > 10_000, "{strategy}: traffic flowed");
+        let v = socket(&j, &flood_dst);
+        let drops: u64 = v["drops"].as_object().unwrap().values().map(|x| x.as_u64().unwrap()).sum();
+        assert!(drops > 0, "{strategy}: the victim's small rcvbuf overflows under flood: {v}");
+        assert!(v["rmem_high_water"].as_u64().unwrap() <= 65536 + 2368, "{strategy}: budget held: {v}");
+        assert_eq!(v["rmem"], 0);
+        assert_eq!(j["lcores"].as_array().unwrap().len(), 4);
+        let nodes: std::collections::BTreeSet<u64> =
+            j["lcores"].as_array().unwrap().iter().map(|l| l["node"].as_u64().unwrap()).collect();
+        assert_eq!(nodes.len(), 2, "two virtual nodes");
+        assert_eq!(j["hot_path_allocations"], 0);
+        if strategy == "busylock" {
+            assert!(v["busylock_acquisitions"].as_u64().unwrap() > 0, "busylock used above rcvbuf/2");
+        }
+    }
+}
