@@ -20,7 +20,8 @@ use crate::parse::Family;
 use crate::pcap::PcapWriter;
 pub use spec::{FrameKind, GenFrame, Malformed, SpecError, SpecFile, TrafficSpec};
 
-/// All flags of `udpdemux gen`. Spec knobs given here override the file.
+/// Generate traffic from a spec: write a pcap and its manifest (--out), or
+/// transmit on a DPDK port (--port). Spec knobs given as flags override the file.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct GenArgs {
     /// Traffic spec (TOML, see conf/traffic/); without it, give --dst.

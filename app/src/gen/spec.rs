@@ -515,7 +515,7 @@ impl TrafficSpec {
         }
         let listed = targets.len();
         let sel = |f: Option<Family>| {
-            let idx: Vec<usize> = (0..listed).filter(|&i| f.map_or(true, |f| family_of(&targets[i].addr) == f)).collect();
+            let idx: Vec<usize> = (0..listed).filter(|&i| f.is_none() || f == Some(family_of(&targets[i].addr))).collect();
             let cum = cumulative(idx.iter().map(|&i| weights[i]));
             (idx, cum)
         };
