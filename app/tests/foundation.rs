@@ -28,7 +28,7 @@ fn net_null_with_duration_counts_packets_and_exits_zero() {
 #[test]
 fn sigterm_stops_cleanly() {
     let cfg = null_cfg("sigterm", "");
-    let mut child = std::process::Command::new(bin())
+    let child = std::process::Command::new(bin())
         .args(["run", "--config", cfg.to_str().unwrap()])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

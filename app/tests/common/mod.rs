@@ -72,5 +72,5 @@ pub fn run_ok_json(cfg: &Path, extra: &[&str]) -> serde_json::Value {
 
 /// The last line of stderr that is ours (the EAL logs its own lines first).
 pub fn error_line(o: &Output) -> String {
-    stderr(o).lines().filter(|l| l.starts_with("udpdemux: error:")).last().unwrap_or_default().to_string()
+    stderr(o).lines().rfind(|l| l.starts_with("udpdemux: error:")).unwrap_or_default().to_string()
 }
