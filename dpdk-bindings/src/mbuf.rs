@@ -109,3 +109,43 @@ pub unsafe fn free_bulk(mbufs: &mut [*mut ffi::rte_mbuf]) {
         unsafe { ffi::rte_pktmbuf_free_bulk(mbufs.as_mut_ptr(), mbufs.len() as u32) }
     }
 }
+
+/// Reference count of a raw mbuf.
+///
+/// # Safety
+/// `m` must be a valid mbuf.
+#[inline(always)]
+pub unsafe fn refcnt(m: *const ffi::rte_mbuf) -> u16 {
+    // SAFETY: per the caller's contract.
+    unsafe { ffi::rte_mbuf_refcnt_read(m) }
+}
+
+/// Atomically add `delta` to the reference count; the new value.
+///
+/// # Safety
+/// `m` must be a valid mbuf the caller holds a reference to.
+#[inline(always)]
+pub unsafe fn refcnt_update(m: *mut ffi::rte_mbuf, delta: i16) -> u16 {
+    // SAFETY: per the caller's contract.
+    unsafe { ffi::rte_mbuf_refcnt_update(m, delta) }
+}
+
+/// Reset a single-segment mbuf's packet fields for reuse (`rte_pktmbuf_reset`).
+///
+/// # Safety
+/// The caller must be the only user of `m` (no other reference reads it).
+#[inline(always)]
+pub unsafe fn reset(m: *mut ffi::rte_mbuf) {
+    // SAFETY: per the caller's contract.
+    unsafe { ffi::rte_pktmbuf_reset(m) }
+}
+
+/// Free one raw mbuf (drops one reference).
+///
+/// # Safety
+/// `m` must be a valid mbuf whose reference the caller gives up.
+#[inline(always)]
+pub unsafe fn free(m: *mut ffi::rte_mbuf) {
+    // SAFETY: per the caller's contract.
+    unsafe { ffi::rte_pktmbuf_free(m) }
+}
