@@ -1,0 +1,190 @@
+//! The embedding API: open a socket on a running [`Engine`] and take its
+//! datagrams in batches, like `recvmmsg(2)` on a kernel UDP socket.
+//!
+//! ```no_run
+//! # use udpdemux::{api, config::Config, engine::{Engine, RunOptions}};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let cfg = Config::load(std::path::Path::new("conf/af_packet.toml"))?;
+//! let engine = Engine::start(&cfg, &RunOptions::default())?;
+//! let sock = api::open(&engine, api::SocketOptions::new("app", "198.18.0.1:5000".parse()?))?;
+//! let mut batch = api::RecvBatch::new();
+//! for _ in 0..1000 {
+//!     api::recv_burst(&sock, &mut batch);
+//!     for dg in batch.iter() {
+//!         println!("{} -> {}: {} bytes", dg.src(), dg.dst(), dg.payload().len());
+//!     }
+//!     // The next recv_burst (or clear, or drop) frees the datagrams and
+//!     // gives their memory back to the socket's budget.
+//! }
+//! drop(batch);
+//! api::close(&engine, &sock)?;
+//! engine.stop()?;
+//! # Ok(()) }
+//! ```
+//!
+//! Datagrams stay in their mbufs (zero copy) until the batch is cleared;
+//! they count against the socket's `rcvbuf` meanwhile, as unread data does
+//! in the kernel. Freeing goes through [`Socket::consume`], the same path
+//! the built-in handlers use.
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use dpdk_sys::{ffi, mbuf};
+
+use crate::config::SocketConf;
+use crate::engine::{Engine, EngineError};
+use crate::handlers::{addrs, datagram_of};
+use crate::meta::MbufMeta;
+use crate::parse::{Datagram, Family};
+use crate::socket::Socket;
+
+/// Datagrams per batch (the ring dequeue burst).
+pub const BATCH: usize = 64;
+
+/// What to open: a bound (or connected) socket drained by the caller.
+#[derive(Debug, Clone)]
+pub struct SocketOptions {
+    pub name: String,
+    pub local: SocketAddr,
+    pub remote: Option<SocketAddr>,
+    pub reuseport: bool,
+    pub rcvbuf: u32,
+    pub ring_size: u32,
+}
+
+impl SocketOptions {
+    /// Kernel-like defaults: `rmem_default` receive buffer, 4096-entry ring.
+    pub fn new(name: &str, local: SocketAddr) -> SocketOptions {
+        SocketOptions { name: name.into(), local, remote: None, reuseport: false, rcvbuf: 212_992, ring_size: 4096 }
+    }
+}
+
+/// Open a socket whose datagrams only [`recv_burst`] takes (no built-in handler drains it).
+pub fn open(engine: &Engine, o: SocketOptions) -> Result<Arc<Socket>, EngineError> {
+    // Through the config's own deserializer, so every other setting keeps
+    // its config-file default.
+    let mut t = toml::Table::new();
+    t.insert("name".into(), o.name.into());
+    t.insert("local".into(), o.local.to_string().into());
+    if let Some(r) = o.remote {
+        t.insert("remote".into(), r.to_string().into());
+    }
+    t.insert("reuseport".into(), o.reuseport.into());
+    t.insert("rcvbuf".into(), i64::from(o.rcvbuf).into());
+    t.insert("ring_size".into(), i64::from(o.ring_size).into());
+    t.insert("handler".into(), "none".into());
+    let conf: SocketConf = t.try_into().map_err(|e: toml::de::Error| EngineError::Setup(e.to_string()))?;
+    engine.add_socket(conf)
+}
+
+/// Close a socket: unbind it; what is still queued is freed and counted.
+pub fn close(engine: &Engine, sock: &Socket) -> Result<(), EngineError> {
+    engine.remove_socket(sock.name())
+}
+
+/// A batch of received datagrams, owned until cleared.
+pub struct RecvBatch {
+    sock: Option<Arc<Socket>>,
+    bufs: [*mut ffi::rte_mbuf; BATCH],
+    n: usize,
+}
+
+impl Default for RecvBatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RecvBatch {
+    pub fn new() -> RecvBatch {
+        RecvBatch { sock: None, bufs: [std::ptr::null_mut(); BATCH], n: 0 }
+    }
+
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Datagram `i` of the batch.
+    pub fn get(&self, i: usize) -> Option<Received<'_>> {
+        let m = *self.bufs.get(..self.n)?.get(i)?;
+        // SAFETY: the batch owns m until clear(); its metadata was set at RX.
+        let (frame, meta) = unsafe { (mbuf::data(m), MbufMeta::get(m)) };
+        let d = datagram_of(frame, meta)?;
+        Some(Received { frame, meta, d })
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Received<'_>> {
+        (0..self.n).filter_map(move |i| self.get(i))
+    }
+
+    /// Free every datagram and release its memory from the socket's budget.
+    pub fn clear(&mut self) {
+        if let Some(s) = &self.sock {
+            // SAFETY: each of the n pointers was dequeued from this socket's ring and not freed.
+            unsafe { s.consume(&mut self.bufs[..self.n]) };
+        }
+        self.n = 0;
+    }
+}
+
+impl Drop for RecvBatch {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+/// One received datagram, borrowed from its batch.
+#[derive(Debug, Clone, Copy)]
+pub struct Received<'a> {
+    frame: &'a [u8],
+    meta: &'a MbufMeta,
+    d: Datagram,
+}
+
+impl<'a> Received<'a> {
+    /// The UDP payload.
+    pub fn payload(&self) -> &'a [u8] {
+        self.d.payload(self.frame).unwrap_or_default()
+    }
+    /// The whole frame as received (Ethernet header first).
+    pub fn frame(&self) -> &'a [u8] {
+        self.frame
+    }
+    pub fn src(&self) -> SocketAddr {
+        addrs(&self.d).0
+    }
+    pub fn dst(&self) -> SocketAddr {
+        addrs(&self.d).1
+    }
+    pub fn family(&self) -> Family {
+        self.d.family
+    }
+    /// TSC of the burst it arrived in (`dpdk_sys::eal::rdtsc` clock).
+    pub fn rx_tsc(&self) -> u64 {
+        self.meta.rx_tsc
+    }
+    /// The socket's drop count when this datagram's batch reached the ring
+    /// (`SO_RXQ_OVFL`): a change between datagrams means drops in between.
+    pub fn drops(&self) -> u32 {
+        self.meta.drop_snapshot
+    }
+    /// The DPDK port it arrived on.
+    pub fn port(&self) -> u16 {
+        self.meta.port
+    }
+}
+
+/// Take up to [`BATCH`] datagrams from `sock` into `batch`, freeing what the
+/// batch held before. Returns how many arrived (0: none waiting).
+pub fn recv_burst(sock: &Arc<Socket>, batch: &mut RecvBatch) -> usize {
+    batch.clear();
+    if !batch.sock.as_ref().is_some_and(|s| Arc::ptr_eq(s, sock)) {
+        batch.sock = Some(Arc::clone(sock));
+    }
+    batch.n = sock.dequeue(&mut batch.bufs);
+    batch.n
+}

@@ -1,0 +1,157 @@
+//! Built-in socket handlers, run by the lcore that drains a socket's ring
+//! (a consumer lcore, or the main lcore): `count` (discard), `echo` (send the
+//! payload back) and `pcap` (write the frames to a file). RX lcores never
+//! touch anything here.
+pub mod echo;
+pub mod pcap_sink;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use crate::config::{Handler, SocketConf};
+use crate::control::Ifaces;
+use crate::meta::MbufMeta;
+use crate::parse::{ether, Datagram, Family};
+
+#[derive(Debug, thiserror::Error)]
+pub enum HandlerError {
+    #[error("cannot create pcap file {path}: {source}")]
+    PcapCreate { path: std::path::PathBuf, source: crate::pcap::PcapError },
+    #[error("handler \"pcap\" needs pcap_file")]
+    PcapNoFile,
+}
+
+/// Per-socket handler state, owned by whoever drains the socket.
+pub enum State {
+    Stateless,
+    Pcap(pcap_sink::PcapSink),
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            State::Stateless => f.write_str("Stateless"),
+            State::Pcap(p) => f.debug_tuple("Pcap").field(&p.path()).finish(),
+        }
+    }
+}
+
+impl State {
+    /// What the socket's handler needs before the first datagram (the pcap file is created here).
+    pub fn for_conf(conf: &SocketConf) -> Result<State, HandlerError> {
+        match conf.handler {
+            Handler::Pcap => {
+                let path = conf.pcap_file.as_deref().ok_or(HandlerError::PcapNoFile)?;
+                Ok(State::Pcap(pcap_sink::PcapSink::create(path, conf.pcap_limit_bytes)?))
+            }
+            Handler::Count | Handler::Echo | Handler::None => Ok(State::Stateless),
+        }
+    }
+}
+
+/// Where a draining lcore may transmit: the ports and its own TX queue on
+/// each (None: this lcore has no TX queue, replies are counted as errors).
+#[derive(Debug, Clone, Copy)]
+pub struct TxCtx<'a> {
+    pub ifaces: &'a Ifaces,
+    pub queue: Option<u16>,
+}
+
+/// Rebuild the parse result of a delivered datagram from its metadata and
+/// frame (the RX lcore validated both; this only re-reads addresses and
+/// ports at the stored offsets). `None` if they disagree.
+pub fn datagram_of(frame: &[u8], meta: &MbufMeta) -> Option<Datagram> {
+    let l3 = usize::from(meta.l3_off);
+    let l4 = usize::from(meta.l4_off);
+    let vlans = l3.checked_sub(ether::HEADER_LEN)? / ether::VLAN_TAG_LEN;
+    let (family, src, dst) = match meta.family {
+        4 => {
+            let s: [u8; 4] = frame.get(l3 + 12..l3 + 16)?.try_into().ok()?;
+            let d: [u8; 4] = frame.get(l3 + 16..l3 + 20)?.try_into().ok()?;
+            (Family::V4, IpAddr::V4(Ipv4Addr::from(s)), IpAddr::V4(Ipv4Addr::from(d)))
+        }
+        6 => {
+            let s: [u8; 16] = frame.get(l3 + 8..l3 + 24)?.try_into().ok()?;
+            let d: [u8; 16] = frame.get(l3 + 24..l3 + 40)?.try_into().ok()?;
+            (Family::V6, IpAddr::V6(Ipv6Addr::from(s)), IpAddr::V6(Ipv6Addr::from(d)))
+        }
+        _ => return None,
+    };
+    let ports = frame.get(l4..l4 + 4)?;
+    let payload_end = usize::from(meta.payload_off).checked_add(usize::from(meta.payload_len))?;
+    if payload_end > frame.len() {
+        return None;
+    }
+    Some(Datagram {
+        family,
+        vlan_count: u8::try_from(vlans).ok()?,
+        l3_off: meta.l3_off,
+        l4_off: meta.l4_off,
+        payload_off: meta.payload_off,
+        payload_len: meta.payload_len,
+        src,
+        dst,
+        sport: u16::from_be_bytes([ports[0], ports[1]]),
+        dport: u16::from_be_bytes([ports[2], ports[3]]),
+        src_mac: frame.get(6..12)?.try_into().ok()?,
+        dst_mac: frame.get(0..6)?.try_into().ok()?,
+    })
+}
+
+/// Source and destination socket addresses of a datagram.
+pub fn addrs(d: &Datagram) -> (SocketAddr, SocketAddr) {
+    (SocketAddr::new(d.src, d.sport), SocketAddr::new(d.dst, d.dport))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::build::{self, CsumMode, FragSpec, FrameSpec, L3Spec};
+    use crate::parse::{self, Offload};
+
+    fn meta_of(d: &Datagram) -> MbufMeta {
+        // The fields the RX lcore fills (MbufMeta::init writes the same).
+        // SAFETY: MbufMeta is integers and an AtomicPtr: all-zero is a valid value of each field.
+        let mut m: MbufMeta = unsafe { std::mem::zeroed() };
+        m.l3_off = d.l3_off;
+        m.l4_off = d.l4_off;
+        m.payload_off = d.payload_off;
+        m.payload_len = d.payload_len;
+        m.family = if d.family == Family::V4 { 4 } else { 6 };
+        m
+    }
+
+    #[test]
+    fn datagram_is_rebuilt_exactly_from_meta() {
+        let tags = [(0x8100, 5)];
+        for (l3, vlans) in [
+            (
+                L3Spec::V4 {
+                    src: "198.18.0.2".parse().unwrap(),
+                    dst: "198.18.0.1".parse().unwrap(),
+                    ttl: 64,
+                    options: &[1, 1, 1, 0],
+                    ident: 3,
+                    frag: FragSpec::default(),
+                },
+                &tags[..],
+            ),
+            (L3Spec::V6 { src: "fd00::2".parse().unwrap(), dst: "fd00::1".parse().unwrap(), hop_limit: 64, ext: &[] }, &[][..]),
+        ] {
+            let f = build::to_vec(&FrameSpec {
+                src_mac: [2, 0, 0, 0, 0, 2],
+                dst_mac: [2, 0, 0, 0, 0, 1],
+                vlans,
+                l3,
+                sport: 4000,
+                dport: 7,
+                payload: b"hello",
+                udp_csum: CsumMode::Correct,
+            })
+            .unwrap();
+            let d = parse::parse(&f, Offload::default()).unwrap();
+            assert_eq!(datagram_of(&f, &meta_of(&d)), Some(d));
+            // A frame shorter than the metadata says is refused, not read past.
+            assert_eq!(datagram_of(&f[..f.len() - 1], &meta_of(&d)), None);
+        }
+    }
+}
