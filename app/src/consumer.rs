@@ -9,6 +9,7 @@ use dpdk_sys::ffi;
 use crate::alloc_guard::HotSection;
 use crate::config::Handler;
 use crate::engine::{Drainer, Shared, SocketEntry};
+use crate::handlers;
 use crate::stats::{Counter, Padded};
 
 /// Datagrams taken from a ring per dequeue.
@@ -19,6 +20,8 @@ pub struct ConsumerLcore {
     pub lcore: u32,
     pub sockets: Vec<String>,
     pub stats: Padded<ConsumerLoopStats>,
+    /// This lcore's TX queue on every port (echo replies); None: it has none.
+    pub tx_queue: Option<u16>,
 }
 
 #[derive(Debug, Default)]
@@ -30,13 +33,13 @@ pub struct ConsumerLoopStats {
 
 impl ConsumerLcore {
     pub fn new(lcore: u32, sockets: Vec<String>) -> Self {
-        ConsumerLcore { lcore, sockets, stats: Padded::default() }
+        ConsumerLcore { lcore, sockets, stats: Padded::default(), tx_queue: None }
     }
 }
 
 /// Whether this build can run a handler.
 pub fn handler_available(h: Handler) -> bool {
-    matches!(h, Handler::Count | Handler::None)
+    matches!(h, Handler::Count | Handler::None | Handler::Echo | Handler::Pcap)
 }
 
 /// A consumer lcore's loop: until told to stop and every ring it drains is empty.
@@ -72,21 +75,71 @@ pub fn drain_once(shared: &Shared, idx: Option<usize>) -> usize {
     let socks = shared.sockets.load();
     let mut total = 0;
     for e in socks.iter().filter(|e| e.drainer == me) {
-        total += drain_socket(e);
+        total += drain_socket(shared, e);
     }
     total
 }
 
+/// The TX queue of whoever drains `e` (each draining lcore has its own).
+fn tx_queue_of(shared: &Shared, e: &SocketEntry) -> Option<u16> {
+    match e.drainer {
+        Drainer::Lcore(i) => shared.consumers.get(i).and_then(|c| c.tx_queue),
+        Drainer::Main => shared.main_tx_queue,
+        Drainer::External => None,
+    }
+}
+
+/// A slow application, emulated: how many datagrams the consumer may take
+/// now so that it never exceeds `pps` (token bucket on the TSC, at most one
+/// burst of credit). Only the socket's drainer calls it.
+fn allowance(e: &SocketEntry, pps: u64, hz: u64) -> usize {
+    let c = &e.sock.consumer;
+    let now = dpdk_sys::eal::rdtsc();
+    let last = match c.rate_tsc.get() {
+        0 => now,
+        t => t,
+    };
+    let earned = (now.saturating_sub(last) as u128 * pps as u128 / hz.max(1) as u128) as u64;
+    if earned > 0 {
+        // Advance by the time the earned credit covers, keeping the remainder.
+        c.rate_tsc.set(last + (earned as u128 * hz as u128 / pps as u128) as u64);
+        c.rate_credit.set((c.rate_credit.get() + earned).min(CONSUME_BURST as u64));
+    } else if c.rate_tsc.get() == 0 {
+        c.rate_tsc.set(now);
+    }
+    c.rate_credit.get().min(CONSUME_BURST as u64) as usize
+}
+
 /// Take one burst from a socket's ring, handle it, free it.
-pub fn drain_socket(e: &SocketEntry) -> usize {
+pub fn drain_socket(shared: &Shared, e: &SocketEntry) -> usize {
     let mut bufs: [*mut ffi::rte_mbuf; CONSUME_BURST] = [std::ptr::null_mut(); CONSUME_BURST];
-    let n = e.sock.dequeue(&mut bufs);
+    let max = match e.sock.conf.consume_rate_pps {
+        0 => CONSUME_BURST,
+        pps => allowance(e, pps, shared.tsc_hz),
+    };
+    let n = e.sock.dequeue(&mut bufs[..max]);
     if n == 0 {
         return 0;
     }
+    if e.sock.conf.consume_rate_pps > 0 {
+        let c = &e.sock.consumer.rate_credit;
+        c.set(c.get().saturating_sub(n as u64));
+    }
     match e.sock.handler() {
         Handler::Count | Handler::None => {}
-        Handler::Echo | Handler::Pcap => {}
+        Handler::Echo => {
+            let tx = handlers::TxCtx { ifaces: &shared.ifaces, queue: tx_queue_of(shared, e) };
+            // SAFETY: dequeued from this socket's ring just now; ours until consume below.
+            unsafe { handlers::echo::echo_burst(&e.sock, &bufs[..n], tx) };
+        }
+        Handler::Pcap => {
+            // Only this socket's drainer locks it, once per burst: uncontended.
+            let mut st = e.sock.handler_state.lock().unwrap_or_else(|p| p.into_inner());
+            if let handlers::State::Pcap(sink) = &mut *st {
+                // SAFETY: as above.
+                unsafe { sink.write_burst(&e.sock, &bufs[..n]) };
+            }
+        }
     }
     // SAFETY: dequeued from this socket's ring just now; ours to free.
     unsafe { e.sock.consume(&mut bufs[..n]) };

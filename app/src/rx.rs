@@ -7,7 +7,8 @@ use dpdk_sys::{eal, ffi, mbuf, port};
 
 use crate::accounting::DropReason;
 use crate::alloc_guard::HotSection;
-use crate::delivery::NoCondense;
+use crate::delivery::{Condense, NoCondense};
+use crate::small_cache::CacheHook;
 use crate::engine::{RxLcore, Shared};
 use crate::meta::MbufMeta;
 use crate::parse::{self, CsumHint, Offload};
@@ -79,6 +80,7 @@ pub fn rx_loop(shared: &Shared, idx: usize, bare: bool) -> i32 {
     // arc-swap registers a thread-local debt slot on a thread's first load
     // (one allocation): do it before the loop counts allocations.
     drop(shared.table.snapshot());
+    let mut small = me.small.lock().unwrap_or_else(|p| p.into_inner()).take();
     let _hot = HotSection::enter();
     while !shared.stop.load(Ordering::Relaxed) {
         for (q, qs) in me.queues.iter().zip(&me.qstats) {
@@ -100,7 +102,13 @@ pub fn rx_loop(shared: &Shared, idx: usize, bare: bool) -> i32 {
                 // SAFETY: we own the n mbufs and give them back.
                 unsafe { mbuf::free_bulk(&mut bufs[..n]) };
             } else {
-                process_burst(shared, me, q.port, &bufs[..n], t0, &mut free);
+                match small.as_mut() {
+                    Some(cache) => {
+                        let mut hook = CacheHook { cache, stats: &me.cache_stats };
+                        process_burst(shared, me, q.port, &bufs[..n], t0, &mut free, &mut hook)
+                    }
+                    None => process_burst(shared, me, q.port, &bufs[..n], t0, &mut free, &mut NoCondense),
+                }
             }
             qs.packets.add(n as u64);
             qs.bytes.add(bytes);
@@ -115,19 +123,29 @@ pub fn rx_loop(shared: &Shared, idx: usize, bare: bool) -> i32 {
         me.quiescent.add(1);
     }
     me.quiescent.add(1);
+    drop(_hot);
+    // Hand the cache back for teardown's check.
+    *me.small.lock().unwrap_or_else(|p| p.into_inner()) = small;
     0
 }
 
 /// Parse, demux and stage one burst. Every mbuf ends in a socket (stage or
 /// ring) or in `free`, counted by reason.
 #[inline]
-pub fn process_burst(shared: &Shared, me: &RxLcore, port_id: u16, bufs: &[*mut ffi::rte_mbuf], tsc: u64, free: &mut FreeList) {
+pub fn process_burst<C: Condense<MbufMeta>>(
+    shared: &Shared,
+    me: &RxLcore,
+    port_id: u16,
+    bufs: &[*mut ffi::rte_mbuf],
+    tsc: u64,
+    free: &mut FreeList,
+    condense: &mut C,
+) {
     let mib: &UdpMib = &me.mib;
     // One snapshot per burst: one atomic load, and sockets removed meanwhile
     // stay alive until we drop it.
     let snap = shared.table.snapshot();
     let strategy = shared.strategy;
-    let mut condense = NoCondense;
     for &m in bufs {
         // SAFETY: rx_burst gave us this mbuf; we read its first segment
         // (a datagram that spans segments fails the length checks: truncated).
@@ -137,9 +155,18 @@ pub fn process_burst(shared: &Shared, me: &RxLcore, port_id: u16, bufs: &[*mut f
         };
         match parse::parse(data, offload_hints(ol)) {
             Err(e) => {
-                let fam = e.family().map(|f| f.index()).unwrap_or(2);
-                mib.errors[fam][e.reason().index()].add(1);
-                free.push(m);
+                // ARP and ICMP may be for the control path (replies on this
+                // lcore's TX queue); what it does not take is counted as now.
+                let control = matches!(e, parse::ParseError::NotIp { .. } | parse::ParseError::NotUdp { .. })
+                    // SAFETY: our mbuf, received on port_id; if taken, it is the responder's.
+                    && unsafe { crate::control::handle(&shared.ifaces, &me.control, port_id, m, &e, tsc) };
+                if control {
+                    mib.control.add(1);
+                } else {
+                    let fam = e.family().map(|f| f.index()).unwrap_or(2);
+                    mib.errors[fam][e.reason().index()].add(1);
+                    free.push(m);
+                }
             }
             Ok(d) => {
                 mib.lookups.add(1);
@@ -158,7 +185,7 @@ pub fn process_burst(shared: &Shared, me: &RxLcore, port_id: u16, bufs: &[*mut f
                         let mut to_free = |p: NonNull<MbufMeta>, _r: DropReason| free.push(MbufMeta::mbuf(p));
                         // SAFETY: the packet is ours and on no stage; to_free frees mbufs
                         // of any pool; the consumer may take it on another lcore.
-                        unsafe { sock.rx.enqueue(me.node_index, MbufMeta::of(m), strategy, &mut condense, &mut to_free) };
+                        unsafe { sock.rx.enqueue(me.node_index, MbufMeta::of(m), strategy, condense, &mut to_free) };
                     }
                 }
             }

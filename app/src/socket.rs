@@ -28,6 +28,9 @@ pub struct ConsumerStats {
     pub not_written: Counter,
     /// Left in the ring when the socket was torn down (freed, counted here).
     pub freed_at_close: Counter,
+    /// `consume_rate_pps` token bucket: TSC credited up to, and datagrams of credit.
+    pub rate_tsc: Counter,
+    pub rate_credit: Counter,
 }
 
 /// Stage-to-delivery latency, written under the delivery lock.
@@ -71,6 +74,9 @@ pub struct Socket {
     /// RX to consumer dequeue latency.
     pub consumer_latency: Histogram,
     pub consumer: ConsumerStats,
+    /// The handler's own state (the pcap writer), touched only by the
+    /// socket's drainer, once per burst: the mutex is never contended.
+    pub handler_state: std::sync::Mutex<crate::handlers::State>,
     cycles_per_us: u64,
 }
 
@@ -86,6 +92,8 @@ pub enum SocketError {
     Ring { name: String, source: dpdk_sys::DpdkError },
     #[error("socket {name:?}: {msg}")]
     Delivery { name: String, msg: String },
+    #[error("socket {name:?}: {source}")]
+    Handler { name: String, source: crate::handlers::HandlerError },
 }
 
 impl Socket {
@@ -98,6 +106,8 @@ impl Socket {
         let ring = Ring::create(&rname, conf.ring_size.next_power_of_two(), socket_id, ring::SP_ENQ)
             .map_err(|source| SocketError::Ring { name: conf.name.clone(), source })?;
         let ring = Arc::new(ring);
+        let handler_state = crate::handlers::State::for_conf(&conf)
+            .map_err(|source| SocketError::Handler { name: conf.name.clone(), source })?;
         let cycles_per_us = (eal::tsc_hz() / 1_000_000).max(1);
         let stage_latency = Arc::new(Histogram::default());
         let sink = RingSink { ring: Arc::clone(&ring), hist: Arc::clone(&stage_latency), cycles_per_us };
@@ -114,6 +124,7 @@ impl Socket {
             stage_latency,
             consumer_latency: Histogram::default(),
             consumer: ConsumerStats::default(),
+            handler_state: std::sync::Mutex::new(handler_state),
             cycles_per_us,
         })
     }
