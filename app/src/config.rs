@@ -31,6 +31,38 @@ pub struct Config {
     pub lcores: Vec<LcoreConf>,
     #[serde(default, rename = "socket")]
     pub sockets: Vec<SocketConf>,
+    #[serde(default)]
+    pub small_cache: SmallCacheConf,
+}
+
+/// The per-lcore cache of small buffers used under pressure (seed 003).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmallCacheConf {
+    /// Off: datagrams always stay in the NIC's mbuf.
+    #[serde(default = "d_true")]
+    pub enabled: bool,
+    /// Small mbufs per RX lcore, allocated once at start.
+    #[serde(default = "d_small_entries")]
+    pub entries: u32,
+    /// Data room of a small mbuf, headroom included: a frame fits if
+    /// headroom + frame length <= this.
+    #[serde(default = "d_small_data_room")]
+    pub data_room: u16,
+}
+
+fn d_small_entries() -> u32 {
+    1024
+}
+fn d_small_data_room() -> u16 {
+    // 128 bytes of headroom + 256 for the frame: DNS queries, telemetry, QUIC acks.
+    384
+}
+
+impl Default for SmallCacheConf {
+    fn default() -> Self {
+        SmallCacheConf { enabled: true, entries: d_small_entries(), data_room: d_small_data_room() }
+    }
 }
 
 /// EAL arguments, structured so the common ones are checked; `extra_args` passes anything else.
@@ -120,6 +152,21 @@ pub struct EngineConf {
     /// (finite pcap replays); 0 disables.
     #[serde(default)]
     pub stop_when_idle_ms: u64,
+    /// Control-path rate limit per RX lcore (token bucket on the TSC), for
+    /// ICMP/ICMPv6 echo replies and, in a bucket of their own, ARP and
+    /// neighbour advertisements: replies per second and burst. Linux's
+    /// `icmp_msgs_per_sec` / `icmp_msgs_burst` defaults.
+    #[serde(default = "d_control_pps")]
+    pub control_pps: u32,
+    #[serde(default = "d_control_burst")]
+    pub control_burst: u32,
+}
+
+fn d_control_pps() -> u32 {
+    1000
+}
+fn d_control_burst() -> u32 {
+    50
 }
 
 fn d_burst() -> u16 {
@@ -137,6 +184,8 @@ impl Default for EngineConf {
             strategy: Strategy::default(),
             duration_secs: 0.0,
             stop_when_idle_ms: 0,
+            control_pps: d_control_pps(),
+            control_burst: d_control_burst(),
         }
     }
 }
@@ -191,6 +240,44 @@ pub struct PortConf {
     /// Let the NIC verify checksums when it can.
     #[serde(default = "d_true")]
     pub rx_checksum_offload: bool,
+    /// Interface addresses with prefix length ("198.18.0.1/24", "fd00::1/64"):
+    /// the engine answers ARP, neighbour solicitations and echo requests for them.
+    #[serde(default)]
+    pub addresses: Vec<IfAddr>,
+}
+
+/// An interface address and its prefix length, written "ADDR/LEN".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IfAddr {
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
+
+impl std::str::FromStr for IfAddr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (a, p) = s.split_once('/').ok_or_else(|| format!("address {s:?} is not \"ADDR/PREFIXLEN\""))?;
+        let addr: IpAddr = a.parse().map_err(|_| format!("address {s:?}: {a:?} is not an IP address"))?;
+        let prefix: u8 = p.parse().map_err(|_| format!("address {s:?}: prefix length {p:?} is not a number"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        if prefix > max {
+            return Err(format!("address {s:?}: prefix length {prefix} is over {max}"));
+        }
+        Ok(IfAddr { addr, prefix })
+    }
+}
+
+impl<'de> Deserialize<'de> for IfAddr {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl std::fmt::Display for IfAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
 }
 
 fn d_one() -> u16 {
@@ -261,6 +348,23 @@ pub struct SocketConf {
     /// Delivery ring size (rounded up to a power of two).
     #[serde(default = "d_ring_size")]
     pub ring_size: u32,
+    /// `pcap` handler: the file delivered datagrams are written to (whole
+    /// frames, classic pcap, Ethernet); relative paths are from the working directory.
+    #[serde(default)]
+    pub pcap_file: Option<PathBuf>,
+    /// `pcap` handler: the file stops growing at this size (records past it
+    /// are counted as not written).
+    #[serde(default = "d_pcap_limit_bytes")]
+    pub pcap_limit_bytes: u64,
+    /// Emulate a slow application: the consumer takes at most this many
+    /// datagrams per second from the ring (0: as fast as it can). For the
+    /// flood benchmark's victim socket.
+    #[serde(default)]
+    pub consume_rate_pps: u64,
+}
+
+fn d_pcap_limit_bytes() -> u64 {
+    64 << 20
 }
 
 fn d_rcvbuf() -> u32 {
@@ -285,8 +389,16 @@ pub fn parse_queue_ref(s: &str) -> Option<(&str, u16)> {
 
 impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let cfg = Config::load_unvalidated(path)?;
+        cfg.validate().map_err(|msg| ConfigError::Invalid { path: path.into(), msg })?;
+        Ok(cfg)
+    }
+
+    /// Read and parse (vdev paths resolved) without the semantic checks:
+    /// `udpdemux check` lists every problem instead of stopping at the first.
+    pub fn load_unvalidated(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
-        let mut cfg = Config::from_str_at(&text, path)?;
+        let mut cfg = Config::parse_at(&text, path)?;
         let dir = path.parent().unwrap_or(Path::new("."));
         for v in &mut cfg.eal.vdevs {
             *v = resolve_vdev_paths(v, dir);
@@ -295,13 +407,18 @@ impl Config {
     }
 
     pub fn from_str_at(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        let cfg = Config::parse_at(text, path)?;
+        cfg.validate().map_err(|msg| ConfigError::Invalid { path: path.into(), msg })?;
+        Ok(cfg)
+    }
+
+    /// TOML to `Config`, unknown keys rejected, no semantic checks.
+    pub fn parse_at(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.into(),
             // toml's message spans several lines with a source excerpt; keep it to one.
             msg: one_line(&e.to_string()),
-        })?;
-        cfg.validate().map_err(|msg| ConfigError::Invalid { path: path.into(), msg })?;
-        Ok(cfg)
+        })
     }
 
     /// Checks that need no EAL. Returns the first problem.
@@ -333,6 +450,17 @@ impl Config {
         }
         if self.mempool.cache > 512 || (self.mempool.cache > 0 && self.mempool.cache as u64 * 3 / 2 > self.mempool.mbufs as u64) {
             out.push(format!("mempool.cache = {}: at most 512 and at most 2/3 of mempool.mbufs", self.mempool.cache));
+        }
+        if self.small_cache.enabled {
+            if self.small_cache.entries == 0 || self.small_cache.entries > 1 << 20 {
+                out.push(format!("small_cache.entries = {}: must be 1..=1048576", self.small_cache.entries));
+            }
+            if self.small_cache.data_room < 128 + 64 || self.small_cache.data_room >= self.mempool.data_room {
+                out.push(format!(
+                    "small_cache.data_room = {}: must be at least 192 (128 headroom + a 64-byte frame) and below mempool.data_room",
+                    self.small_cache.data_room
+                ));
+            }
         }
         if self.ports.is_empty() {
             out.push("no [[port]] configured: add one (e.g. name = \"net_null0\" with eal.vdevs = [\"net_null0\"])".into());
@@ -408,8 +536,43 @@ impl Config {
             if s.ring_size < 2 || s.ring_size > (1 << 24) {
                 out.push(format!("socket {:?}: ring_size = {} must be 2..=16777216", s.name, s.ring_size));
             }
+            match (s.handler, &s.pcap_file) {
+                (Handler::Pcap, None) => out.push(format!("socket {:?}: handler \"pcap\" needs pcap_file", s.name)),
+                (Handler::Pcap, Some(_)) => {
+                    if s.pcap_limit_bytes < (crate::pcap::FILE_HEADER_LEN + crate::pcap::RECORD_HEADER_LEN) as u64 {
+                        out.push(format!("socket {:?}: pcap_limit_bytes = {} is too small", s.name, s.pcap_limit_bytes));
+                    }
+                }
+                (_, Some(_)) => out.push(format!("socket {:?}: pcap_file is only for handler \"pcap\"", s.name)),
+                (_, None) => {}
+            }
         }
+        self.address_problems(&mut out);
         out
+    }
+}
+
+impl Config {
+    /// Interface addresses: unicast, each on one port only.
+    fn address_problems(&self, out: &mut Vec<String>) {
+        let mut seen: std::collections::HashMap<IpAddr, &str> = std::collections::HashMap::new();
+        for p in &self.ports {
+            for a in &p.addresses {
+                let bad = match a.addr {
+                    IpAddr::V4(v) => v.is_unspecified() || v.is_multicast() || v.is_broadcast() || v.is_loopback(),
+                    IpAddr::V6(v) => v.is_unspecified() || v.is_multicast() || v.is_loopback(),
+                };
+                if bad {
+                    out.push(format!("port {:?}: address {a} is not a unicast address", p.name));
+                }
+                if let Some(other) = seen.insert(a.addr, p.name.as_str()) {
+                    out.push(format!("address {} is on ports {other:?} and {:?}: one port per address", a.addr, p.name));
+                }
+            }
+        }
+        if self.engine.control_pps == 0 || self.engine.control_burst == 0 {
+            out.push("engine.control_pps and engine.control_burst must be > 0".into());
+        }
     }
 }
 
@@ -518,5 +681,28 @@ queues = ["net_null0:0"]
         assert!(load(&s).unwrap_err().to_string().contains("different families"));
         let s = format!("{MIN}\n[[socket]]\nname = \"a\"\nlocal = \"[::]:53\"\nhandler = \"echo\"\nstrategy = 1\n");
         assert!(load(&s).unwrap_err().to_string().contains("strategy"));
+    }
+
+    #[test]
+    fn interface_addresses_parse_and_validate() {
+        let with = |a: &str| MIN.replace("name = \"net_null0\"\n", &format!("name = \"net_null0\"\naddresses = {a}\n"));
+        let c = load(&with(r#"["198.18.0.1/24", "fd00::1/64"]"#)).unwrap();
+        assert_eq!(c.ports[0].addresses[0], IfAddr { addr: "198.18.0.1".parse().unwrap(), prefix: 24 });
+        assert_eq!(c.ports[0].addresses[1].prefix, 64);
+        assert!(load(&with(r#"["198.18.0.1/33"]"#)).unwrap_err().to_string().contains("over 32"));
+        assert!(load(&with(r#"["198.18.0.1"]"#)).unwrap_err().to_string().contains("ADDR/PREFIXLEN"));
+        assert!(load(&with(r#"["ff02::1/64"]"#)).unwrap_err().to_string().contains("not a unicast"));
+        assert!(load(&with(r#"["fd00::1/64", "fd00::1/120"]"#)).unwrap_err().to_string().contains("one port per address"));
+    }
+
+    #[test]
+    fn pcap_socket_needs_a_file() {
+        let s = format!("{MIN}\n[[socket]]\nname = \"p\"\nlocal = \"198.18.0.1:9\"\nhandler = \"pcap\"\n");
+        assert!(load(&s).unwrap_err().to_string().contains("needs pcap_file"));
+        let ok = format!("{s}pcap_file = \"/tmp/x.pcap\"\npcap_limit_bytes = 100000\n");
+        let c = load(&ok).unwrap();
+        assert_eq!(c.sockets[0].pcap_limit_bytes, 100_000);
+        let s = format!("{MIN}\n[[socket]]\nname = \"c\"\nlocal = \"198.18.0.1:9\"\npcap_file = \"/tmp/x.pcap\"\n");
+        assert!(load(&s).unwrap_err().to_string().contains("only for handler"));
     }
 }

@@ -45,6 +45,10 @@ pub struct RunOptions {
     pub bare: bool,
     /// The config file, re-read on SIGHUP.
     pub config_path: Option<PathBuf>,
+    /// Interval lines and final counters as text or `nstat` lines.
+    pub stats_format: crate::nstat::StatsFormat,
+    /// Print every socket's latency histograms (bpftrace style) at exit.
+    pub histograms: bool,
 }
 
 /// Where one RX queue is polled.
@@ -96,6 +100,10 @@ pub struct Shared {
     next_socket_id: Mutex<u32>,
     /// Books of sockets removed while running.
     pub removed: Mutex<Vec<SocketSummary>>,
+    /// Every port's addresses, MAC and TX queue count (control path, echo).
+    pub ifaces: crate::control::Ifaces,
+    /// The main lcore's TX queue on every port (echo replies of sockets it drains).
+    pub main_tx_queue: Option<u16>,
 }
 
 /// One RX lcore's assignment and counters.
@@ -113,6 +121,12 @@ pub struct RxLcore {
     pub last_rx_tsc: stats::Counter,
     /// Advanced at every quiescent point of the loop (QSBR for socket removal).
     pub quiescent: stats::Counter,
+    /// ARP / ND / ICMP echo responder state: TX queue, rate limits, counters.
+    pub control: crate::control::LcoreControl,
+    /// The small-buffer cache: taken by the lcore when its loop starts (no
+    /// lock per packet), given back when it ends so teardown can check it.
+    pub small: Mutex<Option<crate::small_cache::SmallCache>>,
+    pub cache_stats: Padded<crate::small_cache::CacheStats>,
 }
 
 /// Totals at exit.
@@ -129,11 +143,36 @@ pub struct Summary {
     pub reasons: BTreeMap<String, BTreeMap<String, u64>>,
     pub lookups: u64,
     pub control: u64,
+    /// The control path's breakdown (ARP replies, NAs, echo replies, rate limited, TX errors).
+    pub responder: BTreeMap<String, u64>,
     pub sockets: Vec<SocketSummary>,
+    /// Drops per NUMA (or virtual) node, summed over sockets (the kernel's `numa_drop_counters`).
+    pub nodes: Vec<NodeSummary>,
     pub lcores: Vec<LcoreSummary>,
+    pub consumers: Vec<ConsumerSummary>,
     pub ports: Vec<PortSummary>,
+    /// The small-buffer cache, summed over RX lcores.
+    pub small_cache: SmallCacheSummary,
+    /// Every mempool: size and free mbufs (at exit, after teardown's frees).
+    pub pools: Vec<PoolSummary>,
     pub books_balanced: bool,
     pub problems: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct SmallCacheSummary {
+    pub enabled: bool,
+    pub condensed: u64,
+    pub busy: u64,
+    pub too_big: u64,
+    pub bytes_saved: u64,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PoolSummary {
+    pub name: String,
+    pub size: u32,
+    pub avail: u32,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -148,6 +187,8 @@ pub struct SocketSummary {
     pub consumed_bytes: u64,
     pub freed_at_close: u64,
     pub drops: BTreeMap<String, u64>,
+    /// Drops by reason per stage node (index = dense node index, as in `nodes`).
+    pub node_drops: Vec<BTreeMap<String, u64>>,
     pub rcvbuf: u64,
     pub rmem: u64,
     pub rmem_high_water: u64,
@@ -166,6 +207,23 @@ pub struct SocketSummary {
     pub stage_p99_us: u64,
     pub consumer_p50_us: u64,
     pub consumer_p99_us: u64,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NodeSummary {
+    /// Dense stage index.
+    pub index: usize,
+    /// NUMA or virtual node id of the RX lcores that use this stage.
+    pub node: u32,
+    pub drops: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ConsumerSummary {
+    pub lcore: u32,
+    pub polls: u64,
+    pub idle_polls: u64,
+    pub datagrams: u64,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -207,9 +265,12 @@ pub struct Engine {
     ports: Vec<Port>,
     port_names: Vec<String>,
     pools: Vec<(u32, Mempool)>,
+    small_pools: Vec<(u32, Mempool)>,
     started: Instant,
     cfg: Config,
     config_path: Option<PathBuf>,
+    stats_format: crate::nstat::StatsFormat,
+    histograms: bool,
     eal: Option<Eal>,
 }
 
@@ -298,6 +359,8 @@ impl Engine {
         log::info!("{} up, TSC {} MHz", eal::version(), eal::tsc_hz() / 1_000_000);
         let mut e = Engine::setup(cfg, opts)?;
         e.eal = Some(eal);
+        // Telemetry reads the same snapshot the exit JSON is made from.
+        crate::telemetry::start(&e.shared);
         Ok(e)
     }
 
@@ -364,6 +427,15 @@ impl Engine {
                 mib: Padded::default(),
                 last_rx_tsc: Default::default(),
                 quiescent: Default::default(),
+                // TX slot k = the k-th RX lcore; consumers and the main lcore follow.
+                control: crate::control::LcoreControl::new(
+                    rx_lcores.len() as u16,
+                    eal::tsc_hz(),
+                    cfg.engine.control_pps,
+                    cfg.engine.control_burst,
+                ),
+                small: Mutex::new(None),
+                cache_stats: Padded::default(),
             });
         }
         let consumers: Vec<ConsumerLcore> = cfg
@@ -372,6 +444,17 @@ impl Engine {
             .filter(|l| l.role == Role::Consumer)
             .map(|l| ConsumerLcore::new(l.id, l.sockets.clone()))
             .collect();
+        // Every lcore that transmits has its own TX queue on every port (no
+        // TX lock): RX lcores for control replies, consumers and the main
+        // lcore for echo.
+        let tx_slots = rx_lcores.len() + consumers.len() + 1;
+        let mut consumers = consumers;
+        for (j, c) in consumers.iter_mut().enumerate() {
+            c.tx_queue = Some((rx_lcores.len() + j) as u16);
+        }
+        let main_tx_queue = Some((tx_slots - 1) as u16);
+        let wants_echo = cfg.sockets.iter().any(|s| s.handler == Handler::Echo);
+        let mut ifaces = Vec::new();
 
         // One pktmbuf pool per NUMA socket that polls a queue (allocate where you receive).
         let mut pools: Vec<(u32, Mempool)> = Vec::new();
@@ -400,6 +483,28 @@ impl Engine {
                 pools.push((sock, mp));
             }
         }
+        // The small-buffer cache: one small pool per NUMA socket, a fixed ring per RX lcore.
+        let mut small_pools: Vec<(u32, Mempool)> = Vec::new();
+        if cfg.small_cache.enabled {
+            for l in &rx_lcores {
+                let sock = lcore::socket_id(l.lcore);
+                if !small_pools.iter().any(|(s, _)| *s == sock) {
+                    let n = rx_lcores.iter().filter(|x| lcore::socket_id(x.lcore) == sock).count() as u32
+                        * cfg.small_cache.entries;
+                    let mp = Mempool::new(&format!("small_pool_s{sock}"), n, 0, crate::meta::PRIV_SIZE, cfg.small_cache.data_room, sock as i32)
+                        .map_err(|e| EngineError::Setup(format!("{e}: lower small_cache.entries or raise eal.memory_mb")))?;
+                    log::info!("pool small_pool_s{sock}: {} mbufs x {} B data room (truesize {} B)", mp.size(), mp.data_room(), mp.truesize());
+                    small_pools.push((sock, mp));
+                }
+            }
+            for l in &rx_lcores {
+                let sock = lcore::socket_id(l.lcore);
+                let pool = &small_pools.iter().find(|(s, _)| *s == sock).expect("small pool per socket").1;
+                let cache = crate::small_cache::SmallCache::new(pool, cfg.small_cache.entries)
+                    .map_err(|e| EngineError::Setup(format!("small cache for lcore {}: {e}", l.lcore)))?;
+                *l.small.lock().expect("small cache lock") = Some(cache);
+            }
+        }
 
         let mut ports = Vec::new();
         for (i, pc) in cfg.ports.iter().enumerate() {
@@ -422,9 +527,20 @@ impl Engine {
                 }
                 qpools.push(&pools.iter().find(|(s, _)| *s == sock).expect("pool per socket").1);
             }
+            let wants_tx = wants_echo || !pc.addresses.is_empty();
+            let tx_queues = if wants_tx { pc.tx_queues.max(tx_slots as u16) } else { pc.tx_queues };
+            if wants_tx && tx_queues > info.max_tx_queues {
+                return Err(EngineError::Setup(format!(
+                    "port {}: {tx_slots} TX queues needed (one each for {} RX lcore(s), {} consumer lcore(s) and the main lcore, which send ARP/ND/ICMP and echo replies) but the device has at most {}; for net_af_packet set qpairs={tx_slots} and poll every RX queue",
+                    pc.name,
+                    rx_lcores.len(),
+                    consumers.len(),
+                    info.max_tx_queues
+                )));
+            }
             let conf = dpdk_sys::PortConf {
                 rx_queues: pc.rx_queues,
-                tx_queues: pc.tx_queues,
+                tx_queues,
                 rx_desc: pc.rx_desc,
                 tx_desc: pc.tx_desc,
                 rss: pc.rss,
@@ -435,6 +551,11 @@ impl Engine {
             p.start()?;
             let (up, speed) = p.link();
             let mac = p.mac();
+            ifaces.push(crate::control::Iface::new(id, mac, pc, tx_queues));
+            if !pc.addresses.is_empty() {
+                let a: Vec<String> = pc.addresses.iter().map(|a| a.to_string()).collect();
+                log::info!("port {}: answering ARP/ND/echo for {}", pc.name, a.join(", "));
+            }
             log::info!(
                 "port {} ({}): {} rxq {} txq, link {} {} Mbit/s, mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
                 pc.name,
@@ -468,6 +589,8 @@ impl Engine {
             numa,
             next_socket_id: Mutex::new(0),
             removed: Mutex::new(Vec::new()),
+            ifaces: crate::control::Ifaces(ifaces),
+            main_tx_queue,
         });
         for s in &cfg.sockets {
             add_socket(&shared, s.clone()).map_err(EngineError::Setup)?;
@@ -487,9 +610,12 @@ impl Engine {
             ports,
             port_names: cfg.ports.iter().map(|p| p.name.clone()).collect(),
             pools,
+            small_pools,
             started: Instant::now(),
             cfg: cfg.clone(),
             config_path: opts.config_path.clone(),
+            stats_format: opts.stats_format,
+            histograms: opts.histograms,
             eal: None,
         };
         for (i, c) in shared.consumers.iter().enumerate() {
@@ -545,6 +671,9 @@ impl Engine {
         let mut last_print = Instant::now();
         let mut last_pkts = 0u64;
         let mut last_bytes = 0u64;
+        let mut last_delivered = 0u64;
+        let mut last_drops = 0u64;
+        let mut last_nstat: Option<crate::nstat::Counters> = None;
         let mut last_gc = Instant::now();
         loop {
             let worked = if main_consumes { self.poll_main() } else { 0 };
@@ -584,18 +713,34 @@ impl Engine {
                 let pkts: u64 = shared.rx.iter().flat_map(|l| l.qstats.iter()).map(|q| q.packets.get()).sum();
                 let bytes: u64 = shared.rx.iter().flat_map(|l| l.qstats.iter()).map(|q| q.bytes.get()).sum();
                 let socks = shared.sockets.load();
-                let delivered: u64 = socks.iter().map(|e| e.sock.stats().delivered).sum();
-                let drops: u64 = socks.iter().map(|e| e.sock.stats().drops_total()).sum();
-                log::info!(
-                    "rx {} pps {} bit/s | delivered {} drops {} | total rx {}",
-                    stats::human(stats::rate(pkts, last_pkts, secs)),
-                    stats::human(stats::rate(bytes, last_bytes, secs) * 8.0),
-                    delivered,
-                    drops,
-                    pkts
-                );
+                // Removed sockets keep their books in `removed`: count them too,
+                // so a SIGHUP does not make the totals (and rates) go backwards.
+                let removed = shared.removed.lock().expect("removed lock");
+                let delivered: u64 = socks.iter().map(|e| e.sock.stats().delivered).sum::<u64>()
+                    + removed.iter().map(|s| s.delivered).sum::<u64>();
+                let drops: u64 = socks.iter().map(|e| e.sock.stats().drops_total()).sum::<u64>()
+                    + removed.iter().map(|s| s.drops.values().sum::<u64>()).sum::<u64>();
+                drop(removed);
+                if self.stats_format == crate::nstat::StatsFormat::Nstat {
+                    let now = crate::nstat::counters(&snapshot(&shared, self.started.elapsed().as_secs_f64()));
+                    print!("{}", crate::nstat::render(&now, last_nstat.as_ref(), secs));
+                    last_nstat = Some(now);
+                } else {
+                    log::info!(
+                        "rx {} pps {} bit/s | delivered {}/s drops {}/s | total rx {} delivered {} drops {}",
+                        stats::human(stats::rate(pkts, last_pkts, secs)),
+                        stats::human(stats::rate(bytes, last_bytes, secs) * 8.0),
+                        stats::human(stats::rate(delivered, last_delivered, secs)),
+                        stats::human(stats::rate(drops, last_drops, secs)),
+                        pkts,
+                        delivered,
+                        drops
+                    );
+                }
                 last_pkts = pkts;
                 last_bytes = bytes;
+                last_delivered = delivered;
+                last_drops = drops;
             }
         }
     }
@@ -637,11 +782,49 @@ impl Engine {
         for e in shared.sockets.load().iter() {
             e.sock.free_ring();
         }
-        let summary = summarize(&shared, &self.ports, &self.port_names, seconds, problems);
+        // Every small-cache entry is back (only the cache holds it).
+        for l in &shared.rx {
+            if let Some(c) = l.small.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+                let held = c.in_use();
+                if held > 0 {
+                    problems.push(format!("lcore {}: {held} small-cache entries still held at exit", l.lcore));
+                }
+            }
+        }
+        let mut summary = summarize(&shared, &self.ports, &self.port_names, seconds, problems);
+        // The cache gives its entries back: the small pools must be full again.
+        for l in &shared.rx {
+            if let Some(c) = l.small.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                c.release();
+            }
+        }
+        for (name, pools) in [("rx_pool", &self.pools), ("small_pool", &self.small_pools)] {
+            for (sock, mp) in pools {
+                summary.pools.push(PoolSummary { name: format!("{name}_s{sock}"), size: mp.size(), avail: mp.avail() });
+            }
+        }
+        for (sock, mp) in &self.small_pools {
+            if mp.avail() != mp.size() {
+                summary.problems.push(format!("small_pool_s{sock}: {} of {} mbufs back at exit", mp.avail(), mp.size()));
+                summary.books_balanced = false;
+            }
+        }
         for p in &mut self.ports {
             p.stop()?;
         }
-        print_summary(&summary);
+        match self.stats_format {
+            crate::nstat::StatsFormat::Text => print_summary(&summary),
+            crate::nstat::StatsFormat::Nstat => {
+                print!("{}", crate::nstat::render(&crate::nstat::counters(&summary), None, summary.seconds));
+                println!(
+                    "#books {}",
+                    if summary.books_balanced { "balanced".to_string() } else { summary.problems.join("; ") }
+                );
+            }
+        }
+        if self.histograms {
+            print_histograms(&summary);
+        }
         if !failed.is_empty() {
             return Err(EngineError::Setup(format!("worker lcores {failed:?} failed (see log)")));
         }
@@ -651,6 +834,8 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
+        // Telemetry stops answering for this engine before its sockets go.
+        crate::telemetry::stop();
         self.shared.stop.store(true, Ordering::SeqCst);
         self.shared.consumers_stop.store(true, Ordering::SeqCst);
         for h in self.launched.drain(..) {
@@ -667,6 +852,12 @@ impl Drop for Engine {
         drop(entries);
         self.shared.table.collect_garbage();
         self.ports.clear();
+        for l in &self.shared.rx {
+            if let Some(c) = l.small.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                c.release();
+            }
+        }
+        self.small_pools.clear();
         self.pools.clear();
         self.eal.take();
     }
@@ -735,7 +926,7 @@ pub fn remove_socket(shared: &Shared, name: &str) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_millis(200);
     while entry.sock.ring.count() > 0 && Instant::now() < deadline && entry.drainer != Drainer::External {
         if entry.drainer == Drainer::Main {
-            consumer::drain_socket(&entry);
+            consumer::drain_socket(shared, &entry);
         } else {
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -779,6 +970,14 @@ fn socket_summary(e: &SocketEntry, removed: bool) -> SocketSummary {
         consumed_bytes: c.bytes.get(),
         freed_at_close: c.freed_at_close.get(),
         drops: DropReason::ALL.iter().map(|r| (r.as_str().to_string(), s.drop(*r))).collect(),
+        node_drops: (0..e.sock.rx.nodes())
+            .map(|n| {
+                DropReason::ALL
+                    .iter()
+                    .filter_map(|r| e.sock.rx.node_drops(n, *r).filter(|v| *v > 0).map(|v| (r.as_str().to_string(), v)))
+                    .collect()
+            })
+            .collect(),
         rcvbuf: e.sock.rx.rcvbuf() as u64,
         rmem: s.rmem as u64,
         rmem_high_water: s.rmem_high_water,
@@ -884,6 +1083,44 @@ fn summarize_inner(
     }
     let lookups = sum(&|m| m.lookups.get());
     let control = sum(&|m| m.control.get());
+    let mut responder = BTreeMap::new();
+    for l in &shared.rx {
+        l.control.stats.add_to(&mut responder);
+    }
+    if at_exit {
+        let taken: u64 = shared.rx.iter().map(|l| l.control.stats.taken()).sum();
+        if taken != control {
+            problems.push(format!("control path took {control} frames but accounted for {taken}"));
+        }
+    }
+
+    // Per-node drops: the sum over sockets (removed ones included) of each stage node's counters.
+    let mut nodes: Vec<NodeSummary> = Vec::new();
+    for l in &shared.rx {
+        if !nodes.iter().any(|n| n.index == l.node_index) {
+            nodes.push(NodeSummary { index: l.node_index, node: l.node, drops: BTreeMap::new() });
+        }
+    }
+    nodes.sort_by_key(|n| n.index);
+    for s in &sockets {
+        for (i, d) in s.node_drops.iter().enumerate() {
+            if let Some(n) = nodes.iter_mut().find(|n| n.index == i) {
+                for (r, v) in d {
+                    *n.drops.entry(r.clone()).or_default() += v;
+                }
+            }
+        }
+    }
+    let consumers: Vec<ConsumerSummary> = shared
+        .consumers
+        .iter()
+        .map(|c| ConsumerSummary {
+            lcore: c.lcore,
+            polls: c.stats.polls.get(),
+            idle_polls: c.stats.idle_polls.get(),
+            datagrams: c.stats.datagrams.get(),
+        })
+        .collect();
 
     let port_summaries: Vec<PortSummary> = ports
         .iter()
@@ -948,11 +1185,34 @@ fn summarize_inner(
         reasons,
         lookups,
         control,
+        responder,
         sockets,
+        nodes,
         lcores,
+        consumers,
         ports: port_summaries,
+        small_cache: SmallCacheSummary {
+            enabled: shared.rx.iter().any(|l| l.small.lock().map(|c| c.is_some()).unwrap_or(false))
+                || shared.rx.iter().any(|l| l.cache_stats.condensed.get() + l.cache_stats.busy.get() > 0),
+            condensed: shared.rx.iter().map(|l| l.cache_stats.condensed.get()).sum(),
+            busy: shared.rx.iter().map(|l| l.cache_stats.busy.get()).sum(),
+            too_big: shared.rx.iter().map(|l| l.cache_stats.too_big.get()).sum(),
+            bytes_saved: shared.rx.iter().map(|l| l.cache_stats.bytes_saved.get()).sum(),
+        },
+        pools: Vec::new(),
         books_balanced: problems.is_empty(),
         problems,
+    }
+}
+
+/// Per socket, RX-to-delivery-ring and RX-to-consumer latency, bpftrace style.
+fn print_histograms(s: &Summary) {
+    for k in &s.sockets {
+        for (what, v) in [("stage_us", &k.stage_latency_us), ("consumer_us", &k.consumer_latency_us)] {
+            if let Ok(b) = <[u64; latency::BUCKETS]>::try_from(v.as_slice()) {
+                print!("{}", latency::render(&format!("@{}[{}]", what, k.name), &b));
+            }
+        }
     }
 }
 
@@ -1004,6 +1264,10 @@ fn print_summary(s: &Summary) {
             "  port {} ({}): ipackets {} imissed {} ierrors {} rx_nombuf {}",
             p.name, p.driver, p.ipackets, p.imissed, p.ierrors, p.rx_nombuf
         );
+    }
+    let c = &s.small_cache;
+    if c.enabled {
+        println!("  small cache: condensed {} busy {} too big {} bytes saved {}", c.condensed, c.busy, c.too_big, c.bytes_saved);
     }
     println!(
         "  books: {}",

@@ -6,6 +6,7 @@
 //! `rx` are the poll-mode runtime around them.
 // The receive heart: pure Rust, model-checked with loom (`--cfg loom`).
 pub mod accounting;
+pub mod bench;
 pub mod delivery;
 pub mod stage;
 pub mod sync;
@@ -22,6 +23,12 @@ pub mod stats;
 #[cfg(not(loom))]
 pub mod alloc_guard;
 #[cfg(not(loom))]
+pub mod api;
+#[cfg(not(loom))]
+pub mod control;
+#[cfg(not(loom))]
+pub mod handlers;
+#[cfg(not(loom))]
 pub mod consumer;
 #[cfg(not(loom))]
 pub mod engine;
@@ -36,4 +43,12 @@ pub mod rx;
 #[cfg(not(loom))]
 pub mod signals;
 #[cfg(not(loom))]
+pub mod small_cache;
+#[cfg(not(loom))]
 pub mod socket;
+#[cfg(not(loom))]
+pub mod check;
+#[cfg(not(loom))]
+pub mod nstat;
+#[cfg(not(loom))]
+pub mod telemetry;

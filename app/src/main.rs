@@ -32,9 +32,32 @@ enum Cmd {
         /// Bare rx-and-free loop, no parsing (baseline for benchmarks).
         #[arg(long)]
         bare: bool,
+        /// Interval lines and final counters: text, or nstat-style `name value rate` lines.
+        #[arg(long, value_enum, default_value_t = udpdemux::nstat::StatsFormat::Text)]
+        stats_format: udpdemux::nstat::StatsFormat,
+        /// Print every socket's latency histograms (bpftrace style) at exit.
+        #[arg(long)]
+        histograms: bool,
+    },
+    /// Validate a config without starting traffic: one line per problem, non-zero exit on errors.
+    Check {
+        #[arg(long, short)]
+        config: PathBuf,
     },
     /// Generate traffic: write a pcap (with a manifest of exact counts) or transmit on a DPDK port.
-    Gen(udpdemux::gen::GenArgs),
+    Gen(Box<udpdemux::gen::GenArgs>),
+    /// Micro-benchmark (no EAL): parse + early-demux ns per packet for 16 .. 1M sockets.
+    BenchDemux {
+        /// Table sizes.
+        #[arg(long, value_delimiter = ',', default_value = "16,1000,100000,1000000")]
+        sockets: Vec<usize>,
+        /// Packets timed per row.
+        #[arg(long, default_value_t = 2_000_000)]
+        packets: usize,
+        /// Print JSON instead of a Markdown table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -43,17 +66,34 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let res = match cli.cmd {
-        Cmd::Run { config, duration, stats_json, bare } => (|| -> anyhow::Result<()> {
+        Cmd::Check { config } => udpdemux::check::run(&config).map(|_| ()).map_err(anyhow::Error::from),
+        Cmd::Run { config, duration, stats_json, bare, stats_format, histograms } => (|| -> anyhow::Result<()> {
             let cfg = Config::load(&config)?;
             if let Some(d) = duration {
                 if !(d.is_finite() && d > 0.0) {
                     anyhow::bail!("--duration must be a positive number of seconds");
                 }
             }
-            engine::run(&cfg, &RunOptions { duration, stats_json, bare, config_path: Some(config.clone()) })?;
+            engine::run(
+                &cfg,
+                &RunOptions { duration, stats_json, bare, config_path: Some(config.clone()), stats_format, histograms },
+            )?;
             Ok(())
         })(),
         Cmd::Gen(args) => udpdemux::gen::run(&args),
+        Cmd::BenchDemux { sockets, packets, json } => {
+            let rows = udpdemux::bench::demux_table(&sockets, packets);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows).expect("rows serialise"));
+            } else {
+                println!("| sockets | family | traffic | parse ns/pkt | parse + lookup ns/pkt |");
+                println!("|---:|---|---|---:|---:|");
+                for r in rows {
+                    println!("| {} | {} | {} | {:.1} | {:.1} |", r.sockets, r.family, r.traffic, r.parse_only_ns, r.ns_per_packet);
+                }
+            }
+            Ok(())
+        }
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -13,6 +13,7 @@ pub mod mbuf;
 pub mod mempool;
 pub mod port;
 pub mod ring;
+pub mod telemetry;
 
 pub use eal::Eal;
 pub use error::{DpdkError, Result};

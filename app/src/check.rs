@@ -1,0 +1,399 @@
+//! `udpdemux check --config FILE`: validate a config without starting
+//! traffic. Two passes, one line per problem:
+//!
+//! * without the EAL: [`Config::problems`] (keys, queue ownership, sockets),
+//!   socket collisions (the flow table's own `EADDRINUSE` rule, so `check`
+//!   and `run` can never disagree), and sizes (rcvbuf against one mbuf's
+//!   truesize, the pool against DPDK's usual sizing rule, the delivery ring
+//!   against what the rcvbuf admits);
+//! * with the EAL (initialised with the config's devices, but no hugepages,
+//!   no shared config, no telemetry and a private file prefix, so it can run
+//!   beside a live instance): lcores exist, ports were probed and have the
+//!   queues asked for, and NUMA placement of port, pool and lcore, warned
+//!   about as DPDK's examples do. Ports are never configured or started.
+use std::path::Path;
+
+use dpdk_sys::{lcore, port, Eal};
+
+use crate::config::{self, Config, Role};
+use crate::flow_table::FlowTable;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub severity: Severity,
+    pub msg: String,
+}
+
+impl Problem {
+    fn error(msg: impl Into<String>) -> Self {
+        Problem {
+            severity: Severity::Error,
+            msg: msg.into(),
+        }
+    }
+    fn warning(msg: impl Into<String>) -> Self {
+        Problem {
+            severity: Severity::Warning,
+            msg: msg.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        write!(f, "{s}: {}", self.msg)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error("{0}")]
+    Config(#[from] config::ConfigError),
+    #[error("config {path}: {errors} error(s), {warnings} warning(s)")]
+    Failed {
+        path: String,
+        errors: usize,
+        warnings: usize,
+    },
+}
+
+/// One mbuf's truesize in an engine pool: what each datagram is charged.
+pub fn truesize(cfg: &Config) -> u64 {
+    std::mem::size_of::<dpdk_sys::ffi::rte_mbuf>() as u64
+        + crate::meta::PRIV_SIZE as u64
+        + cfg.mempool.data_room as u64
+}
+
+/// Every problem that needs no EAL.
+pub fn check_static(cfg: &Config) -> Vec<Problem> {
+    let mut out: Vec<Problem> = cfg.problems().into_iter().map(Problem::error).collect();
+
+    // Collisions: insert every socket into a real flow table.
+    let table: FlowTable<usize> = FlowTable::new();
+    for (i, s) in cfg.sockets.iter().enumerate() {
+        if let Err(e) = table.insert(crate::socket::binding_of(s), i) {
+            out.push(Problem::error(format!(
+                "socket {:?}: {e} (only sockets that all set reuseport = true may share an address and port)",
+                s.name
+            )));
+        }
+    }
+
+    let ts = truesize(cfg);
+    for s in &cfg.sockets {
+        let rcvbuf = s.rcvbuf as u64;
+        if rcvbuf < ts {
+            // The kernel's rule (and ours): an empty socket always takes one
+            // datagram; after that, rmem > rcvbuf drops everything until it drains.
+            out.push(Problem::error(format!(
+                "socket {:?}: rcvbuf = {rcvbuf} is below one mbuf truesize ({ts} B): only one datagram can be queued at a time, the rest drop",
+                s.name
+            )));
+            continue;
+        }
+        // rte_ring holds size - 1 entries.
+        let ring = (s.ring_size.max(2) as u64).next_power_of_two() - 1;
+        let admitted = rcvbuf / ts + 1;
+        if ring < admitted {
+            out.push(Problem::warning(format!(
+                "socket {:?}: ring_size {} holds {ring} datagrams but rcvbuf {rcvbuf} admits {admitted} of truesize {ts}: the ring fills first (drops counted as ring_full, not rcvbuf_full)",
+                s.name, s.ring_size
+            )));
+        }
+    }
+
+    // DPDK's usual sizing rule (l3fwd, skeleton): every RX descriptor holds an
+    // mbuf, and every lcore cache may hold `cache` more, before one datagram
+    // is queued for a socket.
+    let rx_lcores = cfg.lcores.iter().filter(|l| l.role == Role::Rx).count() as u64;
+    let descs: u64 = cfg
+        .ports
+        .iter()
+        .map(|p| p.rx_desc as u64 * p.rx_queues as u64)
+        .sum();
+    let need = descs + cfg.mempool.cache as u64 * rx_lcores.max(1);
+    if (cfg.mempool.mbufs as u64) < need {
+        out.push(Problem::error(format!(
+            "mempool.mbufs = {} is below rx_desc x queues ({descs}) + cache x rx lcores ({} x {}) = {need}: the NIC rings alone can take every mbuf (rx_nombuf)",
+            cfg.mempool.mbufs,
+            cfg.mempool.cache,
+            rx_lcores.max(1)
+        )));
+    } else {
+        let queued: u64 = cfg.sockets.iter().map(|s| s.rcvbuf as u64 / ts + 1).sum();
+        if (cfg.mempool.mbufs as u64) < need + queued {
+            out.push(Problem::warning(format!(
+                "mempool.mbufs = {}: sockets may hold {queued} mbufs at their rcvbuf on top of {need} for rings and caches; full sockets will starve RX (rx_nombuf) before they drop",
+                cfg.mempool.mbufs
+            )));
+        }
+    }
+    out
+}
+
+/// The EAL arguments `check` uses: the config's devices and lcores, but no
+/// hugepages, no shared files, no telemetry socket, a private file prefix.
+pub fn check_eal_args(cfg: &Config) -> Vec<String> {
+    let mut e = cfg.eal.clone();
+    e.no_huge = true;
+    e.memory_mb = e.memory_mb.clamp(64, 256);
+    e.file_prefix = format!("udpdemux-check-{}", std::process::id());
+    let mut a = e.args();
+    if !a.iter().any(|x| x == "--no-shconf") {
+        a.push("--no-shconf".into());
+    }
+    a.push("--no-telemetry".into());
+    a
+}
+
+/// Problems only the EAL can see. Initialises the EAL (once per process).
+pub fn check_eal(cfg: &Config) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let eal = match Eal::init(&check_eal_args(cfg)) {
+        Ok(e) => e,
+        Err(e) => {
+            out.push(Problem::error(format!(
+                "EAL init failed: {e}; check eal.lcores ({:?}), eal.vdevs, eal.allow and eal.extra_args",
+                cfg.eal.lcores
+            )));
+            return out;
+        }
+    };
+    let main = lcore::main_lcore();
+    for l in &cfg.lcores {
+        if !lcore::is_enabled(l.id) {
+            out.push(Problem::error(format!(
+                "lcore {} is not enabled by eal.lcores = {:?}",
+                l.id, cfg.eal.lcores
+            )));
+        } else if l.id == main {
+            out.push(Problem::error(format!(
+                "lcore {} is the main lcore: give [[lcore]] a worker lcore id",
+                l.id
+            )));
+        } else if let Some(n) = l.node {
+            let real = lcore::socket_id(l.id);
+            if n != real {
+                out.push(Problem::warning(format!(
+                    "lcore {}: node = {n} but DPDK puts it on NUMA socket {real} (a virtual node: fine for tests, not for production)",
+                    l.id
+                )));
+            }
+        }
+    }
+    if port::count() == 0 {
+        out.push(Problem::error(format!(
+            "no ports found: the EAL probed no device (vdevs {:?}, allow {:?})",
+            cfg.eal.vdevs, cfg.eal.allow
+        )));
+    }
+    for p in &cfg.ports {
+        let Some(id) = port::by_name(&p.name) else {
+            out.push(Problem::error(format!(
+                "port {:?} not found: no such device was probed",
+                p.name
+            )));
+            continue;
+        };
+        let info = match port::info(id) {
+            Ok(i) => i,
+            Err(e) => {
+                out.push(Problem::error(format!("port {:?}: {e}", p.name)));
+                continue;
+            }
+        };
+        if p.rx_queues > info.max_rx_queues {
+            out.push(Problem::error(format!(
+                "port {:?} ({}): rx_queues = {} but the device has at most {}",
+                p.name, info.driver, p.rx_queues, info.max_rx_queues
+            )));
+        }
+        if p.tx_queues > info.max_tx_queues {
+            out.push(Problem::error(format!(
+                "port {:?} ({}): tx_queues = {} but the device has at most {}",
+                p.name, info.driver, p.tx_queues, info.max_tx_queues
+            )));
+        }
+        // The pool of a queue is on its poller's socket (allocate where you
+        // receive), so port vs lcore is also port vs pool.
+        for l in cfg
+            .lcores
+            .iter()
+            .filter(|l| l.role == Role::Rx && lcore::is_enabled(l.id))
+        {
+            let polls = l
+                .queues
+                .iter()
+                .filter_map(|q| config::parse_queue_ref(q))
+                .any(|(n, _)| n == p.name);
+            let sock = lcore::socket_id(l.id);
+            if polls && info.socket >= 0 && info.socket as u32 != sock {
+                out.push(Problem::warning(format!(
+                    "port {:?} is on remote NUMA node {} to polling lcore {} (node {sock}), and so is its pool: performance will not be optimal",
+                    p.name, info.socket, l.id
+                )));
+            }
+        }
+    }
+    drop(eal);
+    out
+}
+
+/// `check`: print one line per problem (stdout), errors make it fail.
+pub fn run(path: &Path) -> Result<Vec<Problem>, CheckError> {
+    // Config::load stops at the first EAL-free problem: `check` lists them all.
+    let cfg = Config::load_unvalidated(path)?;
+    let mut problems = check_static(&cfg);
+    // The EAL pass relies on a structurally valid config (queue refs, ports).
+    if !problems.iter().any(|p| p.severity == Severity::Error) {
+        problems.extend(check_eal(&cfg));
+    }
+    for p in &problems {
+        println!("{p}");
+    }
+    let errors = problems
+        .iter()
+        .filter(|p| p.severity == Severity::Error)
+        .count();
+    let warnings = problems.len() - errors;
+    if errors > 0 {
+        return Err(CheckError::Failed {
+            path: path.display().to_string(),
+            errors,
+            warnings,
+        });
+    }
+    println!("config {}: ok ({warnings} warning(s))", path.display());
+    Ok(problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+[eal]
+lcores = "0,1"
+vdevs = ["net_null0"]
+[mempool]
+mbufs = 8191
+cache = 256
+[[port]]
+name = "net_null0"
+[[lcore]]
+id = 1
+role = "rx"
+queues = ["net_null0:0"]
+"#;
+
+    fn cfg(extra: &str) -> Config {
+        toml::from_str(&format!("{BASE}{extra}")).unwrap()
+    }
+
+    fn errors(c: &Config) -> Vec<String> {
+        check_static(c)
+            .into_iter()
+            .filter(|p| p.severity == Severity::Error)
+            .map(|p| p.msg)
+            .collect()
+    }
+
+    #[test]
+    fn clean_config_has_no_problem() {
+        assert!(
+            check_static(&cfg("")).is_empty(),
+            "{:?}",
+            check_static(&cfg(""))
+        );
+    }
+
+    #[test]
+    fn colliding_sockets_but_not_reuseport_groups() {
+        let two = "[[socket]]\nname = \"a\"\nlocal = \"198.18.0.1:53\"\n[[socket]]\nname = \"b\"\nlocal = \"198.18.0.1:53\"\n";
+        let e = errors(&cfg(two));
+        assert!(
+            e.iter()
+                .any(|m| m.contains("socket \"b\"") && m.contains("address in use")),
+            "{e:?}"
+        );
+        let group = two.replace(
+            "local = \"198.18.0.1:53\"\n",
+            "local = \"198.18.0.1:53\"\nreuseport = true\n",
+        );
+        assert!(errors(&cfg(&group)).is_empty());
+        // Different ports do not collide.
+        let apart = two.replacen(
+            "198.18.0.1:53\"\n[[socket]]",
+            "198.18.0.1:54\"\n[[socket]]",
+            1,
+        );
+        assert!(
+            errors(&cfg(&apart)).is_empty(),
+            "{:?}",
+            errors(&cfg(&apart))
+        );
+    }
+
+    #[test]
+    fn rcvbuf_below_truesize_and_ring_smaller_than_rcvbuf() {
+        let c = cfg("[[socket]]\nname = \"a\"\nlocal = \"198.18.0.1:53\"\nrcvbuf = 4096\n")
+            .tap(|c| c.mempool.data_room = 9216);
+        assert!(
+            errors(&c)
+                .iter()
+                .any(|m| m.contains("below one mbuf truesize")),
+            "{:?}",
+            errors(&c)
+        );
+        let c = cfg("[[socket]]\nname = \"a\"\nlocal = \"198.18.0.1:53\"\nrcvbuf = 4194304\nring_size = 256\n");
+        let p = check_static(&c);
+        assert!(
+            p.iter()
+                .any(|p| p.severity == Severity::Warning && p.msg.contains("the ring fills first")),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn pool_smaller_than_rings_and_caches() {
+        let c = cfg("").tap(|c| c.mempool.mbufs = 1023);
+        assert!(
+            errors(&c)
+                .iter()
+                .any(|m| m.contains("rx_desc x queues (1024)")),
+            "{:?}",
+            errors(&c)
+        );
+    }
+
+    #[test]
+    fn check_eal_args_are_private_and_hugepage_free() {
+        let a = check_eal_args(&cfg(""));
+        assert!(a.contains(&"--no-huge".to_string()));
+        assert!(a.contains(&"--no-shconf".to_string()));
+        assert!(a.contains(&"--no-telemetry".to_string()));
+        assert!(a
+            .iter()
+            .any(|x| x.starts_with("--file-prefix=udpdemux-check-")));
+    }
+
+    trait Tap: Sized {
+        fn tap(self, f: impl FnOnce(&mut Self)) -> Self;
+    }
+    impl Tap for Config {
+        fn tap(mut self, f: impl FnOnce(&mut Self)) -> Self {
+            f(&mut self);
+            self
+        }
+    }
+}

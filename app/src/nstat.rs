@@ -1,0 +1,199 @@
+//! The `nstat` view of the counters: one `name value rate` line each, in
+//! iproute2's `nstat -a` layout (`%-32s%-16llu%6.1f`), so operators can read
+//! and diff them the way they read the kernel's.
+//!
+//! The kernel's names are used verbatim where one exists (`UdpInDatagrams`,
+//! `Udp6RcvbufErrors` ...); the engine's own counters carry a `UdpDemux`
+//! prefix, and per-object counters name their object (`UdpDemuxSock:dns4:Delivered`).
+use std::fmt::Write as _;
+
+use crate::engine::Summary;
+
+/// How `run` prints its interval lines and its final counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatsFormat {
+    /// One human-readable line per interval, a summary block at exit.
+    #[default]
+    Text,
+    /// `nstat`-style `name value rate` lines (non-zero counters only, like `nstat`).
+    Nstat,
+}
+
+/// A flat, ordered list of named counters.
+pub type Counters = Vec<(String, u64)>;
+
+fn camel(s: &str) -> String {
+    // "rcvbuf_full" -> "RcvbufFull": the kernel MIB spelling.
+    s.split(['_', '-', '.'])
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let mut c = w.chars();
+            match c.next() {
+                Some(f) => f.to_ascii_uppercase().to_string() + c.as_str(),
+                None => String::new(),
+            }
+        })
+        .collect()
+}
+
+/// Every counter of a summary under its nstat name: kernel MIB first, then
+/// the engine's totals, parse drops, sockets, nodes, lcores, consumers, ports.
+pub fn counters(s: &Summary) -> Counters {
+    let mut out: Counters = Vec::new();
+    // Kernel order: the Udp set, then Udp6 (BTreeMap order puts Udp6 first).
+    for pre in ["Udp", "Udp6"] {
+        for name in [
+            "InDatagrams",
+            "NoPorts",
+            "InErrors",
+            "RcvbufErrors",
+            "InCsumErrors",
+            "MemErrors",
+        ] {
+            let k = format!("{pre}{name}");
+            if let Some(v) = s.udp.get(&k) {
+                out.push((k, *v));
+            }
+        }
+    }
+    out.push(("UdpDemuxRxPackets".into(), s.rx_packets));
+    out.push(("UdpDemuxRxBytes".into(), s.rx_bytes));
+    out.push(("UdpDemuxLookups".into(), s.lookups));
+    out.push(("UdpDemuxControl".into(), s.control));
+    out.push(("UdpDemuxHotPathAllocations".into(), s.hot_path_allocations));
+    for (fam, m) in &s.reasons {
+        for (r, v) in m {
+            out.push((format!("UdpDemuxParse{}{}", camel(fam), camel(r)), *v));
+        }
+    }
+    for k in &s.sockets {
+        let p = format!("UdpDemuxSock:{}:", k.name);
+        for (name, v) in [
+            ("Offered", k.offered),
+            ("Delivered", k.delivered),
+            ("Consumed", k.consumed),
+            ("ConsumedBytes", k.consumed_bytes),
+            ("FreedAtClose", k.freed_at_close),
+            ("Rmem", k.rmem),
+            ("RmemHighWater", k.rmem_high_water),
+            ("Condensed", k.condensed),
+            ("Batches", k.batches),
+        ] {
+            out.push((format!("{p}{name}"), v));
+        }
+        for (r, v) in &k.drops {
+            out.push((format!("{p}Drop{}", camel(r)), *v));
+        }
+    }
+    for n in &s.nodes {
+        for (r, v) in &n.drops {
+            out.push((format!("UdpDemuxNode:{}:Drop{}", n.node, camel(r)), *v));
+        }
+    }
+    for l in &s.lcores {
+        let p = format!("UdpDemuxLcore:{}:", l.lcore);
+        out.push((format!("{p}Polls"), l.polls));
+        out.push((format!("{p}IdlePolls"), l.idle_polls));
+        out.push((
+            format!("{p}Packets"),
+            l.queues.iter().map(|q| q.packets).sum(),
+        ));
+        out.push((
+            format!("{p}Bursts"),
+            l.queues.iter().map(|q| q.bursts).sum(),
+        ));
+    }
+    for c in &s.consumers {
+        let p = format!("UdpDemuxConsumer:{}:", c.lcore);
+        out.push((format!("{p}Polls"), c.polls));
+        out.push((format!("{p}IdlePolls"), c.idle_polls));
+        out.push((format!("{p}Datagrams"), c.datagrams));
+    }
+    for port in &s.ports {
+        let p = format!("UdpDemuxPort:{}:", port.name);
+        for (name, v) in [
+            ("Ipackets", port.ipackets),
+            ("Ibytes", port.ibytes),
+            ("Imissed", port.imissed),
+            ("Ierrors", port.ierrors),
+            ("RxNombuf", port.rx_nombuf),
+        ] {
+            out.push((format!("{p}{name}"), v));
+        }
+        for (x, v) in &port.xstats {
+            out.push((format!("{p}{x}"), *v));
+        }
+    }
+    out
+}
+
+/// The nstat text: a `#udpdemux` header, then one line per non-zero counter
+/// (like `nstat`, which hides zeros unless `-z`). `rate` is the increase
+/// since `before` (same name) per second of `secs`; without `before`, the
+/// average over `secs`.
+pub fn render(now: &Counters, before: Option<&Counters>, secs: f64) -> String {
+    let mut out = String::from("#udpdemux\n");
+    for (name, v) in now {
+        if *v == 0 {
+            continue;
+        }
+        let base = before
+            .and_then(|b| b.iter().find(|(n, _)| n == name))
+            .map(|(_, v)| *v)
+            .unwrap_or(0);
+        let rate = crate::stats::rate(*v, base, secs);
+        // nstat's columns; a name of 32+ chars keeps one space so the value stays separable.
+        let sep = if name.len() >= 32 { " " } else { "" };
+        let _ = writeln!(out, "{name:<32}{sep}{v:<16}{rate:6.1}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_matches_iproute2_nstat() {
+        // `nstat -a` prints "IpInReceives                    6451               0.0".
+        let now = vec![
+            ("IpInReceives".to_string(), 6451u64),
+            ("Zero".to_string(), 0),
+        ];
+        let r = render(&now, Some(&now), 1.0);
+        assert_eq!(
+            r,
+            "#udpdemux\nIpInReceives                    6451               0.0\n"
+        );
+    }
+
+    #[test]
+    fn long_names_stay_separated_from_their_value() {
+        let now = vec![("UdpDemuxSock:echo4:ConsumedBytes".to_string(), 19744u64)];
+        let line = render(&now, None, 1.0).lines().nth(1).unwrap().to_string();
+        let f: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            f,
+            ["UdpDemuxSock:echo4:ConsumedBytes", "19744", "19744.0"],
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn rate_is_delta_per_second_or_average() {
+        let before = vec![("UdpInDatagrams".to_string(), 100u64)];
+        let now = vec![("UdpInDatagrams".to_string(), 400u64)];
+        let r = render(&now, Some(&before), 2.0);
+        assert!(r.lines().nth(1).unwrap().ends_with(" 150.0"), "{r}");
+        let r = render(&now, None, 4.0);
+        assert!(r.lines().nth(1).unwrap().ends_with(" 100.0"), "{r}");
+    }
+
+    #[test]
+    fn camel_case_of_reasons() {
+        assert_eq!(camel("rcvbuf_full"), "RcvbufFull");
+        assert_eq!(camel("v4"), "V4");
+        assert_eq!(camel("udp6_zero_checksum"), "Udp6ZeroChecksum");
+        assert_eq!(camel(""), "");
+    }
+}

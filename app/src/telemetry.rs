@@ -1,0 +1,274 @@
+//! DPDK telemetry commands, so `dpdk-telemetry.py -f FILE_PREFIX` (Debian's
+//! `dpdk` package) reads a running engine:
+//!
+//! | command | params | reply |
+//! |---|---|---|
+//! | `/udpdemux/stats` | - | kernel-named UDP MIB, totals, parse drops (`parse_FAM_REASON`), per node drops (`node_N_REASON`), per RX lcore and consumer lcore loop counters |
+//! | `/udpdemux/sockets` | socket name (optional) | per socket: offered, delivered, consumed, drops by reason, rmem and its high-water mark, condensed ... |
+//! | `/udpdemux/latency` | socket name (optional) | log2 µs histograms: all sockets' RX-to-consumer buckets, or one socket's stage and consumer buckets with p50/p99 |
+//!
+//! Every reply is built from [`engine::snapshot`], the code path of the
+//! `--stats-json` file, so a finished replay shows the same numbers in both.
+//! Callbacks run on DPDK's telemetry threads, never on an RX lcore.
+use std::ffi::{c_char, c_int, CStr};
+use std::sync::{Arc, Once};
+use std::time::Instant;
+
+use arc_swap::ArcSwapOption;
+use dpdk_sys::ffi;
+use dpdk_sys::telemetry::{self as tel, TelData};
+
+use crate::engine::{self, Shared, SocketSummary, Summary};
+
+/// The engine telemetry reads from, published by `Engine::start`.
+struct Published {
+    shared: Arc<Shared>,
+    started: Instant,
+}
+
+static STATE: ArcSwapOption<Published> = ArcSwapOption::const_empty();
+static REGISTER: Once = Once::new();
+
+pub const CMD_STATS: &CStr = c"/udpdemux/stats";
+pub const CMD_SOCKETS: &CStr = c"/udpdemux/sockets";
+pub const CMD_LATENCY: &CStr = c"/udpdemux/latency";
+
+/// Register the commands (once per process) and publish `shared` to them.
+pub fn start(shared: &Arc<Shared>) {
+    REGISTER.call_once(|| {
+        let cmds: [(&CStr, tel::Callback, &CStr); 3] = [
+            (
+                CMD_STATS,
+                cb_stats,
+                c"udpdemux MIB and totals. No parameters",
+            ),
+            (
+                CMD_SOCKETS,
+                cb_sockets,
+                c"Per-socket counters. Param: socket name",
+            ),
+            (
+                CMD_LATENCY,
+                cb_latency,
+                c"Latency log2 us histograms. Param: socket",
+            ),
+        ];
+        for (cmd, cb, help) in cmds {
+            if let Err(e) = tel::register(cmd, cb, help) {
+                log::warn!("telemetry: cannot register {cmd:?}: {e}");
+            }
+        }
+    });
+    STATE.store(Some(Arc::new(Published {
+        shared: Arc::clone(shared),
+        started: Instant::now(),
+    })));
+}
+
+/// Stop answering for the current engine (commands then reply `null`).
+pub fn stop() {
+    STATE.store(None);
+}
+
+fn current() -> Option<Summary> {
+    let p = STATE.load_full()?;
+    Some(engine::snapshot(
+        &p.shared,
+        p.started.elapsed().as_secs_f64(),
+    ))
+}
+
+/// Run a reply builder; DPDK turns a negative return into `{"cmd": null}`.
+fn reply(
+    d: *mut ffi::rte_tel_data,
+    params: *const c_char,
+    f: fn(&Summary, &str, &mut TelData) -> dpdk_sys::Result<bool>,
+) -> c_int {
+    // SAFETY: DPDK passes its reply object for this invocation.
+    let Some(mut t) = (unsafe { TelData::from_callback(d) }) else {
+        return -1;
+    };
+    // SAFETY: DPDK passes NULL or the NUL-terminated text after the comma.
+    let p = unsafe { tel::params(params) };
+    let Some(s) = current() else {
+        return -1;
+    };
+    match f(&s, &p, &mut t) {
+        Ok(true) => 0,
+        Ok(false) => -1,
+        Err(e) => {
+            log::debug!("telemetry reply: {e}");
+            -1
+        }
+    }
+}
+
+unsafe extern "C" fn cb_stats(
+    _cmd: *const c_char,
+    params: *const c_char,
+    d: *mut ffi::rte_tel_data,
+) -> c_int {
+    reply(d, params, build_stats)
+}
+
+unsafe extern "C" fn cb_sockets(
+    _cmd: *const c_char,
+    params: *const c_char,
+    d: *mut ffi::rte_tel_data,
+) -> c_int {
+    reply(d, params, build_sockets)
+}
+
+unsafe extern "C" fn cb_latency(
+    _cmd: *const c_char,
+    params: *const c_char,
+    d: *mut ffi::rte_tel_data,
+) -> c_int {
+    reply(d, params, build_latency)
+}
+
+/// Every u64 of `/udpdemux/stats`, flat (DPDK 22.11 nests containers one level
+/// only, and a flat dict is what `jq` users want). Shared with tests.
+pub fn stats_entries(s: &Summary) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = s.udp.iter().map(|(k, v)| (k.clone(), *v)).collect();
+    v.push(("rx_packets".into(), s.rx_packets));
+    v.push(("rx_bytes".into(), s.rx_bytes));
+    v.push(("lookups".into(), s.lookups));
+    v.push(("control".into(), s.control));
+    v.push(("hot_path_allocations".into(), s.hot_path_allocations));
+    v.push((
+        "sockets".into(),
+        s.sockets.iter().filter(|k| !k.removed).count() as u64,
+    ));
+    for (fam, m) in &s.reasons {
+        for (r, n) in m {
+            v.push((format!("parse_{fam}_{r}"), *n));
+        }
+    }
+    for n in &s.nodes {
+        for (r, c) in &n.drops {
+            v.push((format!("node_{}_{r}", n.node), *c));
+        }
+    }
+    for l in &s.lcores {
+        v.push((format!("lcore_{}_polls", l.lcore), l.polls));
+        v.push((format!("lcore_{}_idle_polls", l.lcore), l.idle_polls));
+        v.push((
+            format!("lcore_{}_packets", l.lcore),
+            l.queues.iter().map(|q| q.packets).sum(),
+        ));
+        v.push((
+            format!("lcore_{}_bursts", l.lcore),
+            l.queues.iter().map(|q| q.bursts).sum(),
+        ));
+    }
+    for c in &s.consumers {
+        v.push((format!("consumer_{}_polls", c.lcore), c.polls));
+        v.push((format!("consumer_{}_idle_polls", c.lcore), c.idle_polls));
+        v.push((format!("consumer_{}_datagrams", c.lcore), c.datagrams));
+    }
+    v
+}
+
+/// The u64 fields of one socket, as in the JSON's `sockets[]` (drops as `drop_REASON`).
+pub fn socket_entries(k: &SocketSummary) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = [
+        ("offered", k.offered),
+        ("delivered", k.delivered),
+        ("consumed", k.consumed),
+        ("consumed_bytes", k.consumed_bytes),
+        ("freed_at_close", k.freed_at_close),
+        ("rcvbuf", k.rcvbuf),
+        ("rmem", k.rmem),
+        ("rmem_high_water", k.rmem_high_water),
+        ("condensed", k.condensed),
+        ("batches", k.batches),
+        ("batch_max", k.batch_max),
+        ("delivery_lock_acquisitions", k.delivery_lock_acquisitions),
+        ("busylock_acquisitions", k.busylock_acquisitions),
+        ("removed", k.removed as u64),
+        ("stage_p50_us", k.stage_p50_us),
+        ("stage_p99_us", k.stage_p99_us),
+        ("consumer_p50_us", k.consumer_p50_us),
+        ("consumer_p99_us", k.consumer_p99_us),
+    ]
+    .iter()
+    .map(|(n, x)| (n.to_string(), *x))
+    .collect();
+    for (r, n) in &k.drops {
+        v.push((format!("drop_{r}"), *n));
+    }
+    v
+}
+
+fn build_stats(s: &Summary, _p: &str, t: &mut TelData) -> dpdk_sys::Result<bool> {
+    t.start_dict()?;
+    t.add_str("strategy", &s.strategy)?;
+    // A full dict refuses the rest (and would turn the reply into null): keep the first ones.
+    for (k, v) in stats_entries(s).into_iter().take(tel::MAX_DICT_ENTRIES - 1) {
+        t.add_u64(&k, v)?;
+    }
+    Ok(true)
+}
+
+fn find<'a>(s: &'a Summary, name: &str) -> Option<&'a SocketSummary> {
+    // A live socket wins over a removed one of the same name (re-added by SIGHUP).
+    s.sockets
+        .iter()
+        .find(|k| k.name == name && !k.removed)
+        .or_else(|| s.sockets.iter().find(|k| k.name == name))
+}
+
+fn build_sockets(s: &Summary, p: &str, t: &mut TelData) -> dpdk_sys::Result<bool> {
+    t.start_dict()?;
+    if !p.is_empty() {
+        let Some(k) = find(s, p) else {
+            return Ok(false);
+        };
+        t.add_str("local", &k.local)?;
+        t.add_str("handler", &k.handler)?;
+        for (n, v) in socket_entries(k) {
+            t.add_u64(&n, v)?;
+        }
+        return Ok(true);
+    }
+    for k in s
+        .sockets
+        .iter()
+        .filter(|k| !k.removed)
+        .take(tel::MAX_DICT_ENTRIES)
+    {
+        t.add_dict(&k.name, |c| {
+            for (n, v) in socket_entries(k) {
+                c.add_u64(&n, v)?;
+            }
+            Ok(())
+        })?;
+    }
+    Ok(true)
+}
+
+fn build_latency(s: &Summary, p: &str, t: &mut TelData) -> dpdk_sys::Result<bool> {
+    t.start_dict()?;
+    if !p.is_empty() {
+        let Some(k) = find(s, p) else {
+            return Ok(false);
+        };
+        t.add_u64_array("stage_us", &k.stage_latency_us)?;
+        t.add_u64_array("consumer_us", &k.consumer_latency_us)?;
+        t.add_u64("stage_p50_us", k.stage_p50_us)?;
+        t.add_u64("stage_p99_us", k.stage_p99_us)?;
+        t.add_u64("consumer_p50_us", k.consumer_p50_us)?;
+        t.add_u64("consumer_p99_us", k.consumer_p99_us)?;
+        return Ok(true);
+    }
+    for k in s
+        .sockets
+        .iter()
+        .filter(|k| !k.removed)
+        .take(tel::MAX_DICT_ENTRIES)
+    {
+        t.add_u64_array(&k.name, &k.consumer_latency_us)?;
+    }
+    Ok(true)
+}
