@@ -113,15 +113,15 @@ fn allowance(e: &SocketEntry, pps: u64, hz: u64) -> usize {
 /// Take one burst from a socket's ring, handle it, free it.
 pub fn drain_socket(shared: &Shared, e: &SocketEntry) -> usize {
     let mut bufs: [*mut ffi::rte_mbuf; CONSUME_BURST] = [std::ptr::null_mut(); CONSUME_BURST];
-    let max = match e.sock.conf.consume_rate_pps {
-        0 => CONSUME_BURST,
-        pps => allowance(e, pps, shared.tsc_hz),
-    };
+    // The rate applies while traffic flows; at shutdown consumers finish
+    // what was delivered, as an application drains its socket before close.
+    let limited = e.sock.conf.consume_rate_pps > 0 && !shared.consumers_stop.load(Ordering::Relaxed);
+    let max = if limited { allowance(e, e.sock.conf.consume_rate_pps, shared.tsc_hz) } else { CONSUME_BURST };
     let n = e.sock.dequeue(&mut bufs[..max]);
     if n == 0 {
         return 0;
     }
-    if e.sock.conf.consume_rate_pps > 0 {
+    if limited {
         let c = &e.sock.consumer.rate_credit;
         c.set(c.get().saturating_sub(n as u64));
     }
