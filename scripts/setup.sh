@@ -10,7 +10,7 @@ set -euo pipefail
 
 HUGEPAGES=${HUGEPAGES:-512}
 PKGS=(libdpdk-dev dpdk dpdk-dev libclang-dev clang pkg-config build-essential libpcap-dev
-      tshark iproute2 iputils-ping socat netsniff-ng valgrind python3 jq)
+      tshark iproute2 iputils-ping socat netcat-openbsd netsniff-ng valgrind python3 jq ethtool)
 
 say() { echo "setup: $*"; }
 

@@ -1,0 +1,369 @@
+//! End to end with the kernel as the client: the engine runs on one end of a
+//! veth pair through `net_af_packet`; the other end lives in a network
+//! namespace this test creates, where the kernel's own UDP sockets, `ping`
+//! and `ping -6` talk to it. No static neighbour entries: the client learns
+//! the engine's MAC by ARP and neighbour discovery, which the engine answers.
+//! Addresses: 198.18.0.0/24 and fd00::/64 inside the namespace only.
+//!
+//! Needs root, `ip`, `ethtool`, `ping` and `python3`; without them it says
+//! why and passes (it cannot run on a machine where no namespace can be made).
+mod common;
+use common::*;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use udpdemux::parse::{parse, Offload};
+use udpdemux::pcap::PcapReader;
+
+const ENGINE_V4: &str = "198.18.0.1";
+const ENGINE_V6: &str = "fd00::1";
+const CLIENT_V4: &str = "198.18.0.2/24";
+const CLIENT_V6: &str = "fd00::2/64";
+
+fn cmd(prog: &str, args: &[&str]) -> Output {
+    Command::new(prog).args(args).output().unwrap_or_else(|e| panic!("spawn {prog}: {e}"))
+}
+
+fn must(prog: &str, args: &[&str]) -> Output {
+    let o = cmd(prog, args);
+    assert!(o.status.success(), "{prog} {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    o
+}
+
+fn have(prog: &str) -> bool {
+    Command::new("sh").args(["-c", &format!("command -v {prog}")]).output().map(|o| o.status.success()).unwrap_or(false)
+}
+
+/// The namespace and the veth pair; removed on drop, so a failing assertion
+/// still cleans up.
+struct Net {
+    ns: String,
+    host: String,
+    peer: String,
+}
+
+impl Net {
+    fn create() -> Net {
+        let pid = std::process::id();
+        let net = Net { ns: format!("udxns{pid}"), host: format!("udx{}a", pid % 100_000), peer: format!("udx{}b", pid % 100_000) };
+        let (ns, host, peer) = (net.ns.as_str(), net.host.as_str(), net.peer.as_str());
+        must("ip", &["netns", "add", ns]);
+        must("ip", &["link", "add", host, "type", "veth", "peer", "name", peer]);
+        must("ip", &["link", "set", peer, "netns", ns]);
+        // The engine owns the host end: the host kernel must not answer or
+        // chatter on it (no IPv6 link-local, no router solicitations).
+        must("sysctl", &["-q", "-w", &format!("net.ipv6.conf.{host}.disable_ipv6=1")]);
+        // veth hands frames over with checksums still to be filled in
+        // (CHECKSUM_PARTIAL), which af_packet passes on as they are: turn
+        // offload off so every frame on the wire carries its real checksum.
+        must("ethtool", &["-K", host, "tx", "off", "rx", "off"]);
+        must("ip", &["link", "set", host, "up"]);
+        must("ip", &["-n", ns, "addr", "add", CLIENT_V4, "dev", peer]);
+        must("ip", &["-n", ns, "addr", "add", CLIENT_V6, "dev", peer, "nodad"]);
+        must("ip", &["netns", "exec", ns, "ethtool", "-K", peer, "tx", "off", "rx", "off"]);
+        must("ip", &["-n", ns, "link", "set", "lo", "up"]);
+        must("ip", &["-n", ns, "link", "set", peer, "up"]);
+        net
+    }
+
+    fn exec(&self, args: &[&str]) -> Output {
+        let mut a = vec!["netns", "exec", self.ns.as_str()];
+        a.extend_from_slice(args);
+        cmd("ip", &a)
+    }
+
+    fn host_mac(&self) -> String {
+        std::fs::read_to_string(format!("/sys/class/net/{}/address", self.host)).expect("host mac").trim().to_string()
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        // Deleting the namespace destroys the peer end and with it the pair.
+        let _ = cmd("ip", &["link", "del", &self.host]);
+        let _ = cmd("ip", &["netns", "del", &self.ns]);
+    }
+}
+
+/// The engine as a child process; killed on drop if still running.
+struct EngineProc {
+    child: Option<Child>,
+    log: Arc<Mutex<String>>,
+}
+
+impl EngineProc {
+    fn start(cfg: &std::path::Path, json: &std::path::Path) -> EngineProc {
+        let mut child = Command::new(bin())
+            .args(["run", "--config", cfg.to_str().unwrap(), "--stats-json", json.to_str().unwrap()])
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn udpdemux");
+        let log = Arc::new(Mutex::new(String::new()));
+        let err = child.stderr.take().expect("stderr");
+        let l2 = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let mut g = l2.lock().unwrap();
+                g.push_str(&line);
+                g.push('\n');
+            }
+        });
+        EngineProc { child: Some(child), log }
+    }
+
+    /// Wait until the engine says its sockets are up (or it died).
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if self.log.lock().unwrap().contains("socket(s), strategy") {
+                // The RX lcore is launched right after this line.
+                std::thread::sleep(Duration::from_millis(300));
+                return;
+            }
+            if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("engine exited early ({st}):\n{}", self.log.lock().unwrap());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("engine not ready after 30 s:\n{}", self.log.lock().unwrap());
+    }
+
+    fn stop(mut self) -> (std::process::ExitStatus, String) {
+        let mut child = self.child.take().unwrap();
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let st = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                break child.wait().unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        let log = self.log.lock().unwrap().clone();
+        (st, log)
+    }
+}
+
+impl Drop for EngineProc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The kernel-side client: numbered datagrams of several sizes to the echo
+/// sockets (each must come back byte for byte), a counted stream to the
+/// count sockets, and a known list to the pcap socket. Prints JSON.
+const CLIENT: &str = r#"
+import json, socket, sys, time
+v4, v6 = sys.argv[1], sys.argv[2]
+out = {}
+def payload(i, size):
+    head = b"%06d|" % i
+    return (head + bytes((i * 7 + k) % 256 for k in range(size)))[:size]
+def echo(fam, addr, sizes, rounds):
+    s = socket.socket(fam, socket.SOCK_DGRAM)
+    s.settimeout(2.0)
+    ok, bad = 0, []
+    for i in range(rounds * len(sizes)):
+        p = payload(i, sizes[i % len(sizes)])
+        got = None
+        for attempt in range(3):
+            s.sendto(p, (addr, 7))
+            try:
+                got, frm = s.recvfrom(65535)
+                break
+            except socket.timeout:
+                continue
+        if got == p and frm[1] == 7:
+            ok += 1
+        else:
+            bad.append([i, len(p), None if got is None else len(got)])
+    return {"sent": rounds * len(sizes), "ok": ok, "bad": bad[:10]}
+out["echo4"] = echo(socket.AF_INET, v4, [7, 64, 512, 1400, 1472], 4)
+out["echo6"] = echo(socket.AF_INET6, v6, [7, 64, 512, 1400, 1452], 4)
+def stream(fam, addr, port, n, sizes):
+    s = socket.socket(fam, socket.SOCK_DGRAM)
+    sent = []
+    for i in range(n):
+        p = payload(i, sizes[i % len(sizes)])
+        if s.sendto(p, (addr, port)) == len(p):
+            sent.append(p.hex())
+        if i % 32 == 31:
+            time.sleep(0.005)
+    return sent
+out["count4"] = len(stream(socket.AF_INET, v4, 9, 500, [8, 100, 1000]))
+out["count6"] = len(stream(socket.AF_INET6, v6, 9, 500, [8, 100, 1000]))
+out["pcap"] = stream(socket.AF_INET, v4, 5555, 40, [10, 300, 1472])
+print(json.dumps(out))
+"#;
+
+fn sock<'a>(j: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    j["sockets"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("socket {name} in {j}"))
+}
+
+fn n(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn kernel_clients_reach_the_engine_over_a_veth_pair() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root (network namespaces, af_packet)");
+        return;
+    }
+    for p in ["ip", "ethtool", "ping", "python3", "sysctl"] {
+        if !have(p) {
+            eprintln!("skipped: {p} is not installed (scripts/setup.sh installs it)");
+            return;
+        }
+    }
+    let net = Net::create();
+    let dir = scratch("netns");
+    let cap = dir.join("cap.pcap");
+    let text = format!(
+        r#"{eal}
+[engine]
+stats_interval_ms = 1000
+
+[mempool]
+mbufs = 4095
+cache = 64
+
+[[port]]
+name = "net_af_packet0"
+rx_queues = 2
+tx_queues = 2
+rx_checksum_offload = false
+addresses = ["{ENGINE_V4}/24", "{ENGINE_V6}/64"]
+
+[[lcore]]
+id = 1
+role = "rx"
+queues = ["net_af_packet0:0", "net_af_packet0:1"]
+
+[[socket]]
+name = "echo4"
+local = "0.0.0.0:7"
+handler = "echo"
+
+[[socket]]
+name = "echo6"
+local = "[::]:7"
+handler = "echo"
+
+[[socket]]
+name = "count4"
+local = "{ENGINE_V4}:9"
+handler = "count"
+
+[[socket]]
+name = "count6"
+local = "[{ENGINE_V6}]:9"
+handler = "count"
+
+[[socket]]
+name = "cap"
+local = "{ENGINE_V4}:5555"
+handler = "pcap"
+pcap_file = "{cap}"
+pcap_limit_bytes = 1000000
+"#,
+        // Two queue pairs: af_packet spreads RX over both (fanout), and
+        // the RX lcore (control replies) and the main lcore (echo) each
+        // need a TX queue of their own.
+        eal = eal("netns", &[&format!("net_af_packet0,iface={},qpairs=2", net.host)]),
+        cap = cap.display()
+    );
+    let cfg = write(&dir, "c.toml", &text);
+    let json = dir.join("c.json");
+    let mut engine = EngineProc::start(&cfg, &json);
+    engine.wait_ready();
+
+    let client = net.exec(&["python3", "-c", CLIENT, ENGINE_V4, ENGINE_V6]);
+    let ping4 = net.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "2", ENGINE_V4]);
+    let ping6 = net.exec(&["ping", "-6", "-c", "3", "-i", "0.2", "-W", "2", ENGINE_V6]);
+    let neigh4 = String::from_utf8_lossy(&net.exec(&["ip", "neigh", "show", ENGINE_V4]).stdout).into_owned();
+    let neigh6 = String::from_utf8_lossy(&net.exec(&["ip", "-6", "neigh", "show", ENGINE_V6]).stdout).into_owned();
+    // Let the last datagrams reach their consumers before stopping.
+    std::thread::sleep(Duration::from_millis(500));
+    let (status, log) = engine.stop();
+
+    assert!(client.status.success(), "client failed: {}\nengine log:\n{log}", String::from_utf8_lossy(&client.stderr));
+    let c: serde_json::Value = serde_json::from_slice(&client.stdout).expect("client JSON");
+    assert!(status.success(), "engine exit {status}; log:\n{log}");
+    let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("stats json")).unwrap();
+    assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
+
+    // Neighbour resolution happened through the engine's replies (nothing static).
+    let mac = net.host_mac();
+    assert!(neigh4.contains(&mac) && !neigh4.contains("PERMANENT"), "ARP entry for {ENGINE_V4}: {neigh4:?} (mac {mac})");
+    assert!(neigh6.contains(&mac) && !neigh6.contains("PERMANENT"), "ND entry for {ENGINE_V6}: {neigh6:?} (mac {mac})");
+    let r = &j["responder"];
+    assert!(n(&r["arp_replies"]) >= 1, "{r}");
+    assert!(n(&r["nd_advertisements"]) >= 1, "{r}");
+
+    // Echo: every datagram back unchanged, every reply handed to the NIC.
+    for (fam, name) in [("echo4", "echo4"), ("echo6", "echo6")] {
+        let e = &c[fam];
+        assert_eq!(e["ok"], e["sent"], "{fam}: {e}\nlog:\n{log}");
+        let s = sock(&j, name);
+        assert!(n(&s["tx"]) >= n(&e["sent"]), "{name}: {s}");
+        assert_eq!(n(&s["tx_errors"]), 0, "{name}: {s}");
+    }
+
+    // ping / ping -6.
+    let p4 = String::from_utf8_lossy(&ping4.stdout).into_owned();
+    let p6 = String::from_utf8_lossy(&ping6.stdout).into_owned();
+    assert!(ping4.status.success() && p4.contains("3 received"), "ping: {p4}");
+    assert!(ping6.status.success() && p6.contains("3 received"), "ping -6: {p6}");
+    assert!(n(&r["icmp_echo_replies"]) >= 3 && n(&r["icmp6_echo_replies"]) >= 3, "{r}");
+
+    // Count sockets: exactly what the kernel sent.
+    for name in ["count4", "count6"] {
+        let s = sock(&j, name);
+        assert_eq!(n(&s["offered"]), n(&c[name]), "{name}: {s}");
+        assert_eq!(n(&s["consumed"]), n(&c[name]), "{name}: {s}");
+    }
+
+    // pcap: the file holds exactly the datagrams sent, in order.
+    let sent: Vec<Vec<u8>> = c["pcap"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            let h = h.as_str().unwrap();
+            (0..h.len()).step_by(2).map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap()).collect()
+        })
+        .collect();
+    assert_eq!(sent.len(), 40);
+    let mut got = Vec::new();
+    for rec in PcapReader::open(&cap).expect("open pcap") {
+        let (_, frame) = rec.expect("pcap record");
+        let d = parse(&frame, Offload::default()).expect("a UDP frame");
+        assert_eq!(d.dport, 5555);
+        got.push(d.payload(&frame).unwrap().to_vec());
+    }
+    assert_eq!(got, sent, "pcap payloads");
+    let s = sock(&j, "cap");
+    assert_eq!((n(&s["written"]), n(&s["not_written"])), (40, 0), "{s}");
+    if have("tshark") {
+        let o = cmd("tshark", &["-r", cap.to_str().unwrap(), "-Y", "udp.dstport == 5555", "-T", "fields", "-e", "udp.length"]);
+        assert!(o.status.success(), "tshark: {}", String::from_utf8_lossy(&o.stderr));
+        let lens: Vec<usize> = String::from_utf8_lossy(&o.stdout).lines().map(|l| l.trim().parse().unwrap()).collect();
+        assert_eq!(lens, sent.iter().map(|p| p.len() + 8).collect::<Vec<_>>(), "tshark reads the same datagrams");
+    }
+}
