@@ -46,4 +46,7 @@ fn same(a: &crate::config::SocketConf, b: &crate::config::SocketConf) -> bool {
         && a.rcvbuf == b.rcvbuf
         && a.handler == b.handler
         && a.ring_size == b.ring_size
+        && a.pcap_file == b.pcap_file
+        && a.pcap_limit_bytes == b.pcap_limit_bytes
+        && a.consume_rate_pps == b.consume_rate_pps
 }

@@ -11,8 +11,9 @@
 //! `--stats-json` file, so a finished replay shows the same numbers in both.
 //! Callbacks run on DPDK's telemetry threads, never on an RX lcore.
 use std::ffi::{c_char, c_int, CStr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Once};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
 use dpdk_sys::ffi;
@@ -28,6 +29,10 @@ struct Published {
 
 static STATE: ArcSwapOption<Published> = ArcSwapOption::const_empty();
 static REGISTER: Once = Once::new();
+/// Callbacks inside a snapshot: `stop` waits for them, so no telemetry
+/// thread still holds the engine's sockets (and their rings) when the
+/// engine tears down and the EAL goes.
+static ACTIVE: AtomicUsize = AtomicUsize::new(0);
 
 pub const CMD_STATS: &CStr = c"/udpdemux/stats";
 pub const CMD_SOCKETS: &CStr = c"/udpdemux/sockets";
@@ -65,17 +70,24 @@ pub fn start(shared: &Arc<Shared>) {
     })));
 }
 
-/// Stop answering for the current engine (commands then reply `null`).
+/// Stop answering for the current engine (commands then reply `null`) and
+/// wait (bounded) for snapshots being taken to let go of it.
 pub fn stop() {
     STATE.store(None);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while ACTIVE.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 fn current() -> Option<Summary> {
-    let p = STATE.load_full()?;
-    Some(engine::snapshot(
-        &p.shared,
-        p.started.elapsed().as_secs_f64(),
-    ))
+    ACTIVE.fetch_add(1, Ordering::SeqCst);
+    // Loaded after the increment: `stop` either sees us active or we see None.
+    let s = STATE
+        .load_full()
+        .map(|p| engine::snapshot(&p.shared, p.started.elapsed().as_secs_f64()));
+    ACTIVE.fetch_sub(1, Ordering::SeqCst);
+    s
 }
 
 /// Run a reply builder; DPDK turns a negative return into `{"cmd": null}`.
