@@ -24,11 +24,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let mut args = std::env::args().skip(1);
     let config = PathBuf::from(args.next().unwrap_or_else(|| "conf/af_packet.toml".into()));
-    let local: SocketAddr = args.next().unwrap_or_else(|| "198.18.0.1:5000".into()).parse()?;
+    let local: SocketAddr = args
+        .next()
+        .unwrap_or_else(|| "198.18.0.1:5000".into())
+        .parse()?;
     let secs: f64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(10.0);
 
     let cfg = Config::load(&config)?;
-    let engine = Engine::start(&cfg, &RunOptions { config_path: Some(config), ..RunOptions::default() })?;
+    let engine = Engine::start(
+        &cfg,
+        &RunOptions {
+            config_path: Some(config),
+            ..RunOptions::default()
+        },
+    )?;
     let sock = api::open(&engine, SocketOptions::new("embedded", local))?;
     println!("listening on {local} for {secs} s");
 
@@ -47,11 +56,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         for dg in batch.iter() {
             if dg.drops() != last_drops {
-                println!("  ({} datagrams dropped before this one)", dg.drops().wrapping_sub(last_drops));
+                println!(
+                    "  ({} datagrams dropped before this one)",
+                    dg.drops().wrapping_sub(last_drops)
+                );
                 last_drops = dg.drops();
             }
             let text = String::from_utf8_lossy(dg.payload());
-            println!("{:?} {} -> {}: {} bytes {:?}", dg.family(), dg.src(), dg.dst(), dg.payload().len(), text.trim_end());
+            println!(
+                "{:?} {} -> {}: {} bytes {:?}",
+                dg.family(),
+                dg.src(),
+                dg.dst(),
+                dg.payload().len(),
+                text.trim_end()
+            );
             count += 1;
             bytes += dg.payload().len() as u64;
         }
@@ -60,6 +79,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     drop(batch);
     api::close(&engine, &sock)?;
     let summary = engine.stop()?;
-    println!("received {count} datagrams, {bytes} bytes; books balanced: {}", summary.books_balanced);
+    println!(
+        "received {count} datagrams, {bytes} bytes; books balanced: {}",
+        summary.books_balanced
+    );
     Ok(())
 }

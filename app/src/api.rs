@@ -55,7 +55,14 @@ pub struct SocketOptions {
 impl SocketOptions {
     /// Kernel-like defaults: `rmem_default` receive buffer, 4096-entry ring.
     pub fn new(name: &str, local: SocketAddr) -> SocketOptions {
-        SocketOptions { name: name.into(), local, remote: None, reuseport: false, rcvbuf: 212_992, ring_size: 4096 }
+        SocketOptions {
+            name: name.into(),
+            local,
+            remote: None,
+            reuseport: false,
+            rcvbuf: 212_992,
+            ring_size: 4096,
+        }
     }
 }
 
@@ -73,7 +80,9 @@ pub fn open(engine: &Engine, o: SocketOptions) -> Result<Arc<Socket>, EngineErro
     t.insert("rcvbuf".into(), i64::from(o.rcvbuf).into());
     t.insert("ring_size".into(), i64::from(o.ring_size).into());
     t.insert("handler".into(), "none".into());
-    let conf: SocketConf = t.try_into().map_err(|e: toml::de::Error| EngineError::Setup(e.to_string()))?;
+    let conf: SocketConf = t
+        .try_into()
+        .map_err(|e: toml::de::Error| EngineError::Setup(e.to_string()))?;
     engine.add_socket(conf)
 }
 
@@ -97,7 +106,11 @@ impl Default for RecvBatch {
 
 impl RecvBatch {
     pub fn new() -> RecvBatch {
-        RecvBatch { sock: None, bufs: [std::ptr::null_mut(); BATCH], n: 0 }
+        RecvBatch {
+            sock: None,
+            bufs: [std::ptr::null_mut(); BATCH],
+            n: 0,
+        }
     }
 
     pub fn len(&self) -> usize {

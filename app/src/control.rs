@@ -57,7 +57,13 @@ impl Iface {
                 IpAddr::V6(a) => v6.push((*a, *prefix)),
             }
         }
-        Iface { port, mac, v4, v6, tx_queues }
+        Iface {
+            port,
+            mac,
+            v4,
+            v6,
+            tx_queues,
+        }
     }
 
     #[inline]
@@ -117,7 +123,11 @@ impl TokenBucket {
     pub fn new(tsc_hz: u64, per_sec: u32, burst: u32) -> TokenBucket {
         let cost = (tsc_hz / u64::from(per_sec.max(1))).max(1);
         let cap = cost.saturating_mul(u64::from(burst.max(1)));
-        let b = TokenBucket { cost, cap, ..Default::default() };
+        let b = TokenBucket {
+            cost,
+            cap,
+            ..Default::default()
+        };
         // Start full, as Linux does: the first burst of requests is answered.
         b.credit.set(cap);
         b
@@ -127,7 +137,11 @@ impl TokenBucket {
     #[inline]
     pub fn take(&self, now: u64) -> bool {
         let last = self.last.get();
-        let credit = self.credit.get().saturating_add(now.saturating_sub(last)).min(self.cap);
+        let credit = self
+            .credit
+            .get()
+            .saturating_add(now.saturating_sub(last))
+            .min(self.cap);
         self.last.set(now.max(last));
         if credit >= self.cost {
             self.credit.set(credit - self.cost);
@@ -205,11 +219,25 @@ impl LcoreControl {
 /// A request the control path will answer, with what the reply needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Plan {
-    Arp { l3: usize },
-    Echo4 { l3: usize, end: usize },
-    Echo6 { l3: usize, end: usize },
+    Arp {
+        l3: usize,
+    },
+    Echo4 {
+        l3: usize,
+        end: usize,
+    },
+    Echo6 {
+        l3: usize,
+        end: usize,
+    },
     /// Answer a neighbour solicitation for `target`.
-    Na { l3: usize, target: Ipv6Addr, dst: Ipv6Addr, dst_mac: [u8; 6], solicited: bool },
+    Na {
+        l3: usize,
+        target: Ipv6Addr,
+        dst: Ipv6Addr,
+        dst_mac: [u8; 6],
+        solicited: bool,
+    },
 }
 
 impl Plan {
@@ -245,20 +273,38 @@ fn v6_at(b: &[u8], at: usize) -> Option<Ipv6Addr> {
 /// The solicited-node multicast address of `a` (RFC 4291 §2.7.1).
 pub fn solicited_node(a: &Ipv6Addr) -> Ipv6Addr {
     let o = a.octets();
-    Ipv6Addr::new(0xff02, 0, 0, 0, 0, 1, 0xff00 | u16::from(o[13]), u16::from_be_bytes([o[14], o[15]]))
+    Ipv6Addr::new(
+        0xff02,
+        0,
+        0,
+        0,
+        0,
+        1,
+        0xff00 | u16::from(o[13]),
+        u16::from_be_bytes([o[14], o[15]]),
+    )
 }
 
 /// Decide whether `frame` (rejected by the parser with `err`) is a request
 /// for one of `iface`'s addresses that we answer. Reads only.
 pub fn classify(frame: &[u8], err: &ParseError, iface: &Iface) -> Result<Plan, Skip> {
     match *err {
-        ParseError::NotIp { ethertype: ether::ethertype::ARP, l3_off } => arp(frame, usize::from(l3_off), iface),
-        ParseError::NotUdp { family: Family::V4, proto: PROTO_ICMP, l3_off, l4_off } => {
-            icmp4(frame, usize::from(l3_off), usize::from(l4_off), iface)
-        }
-        ParseError::NotUdp { family: Family::V6, proto: PROTO_ICMPV6, l3_off, l4_off } => {
-            icmp6(frame, usize::from(l3_off), usize::from(l4_off), iface)
-        }
+        ParseError::NotIp {
+            ethertype: ether::ethertype::ARP,
+            l3_off,
+        } => arp(frame, usize::from(l3_off), iface),
+        ParseError::NotUdp {
+            family: Family::V4,
+            proto: PROTO_ICMP,
+            l3_off,
+            l4_off,
+        } => icmp4(frame, usize::from(l3_off), usize::from(l4_off), iface),
+        ParseError::NotUdp {
+            family: Family::V6,
+            proto: PROTO_ICMPV6,
+            l3_off,
+            l4_off,
+        } => icmp6(frame, usize::from(l3_off), usize::from(l4_off), iface),
         _ => Err(Skip::NotOurs),
     }
 }
@@ -292,7 +338,11 @@ fn icmp4(f: &[u8], l3: usize, l4: usize, iface: &Iface) -> Result<Plan, Skip> {
     let dst = v4_at(f, l3 + 16).ok_or(Skip::NotOurs)?;
     // Only echo to our unicast addresses (Linux ignores broadcast echo by
     // default), and never to a source that is not a single host.
-    if !iface.has_v4(dst) || src.is_unspecified() || src.is_multicast() || iface.is_v4_broadcast(src) {
+    if !iface.has_v4(dst)
+        || src.is_unspecified()
+        || src.is_multicast()
+        || iface.is_v4_broadcast(src)
+    {
         return Err(Skip::NotOurs);
     }
     let msg = f.get(l4..end).ok_or(Skip::NotOurs)?;
@@ -349,12 +399,19 @@ fn icmp6(f: &[u8], l3: usize, l4: usize, iface: &Iface) -> Result<Plan, Skip> {
             let mut slla = None;
             let mut opts = msg.get(24..).ok_or(Skip::NotOurs)?;
             while !opts.is_empty() {
-                let (&kind, &len8) = (opts.first().ok_or(Skip::NotOurs)?, opts.get(1).ok_or(Skip::NotOurs)?);
+                let (&kind, &len8) = (
+                    opts.first().ok_or(Skip::NotOurs)?,
+                    opts.get(1).ok_or(Skip::NotOurs)?,
+                );
                 let len = usize::from(len8) * 8;
                 // A zero-length option is invalid and ends processing (§4.6).
                 let o = opts.get(..len).filter(|_| len > 0).ok_or(Skip::NotOurs)?;
                 if kind == 1 {
-                    let mac: [u8; 6] = o.get(2..8).ok_or(Skip::NotOurs)?.try_into().map_err(|_| Skip::NotOurs)?;
+                    let mac: [u8; 6] = o
+                        .get(2..8)
+                        .ok_or(Skip::NotOurs)?
+                        .try_into()
+                        .map_err(|_| Skip::NotOurs)?;
                     slla = Some(mac);
                 }
                 opts = &opts[len..];
@@ -375,8 +432,18 @@ fn icmp6(f: &[u8], l3: usize, l4: usize, iface: &Iface) -> Result<Plan, Skip> {
             }
             // Without an SLLA (unicast NUD probes) the frame's own source
             // is the solicitor's link-layer address.
-            let eth_src: [u8; 6] = f.get(6..12).ok_or(Skip::NotOurs)?.try_into().map_err(|_| Skip::NotOurs)?;
-            Ok(Plan::Na { l3, target, dst: src, dst_mac: slla.unwrap_or(eth_src), solicited: true })
+            let eth_src: [u8; 6] = f
+                .get(6..12)
+                .ok_or(Skip::NotOurs)?
+                .try_into()
+                .map_err(|_| Skip::NotOurs)?;
+            Ok(Plan::Na {
+                l3,
+                target,
+                dst: src,
+                dst_mac: slla.unwrap_or(eth_src),
+                solicited: true,
+            })
         }
         _ => Err(Skip::NotOurs),
     }
@@ -451,7 +518,13 @@ pub fn write_reply(room: &mut [u8], len: usize, plan: &Plan, iface: &Iface) -> O
             eth_reply(room, req_src, iface.mac);
             Some(len)
         }
-        Plan::Na { l3, target, dst, dst_mac, solicited } => {
+        Plan::Na {
+            l3,
+            target,
+            dst,
+            dst_mac,
+            solicited,
+        } => {
             let out_len = l3 + IPV6_HEADER_LEN + NA_LEN;
             let ip = room.get_mut(l3..l3 + IPV6_HEADER_LEN)?;
             ip[0..4].copy_from_slice(&0x6000_0000u32.to_be_bytes());
@@ -499,7 +572,14 @@ unsafe fn room_mut<'a>(m: *mut ffi::rte_mbuf) -> &'a mut [u8] {
 /// # Safety
 /// `m` is a live mbuf received on `port` that the caller owns exclusively.
 #[inline]
-pub unsafe fn handle(ifaces: &Ifaces, ctl: &LcoreControl, port: u16, m: *mut ffi::rte_mbuf, err: &ParseError, now: u64) -> bool {
+pub unsafe fn handle(
+    ifaces: &Ifaces,
+    ctl: &LcoreControl,
+    port: u16,
+    m: *mut ffi::rte_mbuf,
+    err: &ParseError,
+    now: u64,
+) -> bool {
     let Some(iface) = ifaces.get(port) else {
         return false;
     };
@@ -521,7 +601,11 @@ pub unsafe fn handle(ifaces: &Ifaces, ctl: &LcoreControl, port: u16, m: *mut ffi
         }
         Err(Skip::NotOurs) => return false,
     };
-    let bucket = if plan.is_neighbour() { &ctl.neigh } else { &ctl.echo };
+    let bucket = if plan.is_neighbour() {
+        &ctl.neigh
+    } else {
+        &ctl.echo
+    };
     if !bucket.take(now) {
         st.rate_limited.add(1);
         // SAFETY: ours, and given up here.
@@ -531,7 +615,10 @@ pub unsafe fn handle(ifaces: &Ifaces, ctl: &LcoreControl, port: u16, m: *mut ffi
     let len = usize::from(r.data_len);
     // SAFETY: single segment, exclusively ours (checked and per the contract).
     let out = write_reply(unsafe { room_mut(m) }, len, &plan, iface);
-    let Some(out_len) = out.and_then(|l| u16::try_from(l).ok()).filter(|_| ctl.tx_queue < iface.tx_queues) else {
+    let Some(out_len) = out
+        .and_then(|l| u16::try_from(l).ok())
+        .filter(|_| ctl.tx_queue < iface.tx_queues)
+    else {
         st.tx_errors.add(1);
         // SAFETY: ours, and given up here.
         unsafe { ffi::rte_pktmbuf_free(m) };
@@ -577,7 +664,13 @@ mod tests {
     }
 
     fn iface() -> Iface {
-        Iface { port: 0, mac: OUR_MAC, v4: vec![(US4, 24)], v6: vec![(us6(), 64)], tx_queues: 1 }
+        Iface {
+            port: 0,
+            mac: OUR_MAC,
+            v4: vec![(US4, 24)],
+            v6: vec![(us6(), 64)],
+            tx_queues: 1,
+        }
     }
 
     fn reject(f: &[u8]) -> ParseError {
@@ -626,7 +719,17 @@ mod tests {
         f[21] = 2;
         assert_eq!(classify(&f, &reject(&f), &iface()), Err(Skip::NotOurs));
         let f = arp_request(US4);
-        assert_eq!(classify(&f[..30], &ParseError::NotIp { ethertype: 0x0806, l3_off: 14 }, &iface()), Err(Skip::NotOurs));
+        assert_eq!(
+            classify(
+                &f[..30],
+                &ParseError::NotIp {
+                    ethertype: 0x0806,
+                    l3_off: 14
+                },
+                &iface()
+            ),
+            Err(Skip::NotOurs)
+        );
     }
 
     fn ip4_frame(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, l4: &[u8]) -> Vec<u8> {
@@ -653,7 +756,9 @@ mod tests {
     fn echo4(dst: Ipv4Addr, payload: &[u8]) -> Vec<u8> {
         let mut m = vec![8, 0, 0, 0, 0x12, 0x34, 0, 7];
         m.extend_from_slice(payload);
-        IcmpPacket::new_checked(&mut m[..]).unwrap().fill_checksum_v4();
+        IcmpPacket::new_checked(&mut m[..])
+            .unwrap()
+            .fill_checksum_v4();
         ip4_frame(PEER4, dst, PROTO_ICMP, &m)
     }
 
@@ -687,8 +792,16 @@ mod tests {
         assert!(!iface().is_v4_broadcast(Ipv4Addr::new(198, 18, 0, 254)));
     }
 
-    fn ip6_frame(src: Ipv6Addr, dst: Ipv6Addr, hop: u8, icmp: &mut [u8], eth_dst: [u8; 6]) -> Vec<u8> {
-        IcmpPacket::new_checked(&mut icmp[..]).unwrap().fill_checksum_v6(&src, &dst);
+    fn ip6_frame(
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        hop: u8,
+        icmp: &mut [u8],
+        eth_dst: [u8; 6],
+    ) -> Vec<u8> {
+        IcmpPacket::new_checked(&mut icmp[..])
+            .unwrap()
+            .fill_checksum_v6(&src, &dst);
         let mut f = Vec::new();
         f.extend_from_slice(&eth_dst);
         f.extend_from_slice(&PEER_MAC);
@@ -715,7 +828,13 @@ mod tests {
     fn neighbour_solicitation_gets_an_advertisement() {
         let f = ns(peer6(), solicited_node(&us6()), us6(), true);
         let (plan, r) = reply(&f);
-        assert!(matches!(plan, Plan::Na { solicited: true, .. }));
+        assert!(matches!(
+            plan,
+            Plan::Na {
+                solicited: true,
+                ..
+            }
+        ));
         assert_eq!(r.len(), 14 + 40 + 32);
         assert_eq!(&r[0..6], &PEER_MAC);
         assert_eq!(&r[6..12], &OUR_MAC);
@@ -724,7 +843,10 @@ mod tests {
         assert_eq!(v6_at(&r, 38), Some(peer6()));
         let p = IcmpPacket::new_checked(&r[54..]).unwrap();
         assert_eq!(p.msg_type(), types::V6_NEIGHBOR_ADVERT);
-        assert!(p.verify_v6(&us6(), &peer6()), "ICMPv6 checksum with pseudo-header");
+        assert!(
+            p.verify_v6(&us6(), &peer6()),
+            "ICMPv6 checksum with pseudo-header"
+        );
         assert_eq!(r[58], 0x60, "S and O set, R clear");
         assert_eq!(p.nd_target(), Some(us6()));
         assert_eq!(&r[78..80], &[2, 1]);
@@ -738,14 +860,22 @@ mod tests {
         let (_, r) = reply(&f);
         assert_eq!(r.len(), 14 + 40 + 32);
         assert_eq!(&r[0..6], &PEER_MAC);
-        assert!(IcmpPacket::new_checked(&r[54..]).unwrap().verify_v6(&us6(), &peer6()));
+        assert!(IcmpPacket::new_checked(&r[54..])
+            .unwrap()
+            .verify_v6(&us6(), &peer6()));
     }
 
     #[test]
     fn dad_probe_is_answered_to_all_nodes() {
         let f = ns(Ipv6Addr::UNSPECIFIED, solicited_node(&us6()), us6(), false);
         let (plan, r) = reply(&f);
-        assert!(matches!(plan, Plan::Na { solicited: false, .. }));
+        assert!(matches!(
+            plan,
+            Plan::Na {
+                solicited: false,
+                ..
+            }
+        ));
         assert_eq!(&r[0..6], &[0x33, 0x33, 0, 0, 0, 1]);
         assert_eq!(v6_at(&r, 38), Some("ff02::1".parse().unwrap()));
         assert_eq!(r[58], 0x20);
@@ -795,7 +925,14 @@ mod tests {
             src_mac: PEER_MAC,
             dst_mac: OUR_MAC,
             vlans: &[],
-            l3: L3Spec::V4 { src: PEER4, dst: US4, ttl: 64, options: &[], ident: 1, frag: FragSpec::default() },
+            l3: L3Spec::V4 {
+                src: PEER4,
+                dst: US4,
+                ttl: 64,
+                options: &[],
+                ident: 1,
+                frag: FragSpec::default(),
+            },
             sport: 1,
             dport: 2,
             payload: b"x",
@@ -805,11 +942,28 @@ mod tests {
         assert!(parse::parse(&f, Offload::default()).is_ok());
         // A lying parse error with offsets past the frame must not panic.
         for cut in 0..f.len() {
-            let e = ParseError::NotUdp { family: Family::V4, proto: PROTO_ICMP, l3_off: 14, l4_off: 34 };
+            let e = ParseError::NotUdp {
+                family: Family::V4,
+                proto: PROTO_ICMP,
+                l3_off: 14,
+                l4_off: 34,
+            };
             let _ = classify(&f[..cut], &e, &iface());
-            let e = ParseError::NotUdp { family: Family::V6, proto: PROTO_ICMPV6, l3_off: 14, l4_off: 54 };
+            let e = ParseError::NotUdp {
+                family: Family::V6,
+                proto: PROTO_ICMPV6,
+                l3_off: 14,
+                l4_off: 54,
+            };
             let _ = classify(&f[..cut], &e, &iface());
-            let _ = classify(&f[..cut], &ParseError::NotIp { ethertype: 0x0806, l3_off: 14 }, &iface());
+            let _ = classify(
+                &f[..cut],
+                &ParseError::NotIp {
+                    ethertype: 0x0806,
+                    l3_off: 14,
+                },
+                &iface(),
+            );
         }
     }
 

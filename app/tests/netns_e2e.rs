@@ -24,17 +24,28 @@ const CLIENT_V4: &str = "198.18.0.2/24";
 const CLIENT_V6: &str = "fd00::2/64";
 
 fn cmd(prog: &str, args: &[&str]) -> Output {
-    Command::new(prog).args(args).output().unwrap_or_else(|e| panic!("spawn {prog}: {e}"))
+    Command::new(prog)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("spawn {prog}: {e}"))
 }
 
 fn must(prog: &str, args: &[&str]) -> Output {
     let o = cmd(prog, args);
-    assert!(o.status.success(), "{prog} {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{prog} {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     o
 }
 
 fn have(prog: &str) -> bool {
-    Command::new("sh").args(["-c", &format!("command -v {prog}")]).output().map(|o| o.status.success()).unwrap_or(false)
+    Command::new("sh")
+        .args(["-c", &format!("command -v {prog}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
 }
 
 /// The namespace and the veth pair; removed on drop, so a failing assertion
@@ -48,22 +59,40 @@ struct Net {
 impl Net {
     fn create() -> Net {
         let pid = std::process::id();
-        let net = Net { ns: format!("udxns{pid}"), host: format!("udx{}a", pid % 100_000), peer: format!("udx{}b", pid % 100_000) };
+        let net = Net {
+            ns: format!("udxns{pid}"),
+            host: format!("udx{}a", pid % 100_000),
+            peer: format!("udx{}b", pid % 100_000),
+        };
         let (ns, host, peer) = (net.ns.as_str(), net.host.as_str(), net.peer.as_str());
         must("ip", &["netns", "add", ns]);
-        must("ip", &["link", "add", host, "type", "veth", "peer", "name", peer]);
+        must(
+            "ip",
+            &["link", "add", host, "type", "veth", "peer", "name", peer],
+        );
         must("ip", &["link", "set", peer, "netns", ns]);
         // The engine owns the host end: the host kernel must not answer or
         // chatter on it (no IPv6 link-local, no router solicitations).
-        must("sysctl", &["-q", "-w", &format!("net.ipv6.conf.{host}.disable_ipv6=1")]);
+        must(
+            "sysctl",
+            &["-q", "-w", &format!("net.ipv6.conf.{host}.disable_ipv6=1")],
+        );
         // veth hands frames over with checksums still to be filled in
         // (CHECKSUM_PARTIAL), which af_packet passes on as they are: turn
         // offload off so every frame on the wire carries its real checksum.
         must("ethtool", &["-K", host, "tx", "off", "rx", "off"]);
         must("ip", &["link", "set", host, "up"]);
         must("ip", &["-n", ns, "addr", "add", CLIENT_V4, "dev", peer]);
-        must("ip", &["-n", ns, "addr", "add", CLIENT_V6, "dev", peer, "nodad"]);
-        must("ip", &["netns", "exec", ns, "ethtool", "-K", peer, "tx", "off", "rx", "off"]);
+        must(
+            "ip",
+            &["-n", ns, "addr", "add", CLIENT_V6, "dev", peer, "nodad"],
+        );
+        must(
+            "ip",
+            &[
+                "netns", "exec", ns, "ethtool", "-K", peer, "tx", "off", "rx", "off",
+            ],
+        );
         must("ip", &["-n", ns, "link", "set", "lo", "up"]);
         must("ip", &["-n", ns, "link", "set", peer, "up"]);
         net
@@ -76,7 +105,10 @@ impl Net {
     }
 
     fn host_mac(&self) -> String {
-        std::fs::read_to_string(format!("/sys/class/net/{}/address", self.host)).expect("host mac").trim().to_string()
+        std::fs::read_to_string(format!("/sys/class/net/{}/address", self.host))
+            .expect("host mac")
+            .trim()
+            .to_string()
     }
 }
 
@@ -97,7 +129,13 @@ struct EngineProc {
 impl EngineProc {
     fn start(cfg: &std::path::Path, json: &std::path::Path) -> EngineProc {
         let mut child = Command::new(bin())
-            .args(["run", "--config", cfg.to_str().unwrap(), "--stats-json", json.to_str().unwrap()])
+            .args([
+                "run",
+                "--config",
+                cfg.to_str().unwrap(),
+                "--stats-json",
+                json.to_str().unwrap(),
+            ])
             .env("RUST_LOG", "info")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -113,7 +151,10 @@ impl EngineProc {
                 g.push('\n');
             }
         });
-        EngineProc { child: Some(child), log }
+        EngineProc {
+            child: Some(child),
+            log,
+        }
     }
 
     /// Wait until the engine says its sockets are up (or it died).
@@ -211,7 +252,12 @@ print(json.dumps(out))
 "#;
 
 fn sock<'a>(j: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    j["sockets"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("socket {name} in {j}"))
+    j["sockets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("socket {name} in {j}"))
 }
 
 fn n(v: &serde_json::Value) -> u64 {
@@ -291,7 +337,10 @@ rcvbuf = 4194304
         // Two queue pairs: af_packet spreads RX over both (fanout), and
         // the RX lcore (control replies) and the main lcore (echo) each
         // need a TX queue of their own.
-        eal = eal("netns", &[&format!("net_af_packet0,iface={},qpairs=2", net.host)]),
+        eal = eal(
+            "netns",
+            &[&format!("net_af_packet0,iface={},qpairs=2", net.host)]
+        ),
         cap = cap.display()
     );
     let cfg = write(&dir, "c.toml", &text);
@@ -302,22 +351,36 @@ rcvbuf = 4194304
     let client = net.exec(&["python3", "-c", CLIENT, ENGINE_V4, ENGINE_V6]);
     let ping4 = net.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "2", ENGINE_V4]);
     let ping6 = net.exec(&["ping", "-6", "-c", "3", "-i", "0.2", "-W", "2", ENGINE_V6]);
-    let neigh4 = String::from_utf8_lossy(&net.exec(&["ip", "neigh", "show", ENGINE_V4]).stdout).into_owned();
-    let neigh6 = String::from_utf8_lossy(&net.exec(&["ip", "-6", "neigh", "show", ENGINE_V6]).stdout).into_owned();
+    let neigh4 =
+        String::from_utf8_lossy(&net.exec(&["ip", "neigh", "show", ENGINE_V4]).stdout).into_owned();
+    let neigh6 =
+        String::from_utf8_lossy(&net.exec(&["ip", "-6", "neigh", "show", ENGINE_V6]).stdout)
+            .into_owned();
     // Let the last datagrams reach their consumers before stopping.
     std::thread::sleep(Duration::from_millis(500));
     let (status, log) = engine.stop();
 
-    assert!(client.status.success(), "client failed: {}\nengine log:\n{log}", String::from_utf8_lossy(&client.stderr));
+    assert!(
+        client.status.success(),
+        "client failed: {}\nengine log:\n{log}",
+        String::from_utf8_lossy(&client.stderr)
+    );
     let c: serde_json::Value = serde_json::from_slice(&client.stdout).expect("client JSON");
     assert!(status.success(), "engine exit {status}; log:\n{log}");
-    let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("stats json")).unwrap();
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("stats json")).unwrap();
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
 
     // Neighbour resolution happened through the engine's replies (nothing static).
     let mac = net.host_mac();
-    assert!(neigh4.contains(&mac) && !neigh4.contains("PERMANENT"), "ARP entry for {ENGINE_V4}: {neigh4:?} (mac {mac})");
-    assert!(neigh6.contains(&mac) && !neigh6.contains("PERMANENT"), "ND entry for {ENGINE_V6}: {neigh6:?} (mac {mac})");
+    assert!(
+        neigh4.contains(&mac) && !neigh4.contains("PERMANENT"),
+        "ARP entry for {ENGINE_V4}: {neigh4:?} (mac {mac})"
+    );
+    assert!(
+        neigh6.contains(&mac) && !neigh6.contains("PERMANENT"),
+        "ND entry for {ENGINE_V6}: {neigh6:?} (mac {mac})"
+    );
     let r = &j["responder"];
     assert!(n(&r["arp_replies"]) >= 1, "{r}");
     assert!(n(&r["nd_advertisements"]) >= 1, "{r}");
@@ -334,9 +397,18 @@ rcvbuf = 4194304
     // ping / ping -6.
     let p4 = String::from_utf8_lossy(&ping4.stdout).into_owned();
     let p6 = String::from_utf8_lossy(&ping6.stdout).into_owned();
-    assert!(ping4.status.success() && p4.contains("3 received"), "ping: {p4}");
-    assert!(ping6.status.success() && p6.contains("3 received"), "ping -6: {p6}");
-    assert!(n(&r["icmp_echo_replies"]) >= 3 && n(&r["icmp6_echo_replies"]) >= 3, "{r}");
+    assert!(
+        ping4.status.success() && p4.contains("3 received"),
+        "ping: {p4}"
+    );
+    assert!(
+        ping6.status.success() && p6.contains("3 received"),
+        "ping -6: {p6}"
+    );
+    assert!(
+        n(&r["icmp_echo_replies"]) >= 3 && n(&r["icmp6_echo_replies"]) >= 3,
+        "{r}"
+    );
 
     // Count sockets: exactly what the kernel sent.
     for name in ["count4", "count6"] {
@@ -352,7 +424,10 @@ rcvbuf = 4194304
         .iter()
         .map(|h| {
             let h = h.as_str().unwrap();
-            (0..h.len()).step_by(2).map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap()).collect()
+            (0..h.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+                .collect()
         })
         .collect();
     assert_eq!(sent.len(), 40);
@@ -367,9 +442,32 @@ rcvbuf = 4194304
     let s = sock(&j, "cap");
     assert_eq!((n(&s["written"]), n(&s["not_written"])), (40, 0), "{s}");
     if have("tshark") {
-        let o = cmd("tshark", &["-r", cap.to_str().unwrap(), "-Y", "udp.dstport == 5555", "-T", "fields", "-e", "udp.length"]);
-        assert!(o.status.success(), "tshark: {}", String::from_utf8_lossy(&o.stderr));
-        let lens: Vec<usize> = String::from_utf8_lossy(&o.stdout).lines().map(|l| l.trim().parse().unwrap()).collect();
-        assert_eq!(lens, sent.iter().map(|p| p.len() + 8).collect::<Vec<_>>(), "tshark reads the same datagrams");
+        let o = cmd(
+            "tshark",
+            &[
+                "-r",
+                cap.to_str().unwrap(),
+                "-Y",
+                "udp.dstport == 5555",
+                "-T",
+                "fields",
+                "-e",
+                "udp.length",
+            ],
+        );
+        assert!(
+            o.status.success(),
+            "tshark: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let lens: Vec<usize> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| l.trim().parse().unwrap())
+            .collect();
+        assert_eq!(
+            lens,
+            sent.iter().map(|p| p.len() + 8).collect::<Vec<_>>(),
+            "tshark reads the same datagrams"
+        );
     }
 }

@@ -62,7 +62,10 @@ unsafe fn build_reply(m: *mut ffi::rte_mbuf, iface: &Iface) -> Option<*mut ffi::
     }
     // SAFETY: r is a fresh mbuf we own; append returns `len` writable bytes or null.
     let p = unsafe { ffi::rte_pktmbuf_append(r, len) };
-    let opts = ReplyOpts { src, ..ReplyOpts::default() };
+    let opts = ReplyOpts {
+        src,
+        ..ReplyOpts::default()
+    };
     let written = (!p.is_null())
         .then(|| {
             // SAFETY: append gave us `len` bytes inside r's data room, not aliasing `frame`.
@@ -112,7 +115,11 @@ pub unsafe fn echo_burst(sock: &Socket, bufs: &[*mut ffi::rte_mbuf], tx: TxCtx<'
         sock.consumer.tx_errors.add(bufs.len() as u64);
         return;
     };
-    let mut batch = TxBatch { port: u16::MAX, bufs: [std::ptr::null_mut(); CONSUME_BURST], n: 0 };
+    let mut batch = TxBatch {
+        port: u16::MAX,
+        bufs: [std::ptr::null_mut(); CONSUME_BURST],
+        n: 0,
+    };
     for &m in bufs {
         // SAFETY: per the contract.
         let port_id = unsafe { MbufMeta::get(m) }.port;
@@ -153,7 +160,11 @@ mod tests {
     fn d(src: &str, sport: u16, dst: &str) -> Datagram {
         let src: IpAddr = src.parse().unwrap();
         Datagram {
-            family: if src.is_ipv4() { Family::V4 } else { Family::V6 },
+            family: if src.is_ipv4() {
+                Family::V4
+            } else {
+                Family::V6
+            },
             vlan_count: 0,
             l3_off: 14,
             l4_off: 34,
@@ -171,12 +182,36 @@ mod tests {
     #[test]
     fn reply_sources() {
         let i = iface();
-        assert_eq!(reply_source(&d("198.18.0.2", 5, "198.18.0.1"), &i), Some(None), "unicast: request's destination");
+        assert_eq!(
+            reply_source(&d("198.18.0.2", 5, "198.18.0.1"), &i),
+            Some(None),
+            "unicast: request's destination"
+        );
         let own = Some(Some("198.18.0.1".parse().unwrap()));
-        assert_eq!(reply_source(&d("198.18.0.2", 5, "198.18.0.255"), &i), own, "subnet broadcast: our address");
-        assert_eq!(reply_source(&d("198.18.0.2", 5, "239.1.1.1"), &i), own, "multicast: our address");
-        assert_eq!(reply_source(&d("198.18.0.2", 0, "198.18.0.1"), &i), None, "source port 0");
-        assert_eq!(reply_source(&d("198.18.0.255", 5, "198.18.0.1"), &i), None, "broadcast sender");
-        assert_eq!(reply_source(&d("fd00::2", 5, "ff02::1"), &i), None, "group without a v6 address");
+        assert_eq!(
+            reply_source(&d("198.18.0.2", 5, "198.18.0.255"), &i),
+            own,
+            "subnet broadcast: our address"
+        );
+        assert_eq!(
+            reply_source(&d("198.18.0.2", 5, "239.1.1.1"), &i),
+            own,
+            "multicast: our address"
+        );
+        assert_eq!(
+            reply_source(&d("198.18.0.2", 0, "198.18.0.1"), &i),
+            None,
+            "source port 0"
+        );
+        assert_eq!(
+            reply_source(&d("198.18.0.255", 5, "198.18.0.1"), &i),
+            None,
+            "broadcast sender"
+        );
+        assert_eq!(
+            reply_source(&d("fd00::2", 5, "ff02::1"), &i),
+            None,
+            "group without a v6 address"
+        );
     }
 }

@@ -15,7 +15,10 @@ use crate::parse::{ether, Datagram, Family};
 #[derive(Debug, thiserror::Error)]
 pub enum HandlerError {
     #[error("cannot create pcap file {path}: {source}")]
-    PcapCreate { path: std::path::PathBuf, source: crate::pcap::PcapError },
+    PcapCreate {
+        path: std::path::PathBuf,
+        source: crate::pcap::PcapError,
+    },
     #[error("handler \"pcap\" needs pcap_file")]
     PcapNoFile,
 }
@@ -41,7 +44,10 @@ impl State {
         match conf.handler {
             Handler::Pcap => {
                 let path = conf.pcap_file.as_deref().ok_or(HandlerError::PcapNoFile)?;
-                Ok(State::Pcap(pcap_sink::PcapSink::create(path, conf.pcap_limit_bytes)?))
+                Ok(State::Pcap(pcap_sink::PcapSink::create(
+                    path,
+                    conf.pcap_limit_bytes,
+                )?))
             }
             Handler::Count | Handler::Echo | Handler::None => Ok(State::Stateless),
         }
@@ -67,12 +73,20 @@ pub fn datagram_of(frame: &[u8], meta: &MbufMeta) -> Option<Datagram> {
         4 => {
             let s: [u8; 4] = frame.get(l3 + 12..l3 + 16)?.try_into().ok()?;
             let d: [u8; 4] = frame.get(l3 + 16..l3 + 20)?.try_into().ok()?;
-            (Family::V4, IpAddr::V4(Ipv4Addr::from(s)), IpAddr::V4(Ipv4Addr::from(d)))
+            (
+                Family::V4,
+                IpAddr::V4(Ipv4Addr::from(s)),
+                IpAddr::V4(Ipv4Addr::from(d)),
+            )
         }
         6 => {
             let s: [u8; 16] = frame.get(l3 + 8..l3 + 24)?.try_into().ok()?;
             let d: [u8; 16] = frame.get(l3 + 24..l3 + 40)?.try_into().ok()?;
-            (Family::V6, IpAddr::V6(Ipv6Addr::from(s)), IpAddr::V6(Ipv6Addr::from(d)))
+            (
+                Family::V6,
+                IpAddr::V6(Ipv6Addr::from(s)),
+                IpAddr::V6(Ipv6Addr::from(d)),
+            )
         }
         _ => return None,
     };
@@ -99,7 +113,10 @@ pub fn datagram_of(frame: &[u8], meta: &MbufMeta) -> Option<Datagram> {
 
 /// Source and destination socket addresses of a datagram.
 pub fn addrs(d: &Datagram) -> (SocketAddr, SocketAddr) {
-    (SocketAddr::new(d.src, d.sport), SocketAddr::new(d.dst, d.dport))
+    (
+        SocketAddr::new(d.src, d.sport),
+        SocketAddr::new(d.dst, d.dport),
+    )
 }
 
 #[cfg(test)]
@@ -135,7 +152,15 @@ mod tests {
                 },
                 &tags[..],
             ),
-            (L3Spec::V6 { src: "fd00::2".parse().unwrap(), dst: "fd00::1".parse().unwrap(), hop_limit: 64, ext: &[] }, &[][..]),
+            (
+                L3Spec::V6 {
+                    src: "fd00::2".parse().unwrap(),
+                    dst: "fd00::1".parse().unwrap(),
+                    hop_limit: 64,
+                    ext: &[],
+                },
+                &[][..],
+            ),
         ] {
             let f = build::to_vec(&FrameSpec {
                 src_mac: [2, 0, 0, 0, 0, 2],

@@ -26,10 +26,23 @@ pub struct PcapSink {
 impl PcapSink {
     /// Create (truncate) the file and write its header.
     pub fn create(path: &Path, limit_bytes: u64) -> Result<PcapSink, HandlerError> {
-        let mut w = PcapWriter::create(path, 0).map_err(|source| HandlerError::PcapCreate { path: path.into(), source })?;
+        let mut w = PcapWriter::create(path, 0).map_err(|source| HandlerError::PcapCreate {
+            path: path.into(),
+            source,
+        })?;
         w.set_size_limit(Some(limit_bytes));
-        let base_ns = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-        Ok(PcapSink { path: path.into(), w, base_ns, base_tsc: eal::rdtsc(), tsc_hz: eal::tsc_hz().max(1), write_error_logged: false })
+        let base_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        Ok(PcapSink {
+            path: path.into(),
+            w,
+            base_ns,
+            base_tsc: eal::rdtsc(),
+            tsc_hz: eal::tsc_hz().max(1),
+            write_error_logged: false,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -39,7 +52,8 @@ impl PcapSink {
     /// Wall-clock nanoseconds of a TSC stamp.
     fn ts_ns(&self, tsc: u64) -> u64 {
         let d = tsc.saturating_sub(self.base_tsc) as u128 * 1_000_000_000 / self.tsc_hz as u128;
-        self.base_ns.saturating_add(u64::try_from(d).unwrap_or(u64::MAX))
+        self.base_ns
+            .saturating_add(u64::try_from(d).unwrap_or(u64::MAX))
     }
 
     /// Write a burst of delivered datagrams; counts go to the socket's
