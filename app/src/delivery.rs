@@ -140,6 +140,9 @@ pub enum Verdict {
     Staged,
     /// The caller was elected and drained its node's stage.
     Drained(BatchOutcome),
+    /// [`RxSocket::enqueue_deferred`] only: the caller was elected and owes
+    /// the stage a [`RxSocket::drain`] (other producers rely on it).
+    Elected,
     /// Busylock/direct: in the delivery ring.
     Delivered,
     /// Handed to `to_free` with this reason.
@@ -312,6 +315,62 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
         C: Condense<P>,
         F: FnMut(NonNull<P>, DropReason),
     {
+        // SAFETY: the caller's contract is ours.
+        unsafe { self.enqueue_inner(node, pkt, strategy, condense, to_free, false) }
+    }
+
+    /// [`RxSocket::enqueue`] for a producer that handles a burst: with
+    /// `NumaQueues`, an elected caller gets [`Verdict::Elected`] instead of
+    /// draining at once, and must call [`RxSocket::drain`] for `node` once
+    /// its burst is staged (one delivery-lock hold per socket per burst, not
+    /// per packet). Until it does, the stage stays non-empty, so no other
+    /// producer is elected and nothing can be stranded: the drain takes
+    /// whatever was pushed up to that moment, and a push after it finds the
+    /// stage empty and elects its own producer.
+    ///
+    /// # Safety
+    /// As [`RxSocket::enqueue`], plus the drain obligation above.
+    #[inline]
+    pub unsafe fn enqueue_deferred<C, F>(
+        &self,
+        node: usize,
+        pkt: NonNull<P>,
+        strategy: Strategy,
+        condense: &mut C,
+        to_free: &mut F,
+    ) -> Verdict
+    where
+        C: Condense<P>,
+        F: FnMut(NonNull<P>, DropReason),
+    {
+        // SAFETY: the caller's contract is ours.
+        unsafe { self.enqueue_inner(node, pkt, strategy, condense, to_free, true) }
+    }
+
+    /// The elected producer's deferred drain of `node`'s stage (see
+    /// [`RxSocket::enqueue_deferred`]).
+    pub fn drain<F>(&self, node: usize, to_free: &mut F) -> BatchOutcome
+    where
+        F: FnMut(NonNull<P>, DropReason),
+    {
+        let (q, ctr) = self.parts(node);
+        self.drain_node(q, ctr, to_free)
+    }
+
+    #[inline(always)]
+    unsafe fn enqueue_inner<C, F>(
+        &self,
+        node: usize,
+        pkt: NonNull<P>,
+        strategy: Strategy,
+        condense: &mut C,
+        to_free: &mut F,
+        defer: bool,
+    ) -> Verdict
+    where
+        C: Condense<P>,
+        F: FnMut(NonNull<P>, DropReason),
+    {
         let (q, ctr) = self.parts(node);
         stat::add_shared(&ctr.offered, 1);
 
@@ -353,6 +412,9 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
                     // Someone else found the stage empty and is in, or
                     // before, its take_all: it will take this packet too.
                     return Verdict::Staged;
+                }
+                if defer {
+                    return Verdict::Elected;
                 }
                 Verdict::Drained(self.drain_node(q, ctr, to_free))
             }

@@ -7,12 +7,17 @@ use dpdk_sys::{eal, ffi, mbuf, port};
 
 use crate::accounting::DropReason;
 use crate::alloc_guard::HotSection;
-use crate::delivery::{Condense, NoCondense};
+use crate::delivery::{Condense, NoCondense, Verdict};
+use crate::socket::Socket;
+use std::sync::Arc;
 use crate::small_cache::CacheHook;
 use crate::engine::{RxLcore, Shared};
 use crate::meta::MbufMeta;
 use crate::parse::{self, CsumHint, Offload};
 use crate::stats::UdpMib;
+
+/// Elected stages remembered per burst before an early drain.
+const ELECTED_MAX: usize = 32;
 
 /// Largest burst the loop supports (config checks `engine.burst` against it).
 pub const MAX_BURST: usize = 512;
@@ -146,6 +151,9 @@ pub fn process_burst<C: Condense<MbufMeta>>(
     // stay alive until we drop it.
     let snap = shared.table.snapshot();
     let strategy = shared.strategy;
+    // Sockets whose stage this lcore was elected to drain during the burst.
+    let mut elected: [Option<&Arc<Socket>>; ELECTED_MAX] = [None; ELECTED_MAX];
+    let mut elected_n = 0usize;
     for &m in bufs {
         // SAFETY: rx_burst gave us this mbuf; we read its first segment
         // (a datagram that spans segments fails the length checks: truncated).
@@ -184,12 +192,33 @@ pub fn process_burst<C: Condense<MbufMeta>>(
                         // drainer) are freed after the delivery lock is released.
                         let mut to_free = |p: NonNull<MbufMeta>, _r: DropReason| free.push(MbufMeta::mbuf(p));
                         // SAFETY: the packet is ours and on no stage; to_free frees mbufs
-                        // of any pool; the consumer may take it on another lcore.
-                        unsafe { sock.rx.enqueue(me.node_index, MbufMeta::of(m), strategy, condense, &mut to_free) };
+                        // of any pool; the consumer may take it on another lcore. An
+                        // elected stage is drained below, before the burst ends.
+                        let v = unsafe {
+                            sock.rx.enqueue_deferred(me.node_index, MbufMeta::of(m), strategy, condense, &mut to_free)
+                        };
+                        if v == Verdict::Elected {
+                            if elected_n == elected.len() {
+                                drain_elected(&elected[..elected_n], me.node_index, free);
+                                elected_n = 0;
+                            }
+                            elected[elected_n] = Some(sock);
+                            elected_n += 1;
+                        }
                     }
                 }
             }
         }
     }
+    // This burst's elected stages: one delivery-lock hold per socket for the
+    // whole burst (the kernel takes one per packet: it has no bursts).
+    drain_elected(&elected[..elected_n], me.node_index, free);
     free.flush();
+}
+
+#[inline]
+fn drain_elected(elected: &[Option<&Arc<Socket>>], node: usize, free: &mut FreeList) {
+    for sock in elected.iter().flatten() {
+        sock.rx.drain(node, &mut |p: NonNull<MbufMeta>, _r: DropReason| free.push(MbufMeta::mbuf(p)));
+    }
 }

@@ -76,7 +76,12 @@ fn numa_queues_takes_the_delivery_lock_per_batch_not_per_packet() {
     for (a, b) in j["sockets"].as_array().unwrap().iter().zip(d["sockets"].as_array().unwrap()) {
         let batches = a["batches"].as_u64().unwrap();
         assert_eq!(a["delivery_lock_acquisitions"].as_u64().unwrap(), batches, "one lock hold per batch");
-        assert!(batches <= a["delivered"].as_u64().unwrap());
+        let delivered = a["delivered"].as_u64().unwrap();
+        assert!(batches <= delivered);
+        // The RX lcore drains an elected stage once per burst, not per packet.
+        if delivered >= 100 {
+            assert!(batches * 2 <= delivered, "batching: {batches} batches for {delivered} datagrams");
+        }
         assert_eq!(b["delivery_lock_acquisitions"], b["delivered"], "direct: one lock per packet");
     }
 }
