@@ -34,9 +34,18 @@ static REGISTER: Once = Once::new();
 /// engine tears down and the EAL goes.
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
 
-pub const CMD_STATS: &CStr = c"/udpdemux/stats";
-pub const CMD_SOCKETS: &CStr = c"/udpdemux/sockets";
-pub const CMD_LATENCY: &CStr = c"/udpdemux/latency";
+/// A `&CStr` from a literal at compile time (C-string literals need Rust 1.77;
+/// the workspace's rust-version is 1.75).
+const fn cstr(b: &'static [u8]) -> &'static CStr {
+    match CStr::from_bytes_with_nul(b) {
+        Ok(c) => c,
+        Err(_) => panic!("missing NUL"),
+    }
+}
+
+pub const CMD_STATS: &CStr = cstr(b"/udpdemux/stats\0");
+pub const CMD_SOCKETS: &CStr = cstr(b"/udpdemux/sockets\0");
+pub const CMD_LATENCY: &CStr = cstr(b"/udpdemux/latency\0");
 
 /// Register the commands (once per process) and publish `shared` to them.
 pub fn start(shared: &Arc<Shared>) {
@@ -45,17 +54,17 @@ pub fn start(shared: &Arc<Shared>) {
             (
                 CMD_STATS,
                 cb_stats,
-                c"udpdemux MIB and totals. No parameters",
+                cstr(b"udpdemux MIB and totals. No parameters\0"),
             ),
             (
                 CMD_SOCKETS,
                 cb_sockets,
-                c"Per-socket counters. Param: socket name",
+                cstr(b"Per-socket counters. Param: socket name\0"),
             ),
             (
                 CMD_LATENCY,
                 cb_latency,
-                c"Latency log2 us histograms. Param: socket",
+                cstr(b"Latency log2 us histograms. Param: socket\0"),
             ),
         ];
         for (cmd, cb, help) in cmds {

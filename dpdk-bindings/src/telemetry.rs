@@ -252,8 +252,9 @@ mod tests {
         ) -> c_int {
             0
         }
-        assert!(register(c"nope", cb, c"h").is_err());
+        let h = CString::new("h").unwrap();
+        assert!(register(&CString::new("nope").unwrap(), cb, &h).is_err());
         let long = CString::new(format!("/{}", "x".repeat(60))).unwrap();
-        assert!(register(&long, cb, c"h").is_err());
+        assert!(register(&long, cb, &h).is_err());
     }
 }
