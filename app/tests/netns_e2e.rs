@@ -445,6 +445,7 @@ rcvbuf = 4194304
     assert_eq!(got, sent, "pcap payloads");
     let s = sock(&j, "cap");
     assert_eq!((n(&s["written"]), n(&s["not_written"])), (40, 0), "{s}");
+    assert!(have("tshark") || std::env::var_os("CI").is_none(), "CI: scripts/setup.sh must install tshark");
     if have("tshark") {
         let o = cmd(
             "tshark",
