@@ -1,107 +1,140 @@
 //! The `udpdemux` command: run the engine, check a config, generate traffic.
-use std::path::PathBuf;
-use std::process::ExitCode;
+//!
+//! Under `--cfg loom` (the model-check build) the crate keeps only its
+//! pure-Rust heart, so the binary is empty there.
 
-use clap::{Parser, Subcommand};
+#[cfg(loom)]
+fn main() {}
 
-use udpdemux::config::Config;
-use udpdemux::engine::{self, RunOptions};
-
+#[cfg(not(loom))]
 #[global_allocator]
 static ALLOC: udpdemux::alloc_guard::CountingAlloc = udpdemux::alloc_guard::CountingAlloc;
 
-#[derive(Parser)]
-#[command(name = "udpdemux", version, about = "Kernel-bypass UDP receive engine on DPDK")]
-struct Cli {
-    #[command(subcommand)]
-    cmd: Cmd,
+#[cfg(not(loom))]
+fn main() -> std::process::ExitCode {
+    cli::main()
 }
 
-#[derive(Subcommand)]
-enum Cmd {
-    /// Run the engine with a config file.
-    Run {
-        #[arg(long, short)]
-        config: PathBuf,
-        /// Stop after this many seconds (overrides engine.duration_secs).
-        #[arg(long)]
-        duration: Option<f64>,
-        /// Write the final counters as JSON to this file.
-        #[arg(long)]
-        stats_json: Option<PathBuf>,
-        /// Bare rx-and-free loop, no parsing (baseline for benchmarks).
-        #[arg(long)]
-        bare: bool,
-        /// Interval lines and final counters: text, or nstat-style `name value rate` lines.
-        #[arg(long, value_enum, default_value_t = udpdemux::nstat::StatsFormat::Text)]
-        stats_format: udpdemux::nstat::StatsFormat,
-        /// Print every socket's latency histograms (bpftrace style) at exit.
-        #[arg(long)]
-        histograms: bool,
-    },
-    /// Validate a config without starting traffic: one line per problem, non-zero exit on errors.
-    Check {
-        #[arg(long, short)]
-        config: PathBuf,
-    },
-    /// Generate traffic: write a pcap (with a manifest of exact counts) or transmit on a DPDK port.
-    Gen(Box<udpdemux::gen::GenArgs>),
-    /// Micro-benchmark (no EAL): parse + early-demux ns per packet for 16 .. 1M sockets.
-    BenchDemux {
-        /// Table sizes.
-        #[arg(long, value_delimiter = ',', default_value = "16,1000,100000,1000000")]
-        sockets: Vec<usize>,
-        /// Packets timed per row.
-        #[arg(long, default_value_t = 2_000_000)]
-        packets: usize,
-        /// Print JSON instead of a Markdown table.
-        #[arg(long)]
-        json: bool,
-    },
-}
+#[cfg(not(loom))]
+mod cli {
+    use std::path::PathBuf;
+    use std::process::ExitCode;
 
-fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
-        .format_timestamp_millis()
-        .init();
-    let cli = Cli::parse();
-    let res = match cli.cmd {
-        Cmd::Check { config } => udpdemux::check::run(&config).map(|_| ()).map_err(anyhow::Error::from),
-        Cmd::Run { config, duration, stats_json, bare, stats_format, histograms } => (|| -> anyhow::Result<()> {
-            let cfg = Config::load(&config)?;
-            if let Some(d) = duration {
-                if !(d.is_finite() && d > 0.0) {
-                    anyhow::bail!("--duration must be a positive number of seconds");
+    use clap::{Parser, Subcommand};
+
+    use udpdemux::config::Config;
+    use udpdemux::engine::{self, RunOptions};
+
+    #[derive(Parser)]
+    #[command(name = "udpdemux", version, about = "Kernel-bypass UDP receive engine on DPDK")]
+    struct Cli {
+        #[command(subcommand)]
+        cmd: Cmd,
+    }
+
+    #[derive(Subcommand)]
+    enum Cmd {
+        /// Run the engine with a config file.
+        Run {
+            #[arg(long, short)]
+            config: PathBuf,
+            /// Stop after this many seconds (overrides engine.duration_secs).
+            #[arg(long)]
+            duration: Option<f64>,
+            /// Write the final counters as JSON to this file.
+            #[arg(long)]
+            stats_json: Option<PathBuf>,
+            /// Bare rx-and-free loop, no parsing (baseline for benchmarks).
+            #[arg(long)]
+            bare: bool,
+            /// Interval lines and final counters: text, or nstat-style `name value rate` lines.
+            #[arg(long, value_enum, default_value_t = udpdemux::nstat::StatsFormat::Text)]
+            stats_format: udpdemux::nstat::StatsFormat,
+            /// Print every socket's latency histograms (bpftrace style) at exit.
+            #[arg(long)]
+            histograms: bool,
+        },
+        /// Validate a config without starting traffic: one line per problem, non-zero exit on errors.
+        Check {
+            #[arg(long, short)]
+            config: PathBuf,
+        },
+        /// Generate traffic: write a pcap (with a manifest of exact counts) or transmit on a DPDK port.
+        Gen(Box<udpdemux::gen::GenArgs>),
+        /// Micro-benchmark (no EAL): parse + early-demux ns per packet for 16 .. 1M sockets.
+        BenchDemux {
+            /// Table sizes.
+            #[arg(long, value_delimiter = ',', default_value = "16,1000,100000,1000000")]
+            sockets: Vec<usize>,
+            /// Packets timed per row.
+            #[arg(long, default_value_t = 2_000_000)]
+            packets: usize,
+            /// Print JSON instead of a Markdown table.
+            #[arg(long)]
+            json: bool,
+        },
+    }
+
+    pub fn main() -> ExitCode {
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+            .format_timestamp_millis()
+            .init();
+        let cli = Cli::parse();
+        let res = match cli.cmd {
+            Cmd::Check { config } => udpdemux::check::run(&config).map(|_| ()).map_err(anyhow::Error::from),
+            Cmd::Run {
+                config,
+                duration,
+                stats_json,
+                bare,
+                stats_format,
+                histograms,
+            } => (|| -> anyhow::Result<()> {
+                let cfg = Config::load(&config)?;
+                if let Some(d) = duration {
+                    if !(d.is_finite() && d > 0.0) {
+                        anyhow::bail!("--duration must be a positive number of seconds");
+                    }
                 }
-            }
-            engine::run(
-                &cfg,
-                &RunOptions { duration, stats_json, bare, config_path: Some(config.clone()), stats_format, histograms },
-            )?;
-            Ok(())
-        })(),
-        Cmd::Gen(args) => udpdemux::gen::run(&args),
-        Cmd::BenchDemux { sockets, packets, json } => {
-            let rows = udpdemux::bench::demux_table(&sockets, packets);
-            if json {
-                println!("{}", serde_json::to_string_pretty(&rows).expect("rows serialise"));
-            } else {
-                println!("| sockets | family | traffic | parse ns/pkt | parse + lookup ns/pkt |");
-                println!("|---:|---|---|---:|---:|");
-                for r in rows {
-                    println!("| {} | {} | {} | {:.1} | {:.1} |", r.sockets, r.family, r.traffic, r.parse_only_ns, r.ns_per_packet);
+                engine::run(
+                    &cfg,
+                    &RunOptions {
+                        duration,
+                        stats_json,
+                        bare,
+                        config_path: Some(config.clone()),
+                        stats_format,
+                        histograms,
+                    },
+                )?;
+                Ok(())
+            })(),
+            Cmd::Gen(args) => udpdemux::gen::run(&args),
+            Cmd::BenchDemux { sockets, packets, json } => {
+                let rows = udpdemux::bench::demux_table(&sockets, packets);
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&rows).expect("rows serialise"));
+                } else {
+                    println!("| sockets | family | traffic | parse ns/pkt | parse + lookup ns/pkt |");
+                    println!("|---:|---|---|---:|---:|");
+                    for r in rows {
+                        println!(
+                            "| {} | {} | {} | {:.1} | {:.1} |",
+                            r.sockets, r.family, r.traffic, r.parse_only_ns, r.ns_per_packet
+                        );
+                    }
                 }
+                Ok(())
             }
-            Ok(())
-        }
-    };
-    match res {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            // One line: the chain joined, never a backtrace.
-            let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-            eprintln!("udpdemux: error: {}", msg.join(": "));
-            ExitCode::from(1)
+        };
+        match res {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                // One line: the chain joined, never a backtrace.
+                let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+                eprintln!("udpdemux: error: {}", msg.join(": "));
+                ExitCode::from(1)
+            }
         }
     }
 }
