@@ -147,3 +147,57 @@ fn busylock_tight() {
 fn direct_tight() {
     model(Strategy::Direct, 200, 1);
 }
+
+/// The RX lcore's burst mode: `enqueue_deferred` elects without draining and
+/// the producer drains after its whole burst. Producer 0 stages a burst of
+/// two on node 0 while producer 1 pushes one more onto the same node and a
+/// consumer runs: nothing is stranded, nothing lost or doubled, and the
+/// elected producer's single drain picks up the other producer's packet.
+#[test]
+fn numa_queues_deferred_burst() {
+    builder().check(|| {
+        let s: Arc<Sock> = Arc::new(
+            RxSocket::new(SocketConfig { nodes: 2, rcvbuf: 1 << 20, drop_snapshot: true }, VecSink::with_capacity(8))
+                .unwrap(),
+        );
+        let pkts: Vec<NonNull<HeapPacket>> = (0..3).map(|i| HeapPacket::alloc(i, 100)).collect();
+        let burst = |s: Arc<Sock>, ps: Vec<SendPtr<HeapPacket>>| {
+            thread::spawn(move || {
+                let mut elected = false;
+                for p in ps {
+                    // SAFETY: each packet is enqueued once.
+                    let v = unsafe { s.enqueue_deferred(0, p.0, Strategy::NumaQueues, &mut NoCondense, &mut free) };
+                    elected |= v == Verdict::Elected;
+                }
+                if elected {
+                    s.drain(0, &mut free);
+                }
+                elected
+            })
+        };
+        let a = burst(Arc::clone(&s), vec![SendPtr(pkts[0]), SendPtr(pkts[1])]);
+        let b = burst(Arc::clone(&s), vec![SendPtr(pkts[2])]);
+        let consumer = {
+            let s = Arc::clone(&s);
+            thread::spawn(move || consume_one(&s))
+        };
+        let (ea, eb) = (a.join().unwrap(), b.join().unwrap());
+        consumer.join().unwrap();
+        while consume_one(&s) {}
+        assert!(ea || eb, "someone must have been elected");
+        assert_eq!(s.stage_is_empty(0), Some(true), "stranded (elected a={ea} b={eb})");
+        assert_eq!(s.node_rmem(0), Some(0));
+        assert_eq!(s.rmem(), 0);
+        let st = s.stats();
+        assert_eq!(st.offered, 3);
+        assert!(st.books_balance(), "{st:?}");
+        assert_eq!(st.batches, st.delivery_lock_acquisitions);
+        for p in pkts {
+            // SAFETY: all threads joined; nothing refers to the packet.
+            unsafe {
+                assert_eq!(HeapPacket::get(p).fates(), 1, "lost or doubled: {st:?}");
+                HeapPacket::dealloc(p);
+            }
+        }
+    });
+}
