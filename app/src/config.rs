@@ -160,6 +160,12 @@ pub struct EngineConf {
     pub control_pps: u32,
     #[serde(default = "d_control_burst")]
     pub control_burst: u32,
+    /// Benchmarks: this many extra bindings (198.19.0.0/16, ports 1024..) all
+    /// delivered to one socket named `filler`, so demux runs against a table
+    /// of that size without one delivery ring per socket (DPDK's memzone
+    /// limit allows a few thousand rings). 0: none.
+    #[serde(default)]
+    pub filler_sockets: u32,
 }
 
 fn d_control_pps() -> u32 {
@@ -186,6 +192,7 @@ impl Default for EngineConf {
             stop_when_idle_ms: 0,
             control_pps: d_control_pps(),
             control_burst: d_control_burst(),
+            filler_sockets: 0,
         }
     }
 }
