@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::os::raw::c_void;
 use std::ptr::NonNull;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use dpdk_sys::{eal, ffi, mbuf, ring, Ring};
@@ -12,7 +13,10 @@ use crate::delivery::{RxSocket, Sink, SocketConfig, SocketStats, DRAIN_BURST};
 use crate::flow_table::Binding;
 use crate::latency::Histogram;
 use crate::meta::MbufMeta;
-use crate::stats::Counter;
+use crate::stats::{Counter, Padded};
+
+/// Empty dequeues in a row after which a consumer releases its deficit.
+pub const IDLE_POLLS_BEFORE_RELEASE: u64 = 256;
 
 /// Counters of the socket's consumer (one consumer per socket at a time).
 #[derive(Debug, Default)]
@@ -71,12 +75,19 @@ pub struct Socket {
     pub ring: Arc<Ring>,
     /// RX to delivery-ring latency (the seed's `__udp_enqueue_schedule_skb` time).
     pub stage_latency: Arc<Histogram>,
-    /// RX to consumer dequeue latency.
-    pub consumer_latency: Histogram,
-    pub consumer: ConsumerStats,
+    /// RX to consumer dequeue latency. The consumer-side fields are each on
+    /// their own cache lines: RX lcores read this struct for every datagram,
+    /// and a consumer write next to what they read costs them a miss.
+    pub consumer_latency: Padded<Histogram>,
+    pub consumer: Padded<ConsumerStats>,
     /// The handler's own state (the pcap writer), touched only by the
     /// socket's drainer, once per burst: the mutex is never contended.
     pub handler_state: std::sync::Mutex<crate::handlers::State>,
+    /// Bytes consumers freed but did not release to `rx` yet (atomic: a
+    /// teardown may empty the ring while the consumer still polls it).
+    release_deficit: Padded<std::sync::atomic::AtomicU64>,
+    /// Consecutive empty dequeues (the consumer is really idle: pay the deficit).
+    empty_streak: Padded<Counter>,
     cycles_per_us: u64,
 }
 
@@ -122,9 +133,11 @@ impl Socket {
             rx,
             ring,
             stage_latency,
-            consumer_latency: Histogram::default(),
-            consumer: ConsumerStats::default(),
+            consumer_latency: Padded::default(),
+            consumer: Padded::default(),
             handler_state: std::sync::Mutex::new(handler_state),
+            release_deficit: Padded(std::sync::atomic::AtomicU64::new(0)),
+            empty_streak: Padded::default(),
             cycles_per_us,
         })
     }
@@ -149,12 +162,51 @@ impl Socket {
         self.rx.stats()
     }
 
-    /// Dequeue up to `out.len()` mbufs from the delivery ring.
+    /// Dequeue up to `out.len()` mbufs from the delivery ring. Once the
+    /// ring has stayed empty for a while, the release deficit is paid.
     #[inline]
     pub fn dequeue(&self, out: &mut [*mut ffi::rte_mbuf]) -> usize {
         // SAFETY: a *mut rte_mbuf array viewed as *mut c_void of the same length and layout.
         let objs = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut *mut c_void, out.len()) };
-        self.ring.dequeue_burst(objs)
+        let n = self.ring.dequeue_burst(objs);
+        if n == 0 {
+            // A consumer that keeps up finds the ring empty between most
+            // bursts; paying the deficit each time would write the shared
+            // counter as often as before. Only a run of empty polls (some
+            // microseconds of real idleness) pays it.
+            self.empty_streak.add(1);
+            if self.empty_streak.get() >= IDLE_POLLS_BEFORE_RELEASE || out.is_empty() {
+                self.empty_streak.set(0);
+                self.flush_release();
+            }
+        } else if self.empty_streak.get() != 0 {
+            self.empty_streak.set(0);
+        }
+        n
+    }
+
+    /// Give the socket's budget back what consumers freed but have not released yet.
+    #[inline]
+    pub fn flush_release(&self) {
+        let mut d = self.release_deficit.swap(0, Ordering::Relaxed);
+        while d > 0 {
+            let part = d.min(u32::MAX as u64);
+            self.rx.release(part as u32);
+            d -= part;
+        }
+    }
+
+    /// Release `truesize` freed bytes, batched as the kernel's
+    /// `udp_rmem_release` does: the socket's memory counter is read by every
+    /// RX lcore for every datagram, so the consumer writes it only once its
+    /// deficit reaches rcvbuf/4 or its ring runs empty, not after every burst
+    /// (each write costs every RX lcore a cache miss).
+    #[inline]
+    fn release_batched(&self, truesize: u64) {
+        let d = self.release_deficit.fetch_add(truesize, Ordering::Relaxed) + truesize;
+        if d >= (self.rx.rcvbuf() as u64 >> 2) {
+            self.flush_release();
+        }
     }
 
     /// Free consumed mbufs and release their memory from the socket's budget.
@@ -182,7 +234,7 @@ impl Socket {
         self.consumer.bytes.add(bytes);
         // Release after the free, as the kernel uncharges on skb free: the
         // budget covers buffers really in use.
-        self.rx.release(truesize as u32);
+        self.release_batched(truesize);
     }
 
     /// Free what is left in the ring (teardown), counted in `freed_at_close`.
@@ -201,9 +253,10 @@ impl Socket {
             }
             // SAFETY: dequeued from our ring; ours to free.
             unsafe { mbuf::free_bulk(&mut bufs[..n]) };
-            self.rx.release(truesize as u32);
+            self.release_batched(truesize as u64);
             total += n as u64;
         }
+        self.flush_release();
         self.consumer.freed_at_close.add(total);
         total
     }
