@@ -229,9 +229,8 @@ MEMIF_ROWS=()
 # net_memif in DPDK 22.11 unmaps the shared rings when the peer disconnects,
 # even while the receiver's lcore is inside rx_burst (seen here: SIGSEGV in
 # librte_net_memif about 1 run in 8). testpmd is driven interactively so it
-# disconnects only after the engine has stopped; gen closes its port as soon
-# as it has sent (no way to linger yet), so its run is retried once if the
-# engine crashes, and the table says so.
+# disconnects only after the engine has stopped; so does gen (--linger). The
+# gen row is still retried once if the engine crashes, and the table says so.
 memif_run() { # NAME SENDER [ATTEMPT]
   local name=$1 sender=$2 attempt=${3:-1} sock="udpdemux-bench-$$-$1-${3:-1}"
   local cfg; cfg=$(mkcfg "$name" "net_memif0,role=server,socket=/run/$sock" numa-queues true 0 "stop_when_idle_ms = 1000")
@@ -261,12 +260,17 @@ memif_run() { # NAME SENDER [ATTEMPT]
     sent=$(awk '/Accumulated forward statistics/ { acc = 1 } acc && /TX-packets:/ { print $2; exit }' "$W/$name-sender.log")
     secs=$SECS
   else
-    "$BIN" gen --config "$SPEC" --flood-share 0 --size 64 --duration "$SECS" --port net_memif0 \
+    # gen lingers with its port open after sending, so the engine drains the
+    # ring and stops first; then gen is told to go (no disconnect mid-read).
+    "$BIN" gen --config "$SPEC" --flood-share 0 --size 64 --duration "$SECS" --port net_memif0 --linger 60 \
       --eal "--lcores 0@0 -m 128 --no-pci --file-prefix=bench-gen-$$-$attempt --vdev=net_memif0,role=client,socket=/run/$sock" \
-      --stats-json "$W/$name-sender.json" >"$W/$name-sender.log" 2>&1 || true
+      --stats-json "$W/$name-sender.json" >"$W/$name-sender.log" 2>&1 &
+    local gpid=$!
+    wait "$epid" || rc=$?
+    kill -TERM "$gpid" 2>/dev/null || true
+    wait "$gpid" || true
     sent=$(jq -r '.frames // 0' "$W/$name-sender.json" 2>/dev/null || echo 0)
     secs=$(jq -r '.seconds // 0' "$W/$name-sender.json" 2>/dev/null || echo 0)
-    wait "$epid" || rc=$?
   fi
   if [ "$rc" -ge 128 ] && [ "$sender" = gen ] && [ "$attempt" -eq 1 ]; then
     log "run $name: engine killed by signal $((rc - 128)) at the sender's disconnect (net_memif race): retrying once"

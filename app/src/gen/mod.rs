@@ -83,6 +83,12 @@ pub struct GenArgs {
     /// Seconds to wait for link up before sending (memif waits for its peer).
     #[arg(long, default_value_t = 10.0)]
     pub link_wait: f64,
+    /// Transmit mode: after sending (and writing --stats-json), keep the port
+    /// open this many seconds, or until SIGINT/SIGTERM, so the receiver can
+    /// drain what is still in flight before the link goes (net_memif 22.11
+    /// may crash a receiver that is reading while its peer disconnects).
+    #[arg(long, default_value_t = 0.0)]
+    pub linger: f64,
     /// Poll and free the port's RX queue: auto = on except for net_null,
     /// whose RX invents packets (net_ring loops TX back to RX and would fill).
     #[arg(long, value_enum, default_value_t = RxDrain::Auto)]

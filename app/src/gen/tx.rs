@@ -182,6 +182,23 @@ fn run_with_eal(spec: &TrafficSpec, args: &GenArgs, name: &str, cycle: &Cycle) -
         pps: tally.frames as f64 / c.seconds.max(1e-9),
         mbps: tally.bytes as f64 * 8.0 / 1e6 / c.seconds.max(1e-9),
     };
+    if let Some(path) = &args.stats_json {
+        let text = serde_json::to_string_pretty(&summary)?;
+        std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if args.linger > 0.0 {
+        println!("gen: sent; keeping the port open for up to {} s (SIGTERM ends it)", args.linger);
+        let until = std::time::Instant::now() + Duration::from_secs_f64(args.linger);
+        let mut bufs = [std::ptr::null_mut(); 32];
+        while std::time::Instant::now() < until && !signals::stop_requested() {
+            if drain {
+                let n = dpdk_sys::port::rx_burst(id, 0, &mut bufs);
+                // SAFETY: rx_burst handed us n mbufs; nobody else holds them.
+                unsafe { dpdk_sys::mbuf::free_bulk(&mut bufs[..n]) };
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
     p.stop()?;
     drop(p);
     drop(pool);
@@ -197,10 +214,6 @@ fn run_with_eal(spec: &TrafficSpec, args: &GenArgs, name: &str, cycle: &Cycle) -
         summary.port_opackets,
         summary.port_oerrors
     );
-    if let Some(path) = &args.stats_json {
-        let text = serde_json::to_string_pretty(&summary)?;
-        std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
-    }
     Ok(())
 }
 
