@@ -47,6 +47,8 @@ pub mod small_cache;
 #[cfg(not(loom))]
 pub mod socket;
 #[cfg(not(loom))]
+pub mod summary;
+#[cfg(not(loom))]
 pub mod check;
 #[cfg(not(loom))]
 pub mod nstat;

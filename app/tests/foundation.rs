@@ -148,3 +148,13 @@ fn bad_duration() {
     let cfg = null_cfg("dur", "");
     expect_error(&["run", "--config", cfg.to_str().unwrap(), "--duration", "0"], "--duration must be a positive");
 }
+
+#[test]
+fn bare_loop_counts_and_classifies_nothing() {
+    let cfg = null_cfg("bare", "");
+    let j = run_ok_json(&cfg, &["--duration", "1", "--bare"]);
+    assert!(j["rx_packets"].as_u64().unwrap() > 1000);
+    assert_eq!(j["lookups"], 0, "the bare loop does not parse or demux");
+    assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
+    assert_eq!(j["hot_path_allocations"], 0);
+}

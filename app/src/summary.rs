@@ -1,0 +1,471 @@
+//! The books: every counter of a run gathered into one `Summary` (the
+//! `--stats-json` file, telemetry replies, the nstat view and the exit
+//! printout are all made from it), and the checks that every frame is in
+//! exactly one place.
+use std::collections::BTreeMap;
+
+use dpdk_sys::Port;
+
+use crate::accounting::DropReason;
+use crate::engine::{Shared, SocketEntry};
+use crate::latency;
+use crate::parse::Reason;
+use crate::stats::{self, UdpMib};
+
+/// Totals at exit.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Summary {
+    pub seconds: f64,
+    pub strategy: String,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub hot_path_allocations: u64,
+    /// Kernel-named UDP counters (nstat style).
+    pub udp: BTreeMap<String, u64>,
+    /// Parse drops by family ("v4", "v6", "other") and reason.
+    pub reasons: BTreeMap<String, BTreeMap<String, u64>>,
+    pub lookups: u64,
+    pub control: u64,
+    /// The control path's breakdown (ARP replies, NAs, echo replies, rate limited, TX errors).
+    pub responder: BTreeMap<String, u64>,
+    pub sockets: Vec<SocketSummary>,
+    /// Drops per NUMA (or virtual) node, summed over sockets (the kernel's `numa_drop_counters`).
+    pub nodes: Vec<NodeSummary>,
+    pub lcores: Vec<LcoreSummary>,
+    pub consumers: Vec<ConsumerSummary>,
+    pub ports: Vec<PortSummary>,
+    /// The small-buffer cache, summed over RX lcores.
+    pub small_cache: SmallCacheSummary,
+    /// Every mempool: size and free mbufs (at exit, after teardown's frees).
+    pub pools: Vec<PoolSummary>,
+    /// Peak resident set size of the process (VmHWM, kB) at exit: hugepage
+    /// memory is not in it, `--no-huge` memory is.
+    pub peak_rss_kb: u64,
+    /// Free mbufs in the RX pools (summed), sampled once per stats interval:
+    /// the NIC pool's level over time (issue 5).
+    pub pool_avail_samples: Vec<u32>,
+    pub books_balanced: bool,
+    pub problems: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct SmallCacheSummary {
+    pub enabled: bool,
+    pub condensed: u64,
+    pub busy: u64,
+    pub too_big: u64,
+    pub bytes_saved: u64,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PoolSummary {
+    pub name: String,
+    pub size: u32,
+    pub avail: u32,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SocketSummary {
+    pub name: String,
+    pub local: String,
+    pub handler: String,
+    pub removed: bool,
+    pub offered: u64,
+    pub delivered: u64,
+    pub consumed: u64,
+    pub consumed_bytes: u64,
+    pub freed_at_close: u64,
+    pub drops: BTreeMap<String, u64>,
+    /// Drops by reason per stage node (index = dense node index, as in `nodes`).
+    pub node_drops: Vec<BTreeMap<String, u64>>,
+    pub rcvbuf: u64,
+    pub rmem: u64,
+    pub rmem_high_water: u64,
+    pub condensed: u64,
+    pub batches: u64,
+    pub batch_max: u64,
+    pub delivery_lock_acquisitions: u64,
+    pub busylock_acquisitions: u64,
+    pub tx: u64,
+    pub tx_errors: u64,
+    pub written: u64,
+    pub not_written: u64,
+    pub stage_latency_us: Vec<u64>,
+    pub consumer_latency_us: Vec<u64>,
+    pub stage_p50_us: u64,
+    pub stage_p99_us: u64,
+    pub consumer_p50_us: u64,
+    pub consumer_p99_us: u64,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NodeSummary {
+    /// Dense stage index.
+    pub index: usize,
+    /// NUMA or virtual node id of the RX lcores that use this stage.
+    pub node: u32,
+    pub drops: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ConsumerSummary {
+    pub lcore: u32,
+    pub polls: u64,
+    pub idle_polls: u64,
+    pub datagrams: u64,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LcoreSummary {
+    pub lcore: u32,
+    pub node: u32,
+    pub polls: u64,
+    pub idle_polls: u64,
+    pub busy_cycles: u64,
+    pub queues: Vec<QueueSummary>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct QueueSummary {
+    pub port: String,
+    pub queue: u16,
+    pub packets: u64,
+    pub bytes: u64,
+    pub bursts: u64,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PortSummary {
+    pub name: String,
+    pub driver: String,
+    pub ipackets: u64,
+    pub ibytes: u64,
+    pub imissed: u64,
+    pub ierrors: u64,
+    pub rx_nombuf: u64,
+    pub xstats: BTreeMap<String, u64>,
+}
+
+pub(crate) fn socket_summary(e: &SocketEntry, removed: bool) -> SocketSummary {
+    let s = e.sock.stats();
+    let c = &e.sock.consumer;
+    let st = e.sock.stage_latency.snapshot();
+    let cl = e.sock.consumer_latency.snapshot();
+    SocketSummary {
+        name: e.sock.name().to_string(),
+        local: e.sock.conf.local.to_string(),
+        handler: format!("{:?}", e.sock.handler()).to_lowercase(),
+        removed,
+        offered: s.offered,
+        delivered: s.delivered,
+        consumed: c.consumed.get(),
+        consumed_bytes: c.bytes.get(),
+        freed_at_close: c.freed_at_close.get(),
+        drops: DropReason::ALL.iter().map(|r| (r.as_str().to_string(), s.drop(*r))).collect(),
+        node_drops: (0..e.sock.rx.nodes())
+            .map(|n| {
+                DropReason::ALL
+                    .iter()
+                    .filter_map(|r| e.sock.rx.node_drops(n, *r).filter(|v| *v > 0).map(|v| (r.as_str().to_string(), v)))
+                    .collect()
+            })
+            .collect(),
+        rcvbuf: e.sock.rx.rcvbuf() as u64,
+        rmem: s.rmem as u64,
+        rmem_high_water: s.rmem_high_water,
+        condensed: s.condensed,
+        batches: s.batches,
+        batch_max: s.batch_max,
+        delivery_lock_acquisitions: s.delivery_lock_acquisitions,
+        busylock_acquisitions: s.busylock_acquisitions,
+        tx: c.tx.get(),
+        tx_errors: c.tx_errors.get(),
+        written: c.written.get(),
+        not_written: c.not_written.get(),
+        stage_latency_us: st.to_vec(),
+        consumer_latency_us: cl.to_vec(),
+        stage_p50_us: latency::percentile(&st, 50.0),
+        stage_p99_us: latency::percentile(&st, 99.0),
+        consumer_p50_us: latency::percentile(&cl, 50.0),
+        consumer_p99_us: latency::percentile(&cl, 99.0),
+    }
+}
+
+/// Snapshot of every counter (callable while running: telemetry, stats lines).
+pub fn snapshot(shared: &Shared, seconds: f64) -> Summary {
+    summarize_inner(shared, &[], &[], seconds, Vec::new(), false)
+}
+
+pub(crate) fn summarize(shared: &Shared, ports: &[Port], names: &[String], seconds: f64, problems: Vec<String>) -> Summary {
+    summarize_inner(shared, ports, names, seconds, problems, true)
+}
+
+fn summarize_inner(
+    shared: &Shared,
+    ports: &[Port],
+    names: &[String],
+    seconds: f64,
+    mut problems: Vec<String>,
+    at_exit: bool,
+) -> Summary {
+    let lcores: Vec<LcoreSummary> = shared
+        .rx
+        .iter()
+        .map(|l| LcoreSummary {
+            lcore: l.lcore,
+            node: l.node,
+            polls: l.lstats.polls.get(),
+            idle_polls: l.lstats.idle_polls.get(),
+            busy_cycles: l.lstats.busy_cycles.get(),
+            queues: l
+                .queues
+                .iter()
+                .zip(&l.qstats)
+                .map(|(q, s)| QueueSummary {
+                    port: q.port_name.clone(),
+                    queue: q.queue,
+                    packets: s.packets.get(),
+                    bytes: s.bytes.get(),
+                    bursts: s.bursts.get(),
+                })
+                .collect(),
+        })
+        .collect();
+    let rx_packets: u64 = lcores.iter().flat_map(|l| &l.queues).map(|q| q.packets).sum();
+    let rx_bytes = lcores.iter().flat_map(|l| &l.queues).map(|q| q.bytes).sum();
+
+    // Sum the per-lcore MIBs.
+    let sum = |f: &dyn Fn(&UdpMib) -> u64| -> u64 { shared.rx.iter().map(|l| f(&l.mib)).sum() };
+    let mut reasons: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    for (fi, fname) in ["v4", "v6", "other"].iter().enumerate() {
+        let m = reasons.entry(fname.to_string()).or_default();
+        for r in Reason::ALL {
+            let v = sum(&|mib| mib.errors[fi][r.index()].get());
+            if v > 0 {
+                m.insert(r.name().to_string(), v);
+            }
+        }
+    }
+    let mut sockets: Vec<SocketSummary> = shared.sockets.load().iter().map(|e| socket_summary(e, false)).collect();
+    sockets.extend(shared.removed.lock().expect("removed lock").iter().cloned());
+
+    let mut udp = BTreeMap::new();
+    for (fi, pre) in [(0usize, "Udp"), (1, "Udp6")] {
+        let in_dg = sum(&|m| m.in_datagrams[fi].get());
+        let no_ports = sum(&|m| m.no_ports[fi].get());
+        let csum: u64 = [Reason::UdpChecksum, Reason::Udp6ZeroChecksum]
+            .iter()
+            .map(|r| sum(&|m| m.errors[fi][r.index()].get()))
+            .sum();
+        let udp_parse_errors: u64 =
+            Reason::ALL.iter().filter(|r| r.is_udp_error()).map(|r| sum(&|m| m.errors[fi][r.index()].get())).sum();
+        let fam_sockets = sockets.iter().filter(|s| s.local.starts_with('[') == (fi == 1));
+        let (mut rcvbuf, mut mem) = (0u64, 0u64);
+        for s in fam_sockets {
+            rcvbuf += s.drops.get(DropReason::RcvbufFull.as_str()).copied().unwrap_or(0)
+                + s.drops.get(DropReason::RingFull.as_str()).copied().unwrap_or(0);
+            mem += s.drops.get(DropReason::RcvbufFullAtDrain.as_str()).copied().unwrap_or(0);
+        }
+        udp.insert(format!("{pre}InDatagrams"), in_dg);
+        udp.insert(format!("{pre}NoPorts"), no_ports);
+        udp.insert(format!("{pre}InErrors"), udp_parse_errors + rcvbuf + mem);
+        udp.insert(format!("{pre}InCsumErrors"), csum);
+        udp.insert(format!("{pre}RcvbufErrors"), rcvbuf);
+        udp.insert(format!("{pre}MemErrors"), mem);
+    }
+    let lookups = sum(&|m| m.lookups.get());
+    let control = sum(&|m| m.control.get());
+    let mut responder = BTreeMap::new();
+    for l in &shared.rx {
+        l.control.stats.add_to(&mut responder);
+    }
+    if at_exit {
+        let taken: u64 = shared.rx.iter().map(|l| l.control.stats.taken()).sum();
+        if taken != control {
+            problems.push(format!("control path took {control} frames but accounted for {taken}"));
+        }
+    }
+
+    // Per-node drops: the sum over sockets (removed ones included) of each stage node's counters.
+    let mut nodes: Vec<NodeSummary> = Vec::new();
+    for l in &shared.rx {
+        if !nodes.iter().any(|n| n.index == l.node_index) {
+            nodes.push(NodeSummary { index: l.node_index, node: l.node, drops: BTreeMap::new() });
+        }
+    }
+    nodes.sort_by_key(|n| n.index);
+    for s in &sockets {
+        for (i, d) in s.node_drops.iter().enumerate() {
+            if let Some(n) = nodes.iter_mut().find(|n| n.index == i) {
+                for (r, v) in d {
+                    *n.drops.entry(r.clone()).or_default() += v;
+                }
+            }
+        }
+    }
+    let consumers: Vec<ConsumerSummary> = shared
+        .consumers
+        .iter()
+        .map(|c| ConsumerSummary {
+            lcore: c.lcore,
+            polls: c.stats.polls.get(),
+            idle_polls: c.stats.idle_polls.get(),
+            datagrams: c.stats.datagrams.get(),
+        })
+        .collect();
+
+    let port_summaries: Vec<PortSummary> = ports
+        .iter()
+        .zip(names)
+        .map(|(p, n)| {
+            let s = p.stats();
+            PortSummary {
+                name: n.clone(),
+                driver: p.info().driver.clone(),
+                ipackets: s.ipackets,
+                ibytes: s.ibytes,
+                imissed: s.imissed,
+                ierrors: s.ierrors,
+                rx_nombuf: s.rx_nombuf,
+                xstats: p.xstats().into_iter().collect(),
+            }
+        })
+        .collect();
+
+    // The books: every frame in exactly one place.
+    let classified: u64 = shared.rx.iter().map(|l| l.mib.total()).sum();
+    if at_exit {
+        // The bare loop frees every frame unparsed: its books are rx = freed.
+        if classified != rx_packets && !(shared.bare && classified == 0) {
+            problems.push(format!("received {rx_packets} but classified {classified}"));
+        }
+        let in_dg = udp["UdpInDatagrams"] + udp["Udp6InDatagrams"];
+        let offered: u64 = sockets.iter().map(|s| s.offered).sum();
+        if in_dg != offered {
+            problems.push(format!("demuxed {in_dg} but sockets were offered {offered}"));
+        }
+        let valid = lookups;
+        let expect_lookups = in_dg + udp["UdpNoPorts"] + udp["Udp6NoPorts"];
+        if valid != expect_lookups {
+            problems.push(format!("{valid} lookups for {expect_lookups} valid datagrams (must be one each)"));
+        }
+        for s in &sockets {
+            let drops: u64 = s.drops.values().sum();
+            if s.offered != s.delivered + drops {
+                problems.push(format!("socket {}: offered {} != delivered {} + dropped {drops}", s.name, s.offered, s.delivered));
+            }
+            if s.delivered != s.consumed + s.freed_at_close {
+                problems.push(format!(
+                    "socket {}: delivered {} != consumed {} + freed at close {}",
+                    s.name, s.delivered, s.consumed, s.freed_at_close
+                ));
+            }
+            if s.rmem != 0 {
+                problems.push(format!("socket {}: {} bytes still accounted at exit", s.name, s.rmem));
+            }
+        }
+        if rx_packets > 0 && !shared.sockets.load().is_empty() {
+            // Every stage and ring is empty (checked above by drain_closed / free_ring).
+        }
+    }
+    Summary {
+        seconds,
+        strategy: shared.strategy.as_str().to_string(),
+        rx_packets,
+        rx_bytes,
+        hot_path_allocations: crate::alloc_guard::hot_allocations(),
+        udp,
+        reasons,
+        lookups,
+        control,
+        responder,
+        sockets,
+        nodes,
+        lcores,
+        consumers,
+        ports: port_summaries,
+        small_cache: SmallCacheSummary {
+            enabled: shared.rx.iter().any(|l| l.small.lock().map(|c| c.is_some()).unwrap_or(false))
+                || shared.rx.iter().any(|l| l.cache_stats.condensed.get() + l.cache_stats.busy.get() > 0),
+            condensed: shared.rx.iter().map(|l| l.cache_stats.condensed.get()).sum(),
+            busy: shared.rx.iter().map(|l| l.cache_stats.busy.get()).sum(),
+            too_big: shared.rx.iter().map(|l| l.cache_stats.too_big.get()).sum(),
+            bytes_saved: shared.rx.iter().map(|l| l.cache_stats.bytes_saved.get()).sum(),
+        },
+        pools: Vec::new(),
+        peak_rss_kb: 0,
+        pool_avail_samples: Vec::new(),
+        books_balanced: problems.is_empty(),
+        problems,
+    }
+}
+
+/// Per socket, RX-to-delivery-ring and RX-to-consumer latency, bpftrace style.
+pub(crate) fn print_histograms(s: &Summary) {
+    for k in &s.sockets {
+        for (what, v) in [("stage_us", &k.stage_latency_us), ("consumer_us", &k.consumer_latency_us)] {
+            if let Ok(b) = <[u64; latency::BUCKETS]>::try_from(v.as_slice()) {
+                print!("{}", latency::render(&format!("@{}[{}]", what, k.name), &b));
+            }
+        }
+    }
+}
+
+pub(crate) fn print_summary(s: &Summary) {
+    println!(
+        "summary: {:.2} s, rx_packets {} rx_bytes {} ({} pps), strategy {}, hot-path allocations {}",
+        s.seconds,
+        s.rx_packets,
+        s.rx_bytes,
+        stats::human(s.rx_packets as f64 / s.seconds.max(1e-9)),
+        s.strategy,
+        s.hot_path_allocations
+    );
+    for l in &s.lcores {
+        for q in &l.queues {
+            println!(
+                "  lcore {} node {} {}:{}: packets {} bytes {} bursts {}",
+                l.lcore, l.node, q.port, q.queue, q.packets, q.bytes, q.bursts
+            );
+        }
+    }
+    let udp: Vec<String> = s.udp.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k} {v}")).collect();
+    println!("  udp: {}", if udp.is_empty() { "-".to_string() } else { udp.join(", ") });
+    for (fam, m) in &s.reasons {
+        if !m.is_empty() {
+            let r: Vec<String> = m.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            println!("  dropped before demux ({fam}): {}", r.join(", "));
+        }
+    }
+    for k in &s.sockets {
+        let d: Vec<String> = k.drops.iter().filter(|(_, v)| **v > 0).map(|(r, v)| format!("{r} {v}")).collect();
+        println!(
+            "  socket {} {} [{}]: offered {} delivered {} consumed {} drops {} | rmem high {} of {} | stage p50 {} us p99 {} us",
+            k.name,
+            k.local,
+            k.handler,
+            k.offered,
+            k.delivered,
+            k.consumed,
+            if d.is_empty() { "0".to_string() } else { d.join(" ") },
+            k.rmem_high_water,
+            k.rcvbuf,
+            k.stage_p50_us,
+            k.stage_p99_us
+        );
+    }
+    for p in &s.ports {
+        println!(
+            "  port {} ({}): ipackets {} imissed {} ierrors {} rx_nombuf {}",
+            p.name, p.driver, p.ipackets, p.imissed, p.ierrors, p.rx_nombuf
+        );
+    }
+    let c = &s.small_cache;
+    if c.enabled {
+        println!("  small cache: condensed {} busy {} too big {} bytes saved {}", c.condensed, c.busy, c.too_big, c.bytes_saved);
+    }
+    println!(
+        "  books: {}",
+        if s.books_balanced { "balanced".to_string() } else { format!("NOT balanced: {}", s.problems.join("; ")) }
+    );
+}
