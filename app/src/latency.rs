@@ -39,7 +39,28 @@ pub fn label(b: usize) -> String {
     }
 }
 
+/// `2^64 / cycles_per_us`, so that TSC deltas become microseconds with a
+/// multiply instead of a 64-bit division (tens of cycles, per datagram, on
+/// both the RX lcore and the consumer).
+pub fn inverse(cycles_per_us: u64) -> u64 {
+    (u64::MAX / cycles_per_us.max(1)).max(1)
+}
+
+/// Microseconds of `cycles` given [`inverse`] (floor, exact up to one µs).
+#[inline(always)]
+pub fn us_of(cycles: u64, inv: u64) -> u64 {
+    ((cycles as u128 * inv as u128) >> 64) as u64
+}
+
 impl Histogram {
+    /// Record one sample of `cycles` TSC ticks, scaled with [`inverse`].
+    #[inline(always)]
+    pub fn record_scaled(&self, cycles: u64, inv: u64) {
+        let us = us_of(cycles, inv);
+        self.buckets[bucket(us)].add(1);
+        self.sum_us.add(us);
+    }
+
     #[inline(always)]
     pub fn record_cycles(&self, cycles: u64, cycles_per_us: u64) {
         let us = cycles / cycles_per_us.max(1);
@@ -113,6 +134,19 @@ mod tests {
         assert_eq!(bucket(u64::MAX), BUCKETS - 1);
         assert_eq!(label(2), "[2, 4)");
         assert_eq!(label(4), "[8, 16)");
+    }
+
+    #[test]
+    fn multiply_matches_division() {
+        for cpu in [1u64, 1000, 2600, 2_999, 3_700] {
+            let inv = inverse(cpu);
+            for c in [0u64, 1, cpu - 1, cpu, cpu + 1, 10 * cpu, 12_345_678, u64::MAX / 3] {
+                let exact = c / cpu;
+                let fast = us_of(c, inv);
+                assert!(fast == exact || fast + 1 == exact, "cpu {cpu} cycles {c}: {fast} vs {exact}");
+                assert_eq!(bucket(fast).abs_diff(bucket(exact)) <= 1, true);
+            }
+        }
     }
 
     #[test]

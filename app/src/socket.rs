@@ -42,7 +42,8 @@ pub struct ConsumerStats {
 pub struct RingSink {
     ring: Arc<Ring>,
     hist: Arc<Histogram>,
-    cycles_per_us: u64,
+    /// `latency::inverse` of TSC cycles per µs.
+    us_inv: u64,
 }
 
 impl Sink<MbufMeta> for RingSink {
@@ -61,7 +62,7 @@ impl Sink<MbufMeta> for RingSink {
         }
         let done = self.ring.enqueue_burst(&objs[..n]);
         for &l in &lat[..done] {
-            self.hist.record_cycles(l, self.cycles_per_us);
+            self.hist.record_scaled(l, self.us_inv);
         }
         done
     }
@@ -89,6 +90,7 @@ pub struct Socket {
     /// Consecutive empty dequeues (the consumer is really idle: pay the deficit).
     empty_streak: Padded<Counter>,
     cycles_per_us: u64,
+    us_inv: u64,
 }
 
 impl std::fmt::Debug for Socket {
@@ -121,7 +123,8 @@ impl Socket {
             .map_err(|source| SocketError::Handler { name: conf.name.clone(), source })?;
         let cycles_per_us = (eal::tsc_hz() / 1_000_000).max(1);
         let stage_latency = Arc::new(Histogram::default());
-        let sink = RingSink { ring: Arc::clone(&ring), hist: Arc::clone(&stage_latency), cycles_per_us };
+        let us_inv = crate::latency::inverse(cycles_per_us);
+        let sink = RingSink { ring: Arc::clone(&ring), hist: Arc::clone(&stage_latency), us_inv };
         let rx = RxSocket::new(
             SocketConfig { nodes, rcvbuf: conf.rcvbuf as usize, drop_snapshot: true },
             sink,
@@ -139,6 +142,7 @@ impl Socket {
             release_deficit: Padded(std::sync::atomic::AtomicU64::new(0)),
             empty_streak: Padded::default(),
             cycles_per_us,
+            us_inv,
         })
     }
 
@@ -226,7 +230,7 @@ impl Socket {
             let meta = unsafe { MbufMeta::get(m) };
             truesize += meta.truesize as u64;
             bytes += meta.payload_len as u64;
-            self.consumer_latency.record_cycles(now.saturating_sub(meta.rx_tsc), self.cycles_per_us);
+            self.consumer_latency.record_scaled(now.saturating_sub(meta.rx_tsc), self.us_inv);
         }
         // SAFETY: per the contract.
         unsafe { mbuf::free_bulk(ms) };
