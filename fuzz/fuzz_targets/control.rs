@@ -7,7 +7,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use libfuzzer_sys::fuzz_target;
-use udpdemux::control::{classify, write_reply, Iface};
+use udpdemux::control::{classify, write_reply, Iface, Plan};
 use udpdemux::parse::{parse, Offload, ParseError};
 
 fn iface() -> Iface {
@@ -38,8 +38,15 @@ fuzz_target!(|frame: &[u8]| {
     };
     assert!(n <= room.len());
     let reply = &room[..n];
-    // The reply goes back to whoever asked, from our MAC.
-    assert_eq!(&reply[0..6], &frame[6..12], "reply not sent to the requester");
+    // The reply goes back to whoever asked (an NA to the solicitor's
+    // link-layer address option, or to all-nodes for DAD, RFC 4861), from our MAC.
+    // An ARP reply to the request's sender hardware address (RFC 826, as Linux).
+    let want_dst: &[u8] = match &plan {
+        Plan::Na { dst_mac, .. } => dst_mac,
+        Plan::Arp { l3 } => &frame[l3 + 8..l3 + 14],
+        _ => &frame[6..12],
+    };
+    assert_eq!(&reply[0..6], want_dst, "reply not sent to the requester");
     assert_eq!(&reply[6..12], &ifc.mac, "reply not from our MAC");
     // And it is a well-formed frame of the same kind (parse rejects it the same way).
     match parse(reply, Offload::default()) {
