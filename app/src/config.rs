@@ -599,11 +599,6 @@ pub fn resolve_vdev_paths(vdev: &str, dir: &Path) -> String {
         .join(",")
 }
 
-/// True if the address is the family's wildcard.
-pub fn is_wildcard(ip: IpAddr) -> bool {
-    ip.is_unspecified()
-}
-
 fn one_line(s: &str) -> String {
     // toml errors look like "TOML parse error at line 3, column 1\n  |\n3 | foo\n  | ^\nunknown field `foo`, expected ..."
     let mut lines = s.lines().filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('|') && !l.contains(" | "));

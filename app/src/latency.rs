@@ -61,19 +61,6 @@ impl Histogram {
         self.sum_us.add(us);
     }
 
-    #[inline(always)]
-    pub fn record_cycles(&self, cycles: u64, cycles_per_us: u64) {
-        let us = cycles / cycles_per_us.max(1);
-        self.buckets[bucket(us)].add(1);
-        self.sum_us.add(us);
-    }
-
-    #[inline(always)]
-    pub fn record_many(&self, cycles: u64, cycles_per_us: u64, n: u64) {
-        let us = cycles / cycles_per_us.max(1);
-        self.buckets[bucket(us)].add(n);
-        self.sum_us.add(us * n);
-    }
 
     pub fn snapshot(&self) -> [u64; BUCKETS] {
         std::array::from_fn(|i| self.buckets[i].get())
@@ -152,9 +139,12 @@ mod tests {
     #[test]
     fn record_and_render() {
         let h = Histogram::default();
-        h.record_cycles(5_000, 1_000); // 5 us
-        h.record_cycles(500, 1_000); // 0 us
-        h.record_many(40_000, 1_000, 3); // 40 us x3
+        let inv = inverse(1_000);
+        h.record_scaled(5_000, inv); // 5 us
+        h.record_scaled(500, inv); // 0 us
+        for _ in 0..3 {
+            h.record_scaled(40_000, inv); // 40 us
+        }
         let s = h.snapshot();
         assert_eq!(s[0], 1);
         assert_eq!(s[bucket(5)], 1);

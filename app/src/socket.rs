@@ -1,6 +1,5 @@
 //! An engine socket: its binding, its receive side (stages, accounting,
 //! delivery lock) and its delivery ring, which a consumer drains.
-use std::net::SocketAddr;
 use std::os::raw::c_void;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
@@ -89,7 +88,7 @@ pub struct Socket {
     release_deficit: Padded<std::sync::atomic::AtomicU64>,
     /// Consecutive empty dequeues (the consumer is really idle: pay the deficit).
     empty_streak: Padded<Counter>,
-    cycles_per_us: u64,
+    /// `latency::inverse` of TSC cycles per µs.
     us_inv: u64,
 }
 
@@ -141,7 +140,6 @@ impl Socket {
             handler_state: std::sync::Mutex::new(handler_state),
             release_deficit: Padded(std::sync::atomic::AtomicU64::new(0)),
             empty_streak: Padded::default(),
-            cycles_per_us,
             us_inv,
         })
     }
@@ -156,10 +154,6 @@ impl Socket {
 
     pub fn binding(&self) -> Binding {
         binding_of(&self.conf)
-    }
-
-    pub fn cycles_per_us(&self) -> u64 {
-        self.cycles_per_us
     }
 
     pub fn stats(&self) -> SocketStats {
@@ -282,14 +276,5 @@ pub fn binding_of(c: &SocketConf) -> Binding {
         b.with_reuseport()
     } else {
         b
-    }
-}
-
-/// The numeric family of a local address (for counters).
-pub fn family_of(a: &SocketAddr) -> u8 {
-    if a.is_ipv4() {
-        4
-    } else {
-        6
     }
 }

@@ -1,6 +1,5 @@
 //! Ethernet ports: configure, queue setup, start/stop, link, MAC, stats.
 use std::ffi::{CStr, CString};
-use std::ptr::NonNull;
 
 use crate::error::{DpdkError, Result};
 use crate::ffi;
@@ -273,9 +272,4 @@ pub fn rx_burst(port: u16, queue: u16, out: &mut [*mut ffi::rte_mbuf]) -> usize 
 pub fn tx_burst(port: u16, queue: u16, pkts: &mut [*mut ffi::rte_mbuf]) -> usize {
     // SAFETY: pkts are valid mbufs; each TX queue is used by one lcore at a time (engine invariant).
     unsafe { ffi::rte_eth_tx_burst(port, queue, pkts.as_mut_ptr(), pkts.len() as u16) as usize }
-}
-
-/// A non-null mbuf pointer helper for callers that prefer NonNull.
-pub fn nn(p: *mut ffi::rte_mbuf) -> Option<NonNull<ffi::rte_mbuf>> {
-    NonNull::new(p)
 }

@@ -276,6 +276,30 @@ impl Reason {
     }
 }
 
+/// The UDP checksum over `ulen` bytes of `l4buf` and the family's
+/// pseudo-header, unless the NIC already said good or bad.
+#[inline(always)]
+fn verify_udp(
+    hint: CsumHint,
+    l4buf: &[u8],
+    ulen: usize,
+    family: Family,
+    pseudo: impl FnOnce() -> Sum,
+) -> Result<(), ParseError> {
+    match hint {
+        CsumHint::Good => Ok(()),
+        CsumHint::Bad => Err(ParseError::UdpChecksum { family }),
+        CsumHint::Unknown => {
+            let seg = l4buf.get(..ulen).ok_or(ParseError::BadUdpLength { family })?;
+            if pseudo().combine(Sum::new().add_bytes(seg)).verifies() {
+                Ok(())
+            } else {
+                Err(ParseError::UdpChecksum { family })
+            }
+        }
+    }
+}
+
 /// Big-endian u16 at `off`, or `None` past the end.
 #[inline(always)]
 fn be16(b: &[u8], off: usize) -> Option<u16> {
@@ -402,20 +426,9 @@ fn parse_v4(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseE
     let csum = u.checksum();
     // RFC 768: zero means the sender computed no checksum.
     if csum != 0 {
-        match hints.l4 {
-            CsumHint::Good => {}
-            CsumHint::Bad => return Err(ParseError::UdpChecksum { family: FAM }),
-            CsumHint::Unknown => {
-                let seg = l4buf
-                    .get(..ulen)
-                    .ok_or(ParseError::BadUdpLength { family: FAM })?;
-                let s = checksum::pseudo_v4(src, dst, PROTO_UDP, u.len())
-                    .combine(Sum::new().add_bytes(seg));
-                if !s.verifies() {
-                    return Err(ParseError::UdpChecksum { family: FAM });
-                }
-            }
-        }
+        verify_udp(hints.l4, l4buf, ulen, FAM, || {
+            checksum::pseudo_v4(src, dst, PROTO_UDP, u.len())
+        })?;
     }
     Ok(datagram(
         head,
@@ -563,21 +576,10 @@ fn parse_v6(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseE
     if u.checksum() == 0 {
         return Err(ParseError::Udp6ZeroChecksum);
     }
-    match hints.l4 {
-        CsumHint::Good => {}
-        CsumHint::Bad => return Err(ParseError::UdpChecksum { family: FAM }),
-        CsumHint::Unknown => {
-            let seg = l4buf
-                .get(..ulen)
-                .ok_or(ParseError::BadUdpLength { family: FAM })?;
-            // ulen <= 65535 here (bounded by the 16-bit payload length).
-            let s = checksum::pseudo_v6(&src, &dst, PROTO_UDP, ulen as u32)
-                .combine(Sum::new().add_bytes(seg));
-            if !s.verifies() {
-                return Err(ParseError::UdpChecksum { family: FAM });
-            }
-        }
-    }
+    // ulen <= 65535 here (bounded by the 16-bit payload length).
+    verify_udp(hints.l4, l4buf, ulen, FAM, || {
+        checksum::pseudo_v6(&src, &dst, PROTO_UDP, ulen as u32)
+    })?;
     Ok(datagram(
         head,
         FAM,
