@@ -323,8 +323,22 @@ fn off16(v: usize) -> u16 {
 /// `frame` is the whole frame as received (FCS stripped, as DPDK delivers
 /// it). Trailing Ethernet padding is ignored: the IP length decides where
 /// the datagram ends.
-#[inline]
+#[inline(always)]
 pub fn parse(frame: &[u8], hints: Offload) -> Result<Datagram, ParseError> {
+    let mut out = std::mem::MaybeUninit::uninit();
+    parse_into(frame, hints, &mut out).copied()
+}
+
+/// [`parse`] writing the datagram into `out` (returned initialised): the
+/// RX loop parses straight into its per-burst array, with no copy of the
+/// summary (a copy read back right after its narrow field stores stalls on
+/// store forwarding).
+#[inline(always)]
+pub fn parse_into<'o>(
+    frame: &[u8],
+    hints: Offload,
+    out: &'o mut std::mem::MaybeUninit<Datagram>,
+) -> Result<&'o mut Datagram, ParseError> {
     let eth = ether::EthernetFrame::new_checked(frame)?;
     let mut ethertype = eth.ethertype();
     let mut l3 = ether::HEADER_LEN;
@@ -345,8 +359,8 @@ pub fn parse(frame: &[u8], hints: Offload) -> Result<Datagram, ParseError> {
         dst_mac: eth.dst_mac(),
     };
     match ethertype {
-        ether::ethertype::IPV4 => parse_v4(frame, head, hints),
-        ether::ethertype::IPV6 => parse_v6(frame, head, hints),
+        ether::ethertype::IPV4 => parse_v4(frame, head, hints).map(|d| out.write(d)),
+        ether::ethertype::IPV6 => parse_v6(frame, head, hints).map(|d| out.write(d)),
         other => Err(ParseError::NotIp {
             ethertype: other,
             l3_off: off16(l3),
@@ -363,7 +377,7 @@ struct Head {
     dst_mac: [u8; 6],
 }
 
-#[inline]
+#[inline(always)]
 fn parse_v4(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseError> {
     const FAM: Family = Family::V4;
     let l3 = head.l3;
@@ -441,7 +455,7 @@ fn parse_v4(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseE
     ))
 }
 
-#[inline]
+#[inline(always)]
 fn datagram(
     head: Head,
     family: Family,
