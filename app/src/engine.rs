@@ -39,6 +39,8 @@ pub struct RunOptions {
     pub stats_json: Option<PathBuf>,
     /// Bare rx-and-free loop: no parsing (the baseline the pipeline is measured against).
     pub bare: bool,
+    /// RX core only: parse, demux, count, free; nothing is staged or delivered.
+    pub demux_only: bool,
     /// The config file, re-read on SIGHUP.
     pub config_path: Option<PathBuf>,
     /// Interval lines and final counters as text or `nstat` lines.
@@ -104,6 +106,9 @@ pub struct Shared {
     pub main_tx_queue: Option<u16>,
     /// `run --bare`: RX lcores free without parsing, so nothing is classified.
     pub bare: bool,
+    /// `run --demux-only`: RX lcores free every demuxed datagram after the
+    /// lookup (counted in `UdpMib::demux_only_freed`), so nothing is staged.
+    pub demux_only: bool,
 }
 
 /// One RX lcore's assignment and counters.
@@ -486,6 +491,7 @@ impl Engine {
             ifaces: crate::control::Ifaces(ifaces),
             main_tx_queue,
             bare: opts.bare,
+            demux_only: opts.demux_only,
         });
         for s in &cfg.sockets {
             add_socket(&shared, s.clone()).map_err(EngineError::Setup)?;

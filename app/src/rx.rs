@@ -229,6 +229,7 @@ fn process_chunk<'s, C: Condense<MbufMeta>>(
     // Pass 3: count, account and stage.
     let mut in_dgrams = [0u64; 2];
     let mut no_ports = [0u64; 2];
+    let (demux_only, mut demux_freed) = (shared.demux_only, 0u64);
     for ((f, d), &m) in found.iter().zip(dgrams).zip(&mbufs) {
         let fam = d.family.index();
         let Some(sock) = *f else {
@@ -244,6 +245,11 @@ fn process_chunk<'s, C: Condense<MbufMeta>>(
         };
         // SAFETY: our mbuf, from an engine pool (private area of PRIV_SIZE).
         unsafe { MbufMeta::init(m, d, sock.id, truesize, tsc, port_id) };
+        if demux_only {
+            demux_freed += 1;
+            free.push(m);
+            continue;
+        }
         // Drops (ours now, or other producers' when we are the elected
         // drainer) are freed after the delivery lock is released.
         let mut to_free = |p: NonNull<MbufMeta>, _r: DropReason| free.push(MbufMeta::mbuf(p));
@@ -261,6 +267,9 @@ fn process_chunk<'s, C: Condense<MbufMeta>>(
         }
     }
     mib.lookups.add(nd as u64);
+    if demux_freed != 0 {
+        mib.demux_only_freed.add(demux_freed);
+    }
     for fam in 0..2 {
         if in_dgrams[fam] != 0 {
             mib.in_datagrams[fam].add(in_dgrams[fam]);

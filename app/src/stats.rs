@@ -123,6 +123,9 @@ pub struct UdpMib {
     pub control: Counter,
     /// Flow-table lookups (exactly one per valid UDP datagram).
     pub lookups: Counter,
+    /// `run --demux-only`: datagrams demuxed (and in `in_datagrams`) then
+    /// freed instead of staged.
+    pub demux_only_freed: Counter,
 }
 
 impl UdpMib {

@@ -25,6 +25,8 @@ pub struct Summary {
     /// Parse drops by family ("v4", "v6", "other") and reason.
     pub reasons: BTreeMap<String, BTreeMap<String, u64>>,
     pub lookups: u64,
+    /// `run --demux-only`: demuxed datagrams freed after the lookup.
+    pub demux_only_freed: u64,
     pub control: u64,
     /// The control path's breakdown (ARP replies, NAs, echo replies, rate limited, TX errors).
     pub responder: BTreeMap<String, u64>,
@@ -274,6 +276,7 @@ fn summarize_inner(
         udp.insert(format!("{pre}MemErrors"), mem);
     }
     let lookups = sum(&|m| m.lookups.get());
+    let demux_only_freed = sum(&|m| m.demux_only_freed.get());
     let control = sum(&|m| m.control.get());
     let mut responder = BTreeMap::new();
     for l in &shared.rx {
@@ -341,8 +344,10 @@ fn summarize_inner(
         }
         let in_dg = udp["UdpInDatagrams"] + udp["Udp6InDatagrams"];
         let offered: u64 = sockets.iter().map(|s| s.offered).sum();
-        if in_dg != offered {
-            problems.push(format!("demuxed {in_dg} but sockets were offered {offered}"));
+        if in_dg != offered + demux_only_freed {
+            problems.push(format!(
+                "demuxed {in_dg} but sockets were offered {offered} (+ {demux_only_freed} freed by --demux-only)"
+            ));
         }
         let valid = lookups;
         let expect_lookups = in_dg + udp["UdpNoPorts"] + udp["Udp6NoPorts"];
@@ -377,6 +382,7 @@ fn summarize_inner(
         udp,
         reasons,
         lookups,
+        demux_only_freed,
         control,
         responder,
         sockets,
@@ -431,6 +437,9 @@ pub(crate) fn print_summary(s: &Summary) {
     }
     let udp: Vec<String> = s.udp.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k} {v}")).collect();
     println!("  udp: {}", if udp.is_empty() { "-".to_string() } else { udp.join(", ") });
+    if s.demux_only_freed > 0 {
+        println!("  demux-only: {} demuxed datagrams freed after the lookup (not staged)", s.demux_only_freed);
+    }
     for (fam, m) in &s.reasons {
         if !m.is_empty() {
             let r: Vec<String> = m.iter().map(|(k, v)| format!("{k} {v}")).collect();

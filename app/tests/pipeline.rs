@@ -137,3 +137,25 @@ fn flood_through_four_rx_lcores_on_two_nodes_balances_the_books() {
         }
     }
 }
+
+/// `run --demux-only` (the RX core the bare loop is compared with) classifies
+/// exactly as the full pipeline does, looks every datagram up once, and
+/// frees what it demuxed instead of staging it: nothing reaches a socket.
+#[test]
+fn demux_only_classifies_like_the_pipeline_and_stages_nothing() {
+    let m = manifest();
+    let j = run_ok_json(&default_cfg("demux-only", "numa-queues"), &["--demux-only"]);
+    assert_eq!(j["rx_packets"], m["frames"]);
+    assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
+    let demuxed: u64 = m["per_dst"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+    let in_dg = j["udp"]["UdpInDatagrams"].as_u64().unwrap() + j["udp"]["Udp6InDatagrams"].as_u64().unwrap();
+    assert_eq!(in_dg, demuxed, "every datagram with a socket is demuxed");
+    assert_eq!(j["demux_only_freed"].as_u64().unwrap(), demuxed, "and freed after the lookup");
+    let no_ports = j["udp"]["UdpNoPorts"].as_u64().unwrap() + j["udp"]["Udp6NoPorts"].as_u64().unwrap();
+    assert_eq!(j["lookups"].as_u64().unwrap(), demuxed + no_ports, "one lookup per valid datagram");
+    for s in j["sockets"].as_array().unwrap() {
+        assert_eq!(s["offered"], 0, "{}: nothing staged", s["name"]);
+        assert_eq!(s["delivered"], 0, "{}: nothing delivered", s["name"]);
+    }
+    assert_eq!(j["hot_path_allocations"], 0);
+}
