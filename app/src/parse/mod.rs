@@ -290,14 +290,22 @@ fn verify_udp(
         CsumHint::Good => Ok(()),
         CsumHint::Bad => Err(ParseError::UdpChecksum { family }),
         CsumHint::Unknown => {
-            let seg = l4buf.get(..ulen).ok_or(ParseError::BadUdpLength { family })?;
-            if pseudo().combine(Sum::new().add_bytes(seg)).verifies() {
+            let seg = l4buf
+                .get(..ulen)
+                .ok_or(ParseError::BadUdpLength { family })?;
+            if pseudo().add_bytes_inline(seg).verifies() {
                 Ok(())
             } else {
                 Err(ParseError::UdpChecksum { family })
             }
         }
     }
+}
+
+/// The `N` bytes at `off` as an array reference, or `None` past the end.
+#[inline(always)]
+fn bytes_at<const N: usize>(b: &[u8], off: usize) -> Option<&[u8; N]> {
+    b.get(off..off.checked_add(N)?)?.try_into().ok()
 }
 
 /// Big-endian u16 at `off`, or `None` past the end.
@@ -397,7 +405,7 @@ fn parse_v4(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseE
         CsumHint::Good => {}
         CsumHint::Bad => return Err(ParseError::BadIpChecksum),
         CsumHint::Unknown => {
-            if !Sum::new().add_bytes(header).verifies() {
+            if !checksum::ipv4_header_verifies(header) {
                 return Err(ParseError::BadIpChecksum);
             }
         }
@@ -428,6 +436,9 @@ fn parse_v4(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseE
     }
     let src = ip.src_addr();
     let dst = ip.dst_addr();
+    // Source and destination as they sit in the header, for the
+    // pseudo-header sum (always present: `header` is at least 20 bytes).
+    let addrs = bytes_at::<8>(header, 12).ok_or(ParseError::Truncated { family: Some(FAM) })?;
     // The IP total length ends the datagram; Ethernet padding is cut here.
     let l4buf = ipbuf
         .get(hl..total)
@@ -441,7 +452,7 @@ fn parse_v4(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseE
     // RFC 768: zero means the sender computed no checksum.
     if csum != 0 {
         verify_udp(hints.l4, l4buf, ulen, FAM, || {
-            checksum::pseudo_v4(src, dst, PROTO_UDP, u.len())
+            checksum::pseudo_v4_wire(addrs, PROTO_UDP, u.len())
         })?;
     }
     Ok(datagram(
@@ -518,6 +529,11 @@ fn parse_v6(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseE
     if v6_martian(&src, &dst) {
         return Err(ParseError::BadIpHeader { family: FAM });
     }
+    // Source and destination as they sit in the fixed header, for the
+    // pseudo-header sum (always present: the fixed header was checked). A
+    // routing header with segments left is refused below, so this
+    // destination is the final one RFC 8200 §8.1 asks for.
+    let addrs = bytes_at::<32>(ipbuf, 8).ok_or(ParseError::Truncated { family: Some(FAM) })?;
     // Everything from here on is bounded by the payload length, not the
     // frame: Ethernet padding is not IPv6 payload.
     let packet = ipbuf
@@ -592,7 +608,7 @@ fn parse_v6(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseE
     }
     // ulen <= 65535 here (bounded by the 16-bit payload length).
     verify_udp(hints.l4, l4buf, ulen, FAM, || {
-        checksum::pseudo_v6(&src, &dst, PROTO_UDP, ulen as u32)
+        checksum::pseudo_v6_wire(addrs, PROTO_UDP, ulen as u32)
     })?;
     Ok(datagram(
         head,
