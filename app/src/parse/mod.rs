@@ -367,8 +367,8 @@ pub fn parse_into<'o>(
         dst_mac: eth.dst_mac(),
     };
     match ethertype {
-        ether::ethertype::IPV4 => parse_v4(frame, head, hints).map(|d| out.write(d)),
-        ether::ethertype::IPV6 => parse_v6(frame, head, hints).map(|d| out.write(d)),
+        ether::ethertype::IPV4 => parse_v4(frame, head, hints, out),
+        ether::ethertype::IPV6 => parse_v6(frame, head, hints, out),
         other => Err(ParseError::NotIp {
             ethertype: other,
             l3_off: off16(l3),
@@ -386,7 +386,12 @@ struct Head {
 }
 
 #[inline(always)]
-fn parse_v4(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseError> {
+fn parse_v4<'o>(
+    frame: &[u8],
+    head: Head,
+    hints: Offload,
+    out: &'o mut std::mem::MaybeUninit<Datagram>,
+) -> Result<&'o mut Datagram, ParseError> {
     const FAM: Family = Family::V4;
     let l3 = head.l3;
     let ipbuf = frame
@@ -455,7 +460,8 @@ fn parse_v4(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseE
             checksum::pseudo_v4_wire(addrs, PROTO_UDP, u.len())
         })?;
     }
-    Ok(datagram(
+    // Written in place: the caller's array slot, not a temporary.
+    Ok(out.write(datagram(
         head,
         FAM,
         l4,
@@ -463,7 +469,7 @@ fn parse_v4(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseE
         IpAddr::V4(src),
         IpAddr::V4(dst),
         &u,
-    ))
+    )))
 }
 
 #[inline(always)]
@@ -501,7 +507,12 @@ fn v6_martian(src: &Ipv6Addr, dst: &Ipv6Addr) -> bool {
 }
 
 #[inline]
-fn parse_v6(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseError> {
+fn parse_v6<'o>(
+    frame: &[u8],
+    head: Head,
+    hints: Offload,
+    out: &'o mut std::mem::MaybeUninit<Datagram>,
+) -> Result<&'o mut Datagram, ParseError> {
     use ipv6::next_header as nh;
     const FAM: Family = Family::V6;
     let l3 = head.l3;
@@ -610,7 +621,8 @@ fn parse_v6(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseE
     verify_udp(hints.l4, l4buf, ulen, FAM, || {
         checksum::pseudo_v6_wire(addrs, PROTO_UDP, ulen as u32)
     })?;
-    Ok(datagram(
+    // Written in place: the caller's array slot, not a temporary.
+    Ok(out.write(datagram(
         head,
         FAM,
         l3 + off,
@@ -618,7 +630,7 @@ fn parse_v6(frame: &[u8], head: Head, hints: Offload) -> Result<Datagram, ParseE
         IpAddr::V6(src),
         IpAddr::V6(dst),
         &u,
-    ))
+    )))
 }
 
 #[inline]
