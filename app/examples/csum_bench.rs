@@ -29,6 +29,7 @@ use std::hint::black_box;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Instant;
 
+use udpdemux::gen::rng::SplitMix64;
 use udpdemux::parse::build::{self, CsumMode, FragSpec, FrameSpec, L3Spec};
 use udpdemux::parse::checksum::{self, Sum};
 use udpdemux::parse::{self, CsumHint, Family, Offload};
@@ -37,25 +38,15 @@ const FRAMES: usize = 128;
 const ITERS: usize = 40_000; // passes over FRAMES per round
 const ROUNDS: usize = 9;
 
-struct Xs(u64);
-impl Xs {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 fn frames(fam: Family) -> Vec<Vec<u8>> {
-    let mut rng = Xs(0x2545_F491_4F6C_DD1D);
+    let mut rng = SplitMix64::new(0x2545_F491_4F6C_DD1D);
     (0..FRAMES)
         .map(|_| {
             let mut payload = [0u8; 64];
             for c in payload.chunks_exact_mut(8) {
-                c.copy_from_slice(&rng.next().to_ne_bytes());
+                c.copy_from_slice(&rng.next_u64().to_ne_bytes());
             }
-            let r = rng.next();
+            let r = rng.next_u64();
             let l3 = match fam {
                 Family::V4 => L3Spec::V4 {
                     src: Ipv4Addr::from(0xC612_0000u32 | (r as u32 & 0xffff)),

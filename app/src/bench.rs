@@ -6,6 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Instant;
 
 use crate::flow_table::{Binding, FlowTable};
+use crate::gen::rng::SplitMix64;
 use crate::parse::build::{self, CsumMode, ExtSpec, FragSpec, FrameSpec, L3Spec};
 use crate::parse::{self, CsumHint, Family, Offload};
 
@@ -42,27 +43,17 @@ fn v6_addr(i: usize) -> (Ipv6Addr, u16) {
     (a, 1024 + (i % PORTS) as u16)
 }
 
-struct Xs(u64);
-impl Xs {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 /// Build `n` frames for the benchmark: IPv4 UDP with a 64-byte payload, or
 /// IPv6 UDP behind a hop-by-hop and a destination-options header.
 fn frames(n_sockets: usize, fam: Family, traffic: Traffic, count: usize) -> Vec<Vec<u8>> {
-    let mut rng = Xs(0x2545_F491_4F6C_DD1D);
+    let mut rng = SplitMix64::new(0x2545_F491_4F6C_DD1D);
     let payload = [0x5au8; 64];
     let hbh = [0u8; 6];
     let dst_opts = [0u8; 14];
     let ext = [ExtSpec::HopByHop { options: &hbh }, ExtSpec::DestOpts { options: &dst_opts }];
     (0..count)
         .map(|_| {
-            let r = rng.next();
+            let r = rng.next_u64();
             let idx = match traffic {
                 Traffic::Hot => (r as usize % 16) * (n_sockets / 16).max(1) % n_sockets,
                 Traffic::Spread => r as usize % n_sockets,

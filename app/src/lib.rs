@@ -6,7 +6,6 @@
 //! `rx` are the poll-mode runtime around them.
 // The receive heart: pure Rust, model-checked with loom (`--cfg loom`).
 pub mod accounting;
-pub mod bench;
 pub mod delivery;
 pub mod stage;
 pub mod sync;
@@ -32,6 +31,8 @@ pub mod handlers;
 pub mod consumer;
 #[cfg(not(loom))]
 pub mod engine;
+#[cfg(not(loom))]
+pub mod bench;
 #[cfg(not(loom))]
 pub mod gen;
 #[cfg(not(loom))]
