@@ -265,16 +265,7 @@ fn run_size(size: usize, secs: f64, rx_cpu: usize, tx_cpu: usize) -> Result<Row,
                     iov_len: size,
                 })
                 .collect();
-            let mut hdrs: Vec<libc::mmsghdr> = iov
-                .iter_mut()
-                .map(|v| {
-                    // SAFETY: mmsghdr is plain data (all-zero is valid); it points at one iovec of `iov`.
-                    let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                    h.msg_hdr.msg_iov = v as *mut libc::iovec;
-                    h.msg_hdr.msg_iovlen = 1;
-                    h
-                })
-                .collect();
+            let mut hdrs = mmsg_headers(&mut iov);
             let mut n_sent = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 // SAFETY: hdrs and the buffers they point to outlive the call.
@@ -297,16 +288,7 @@ fn run_size(size: usize, secs: f64, rx_cpu: usize, tx_cpu: usize) -> Result<Row,
             iov_len: b.len(),
         })
         .collect();
-    let mut hdrs: Vec<libc::mmsghdr> = iov
-        .iter_mut()
-        .map(|v| {
-            // SAFETY: mmsghdr is plain data (all-zero is valid); it points at one iovec of `iov`.
-            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            h.msg_hdr.msg_iov = v as *mut libc::iovec;
-            h.msg_hdr.msg_iovlen = 1;
-            h
-        })
-        .collect();
+    let mut hdrs = mmsg_headers(&mut iov);
     let mut received = 0u64;
     let mut bytes_ok = true;
     let start = Instant::now();
@@ -413,4 +395,18 @@ fn main() {
             );
         }
     }
+}
+
+/// One `mmsghdr` per iovec of `iov`, each pointing at its iovec (the
+/// headers must not outlive `iov`).
+fn mmsg_headers(iov: &mut [libc::iovec]) -> Vec<libc::mmsghdr> {
+    iov.iter_mut()
+        .map(|v| {
+            // SAFETY: mmsghdr is plain data (all-zero is valid); it points at one iovec of `iov`.
+            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            h.msg_hdr.msg_iov = v as *mut libc::iovec;
+            h.msg_hdr.msg_iovlen = 1;
+            h
+        })
+        .collect()
 }

@@ -208,23 +208,20 @@ fn preflight(cfg: &Config) -> Result<(), EngineError> {
 
 /// VmHWM from /proc/self/status in kB (0 if unreadable).
 fn peak_rss_kb() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
+    proc_number("/proc/self/status", "VmHWM:")
 }
 
 fn hugepages_free() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
+    proc_number("/proc/meminfo", "HugePages_Free:")
+}
+
+/// The first number after `key` on its line of a /proc file (0 if absent).
+fn proc_number(path: &str, key: &str) -> u64 {
+    std::fs::read_to_string(path)
         .ok()
         .and_then(|m| {
             m.lines()
-                .find(|l| l.starts_with("HugePages_Free:"))
+                .find(|l| l.starts_with(key))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|v| v.parse().ok())
         })

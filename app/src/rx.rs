@@ -160,16 +160,41 @@ pub fn process_burst<C: Condense<MbufMeta>>(
     // One snapshot per burst: one atomic load, and sockets removed meanwhile
     // stay alive until we drop it.
     let snap = shared.table.snapshot();
-    // Sockets whose stage this lcore was elected to drain during the burst.
-    let mut elected: [Option<&Arc<Socket>>; ELECTED_MAX] = [None; ELECTED_MAX];
-    let mut elected_n = 0usize;
+    let mut elected = Elected::default();
     for chunk in bufs.chunks(CHUNK) {
-        process_chunk(shared, me, port_id, chunk, tsc, free, condense, &snap, &mut elected, &mut elected_n);
+        process_chunk(shared, me, port_id, chunk, tsc, free, condense, &snap, &mut elected);
     }
     // This burst's elected stages: one delivery-lock hold per socket for the
     // whole burst (the kernel takes one per packet: it has no bursts).
-    drain_elected(&elected[..elected_n], me.node_index, free);
+    elected.drain(me.node_index, free);
     free.flush();
+}
+
+/// Sockets whose stage this lcore was elected to drain during the burst.
+#[derive(Default)]
+struct Elected<'s> {
+    socks: [Option<&'s Arc<Socket>>; ELECTED_MAX],
+    n: usize,
+}
+
+impl<'s> Elected<'s> {
+    /// Remembers `sock`; when full, drains what it holds first (early).
+    #[inline]
+    fn push(&mut self, sock: &'s Arc<Socket>, node: usize, free: &mut FreeList) {
+        if self.n == self.socks.len() {
+            self.drain(node, free);
+        }
+        self.socks[self.n] = Some(sock);
+        self.n += 1;
+    }
+
+    #[inline]
+    fn drain(&mut self, node: usize, free: &mut FreeList) {
+        for sock in self.socks[..self.n].iter().flatten() {
+            sock.rx.drain(node, &mut |p: NonNull<MbufMeta>, _r: DropReason| free.push(MbufMeta::mbuf(p)));
+        }
+        self.n = 0;
+    }
 }
 
 #[inline(always)]
@@ -183,14 +208,13 @@ fn process_chunk<'s, C: Condense<MbufMeta>>(
     free: &mut FreeList,
     condense: &mut C,
     snap: &'s crate::flow_table::Snapshot<Arc<Socket>>,
-    elected: &mut [Option<&'s Arc<Socket>>; ELECTED_MAX],
-    elected_n: &mut usize,
+    elected: &mut Elected<'s>,
 ) {
     let mib: &UdpMib = &me.mib;
     let strategy = shared.strategy;
     // Pass 1: parse. Datagrams are kept (with their mbuf) for the lookup
     // pass; everything else is settled here.
-    let mut dgrams: [std::mem::MaybeUninit<parse::Datagram>; CHUNK] = [const { std::mem::MaybeUninit::uninit() }; CHUNK];
+    let mut dgrams = [const { std::mem::MaybeUninit::<parse::Datagram>::uninit() }; CHUNK];
     let mut mbufs: [*mut ffi::rte_mbuf; CHUNK] = [std::ptr::null_mut(); CHUNK];
     let mut nd = 0usize;
     for &m in chunk {
@@ -258,12 +282,7 @@ fn process_chunk<'s, C: Condense<MbufMeta>>(
         // elected stage is drained before the burst ends.
         let v = unsafe { sock.rx.enqueue_deferred(me.node_index, MbufMeta::of(m), strategy, condense, &mut to_free) };
         if v == Verdict::Elected {
-            if *elected_n == elected.len() {
-                drain_elected(&elected[..*elected_n], me.node_index, free);
-                *elected_n = 0;
-            }
-            elected[*elected_n] = Some(sock);
-            *elected_n += 1;
+            elected.push(sock, me.node_index, free);
         }
     }
     mib.lookups.add(nd as u64);
@@ -277,12 +296,5 @@ fn process_chunk<'s, C: Condense<MbufMeta>>(
         if no_ports[fam] != 0 {
             mib.no_ports[fam].add(no_ports[fam]);
         }
-    }
-}
-
-#[inline]
-fn drain_elected(elected: &[Option<&Arc<Socket>>], node: usize, free: &mut FreeList) {
-    for sock in elected.iter().flatten() {
-        sock.rx.drain(node, &mut |p: NonNull<MbufMeta>, _r: DropReason| free.push(MbufMeta::mbuf(p)));
     }
 }

@@ -79,15 +79,7 @@ fn memif_socket(tag: &str) -> String {
 fn start_engine(cfg: &Path) -> (Child, PathBuf, PathBuf) {
     let json = cfg.with_extension("json");
     let log = cfg.with_extension("log");
-    let mut child = Command::new(bin())
-        .args([
-            "run",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--stats-json",
-            json.to_str().unwrap(),
-        ])
-        .env("RUST_LOG", "info")
+    let mut child = run_command(cfg, &json, &[])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()

@@ -128,15 +128,7 @@ struct EngineProc {
 
 impl EngineProc {
     fn start(cfg: &std::path::Path, json: &std::path::Path) -> EngineProc {
-        let mut child = Command::new(bin())
-            .args([
-                "run",
-                "--config",
-                cfg.to_str().unwrap(),
-                "--stats-json",
-                json.to_str().unwrap(),
-            ])
-            .env("RUST_LOG", "info")
+        let mut child = run_command(cfg, json, &[])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -63,16 +63,7 @@ fn replay_cfg(
 }
 
 fn spawn_run(cfg: &Path, json: &Path, extra: &[&str]) -> Child {
-    Command::new(bin())
-        .args([
-            "run",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--stats-json",
-            json.to_str().unwrap(),
-        ])
-        .args(extra)
-        .env("RUST_LOG", "info")
+    run_command(cfg, json, extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -60,6 +60,16 @@ pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// `udpdemux run --config CFG --stats-json JSON EXTRA..` with `RUST_LOG=info`,
+/// for a test that spawns it and wires stdout/stderr itself.
+pub fn run_command(cfg: &Path, json: &Path, extra: &[&str]) -> Command {
+    let mut c = Command::new(bin());
+    c.args(["run", "--config", cfg.to_str().unwrap(), "--stats-json", json.to_str().unwrap()])
+        .args(extra)
+        .env("RUST_LOG", "info");
+    c
+}
+
 /// Run with a config, expect success, return the JSON stats.
 pub fn run_ok_json(cfg: &Path, extra: &[&str]) -> serde_json::Value {
     let json = cfg.with_extension("json");
