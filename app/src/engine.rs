@@ -41,6 +41,9 @@ pub struct RunOptions {
     pub bare: bool,
     /// RX core only: parse, demux, count, free; nothing is staged or delivered.
     pub demux_only: bool,
+    /// The least any RX core can do per packet (a lower bound for `demux_only`):
+    /// frames are freed unclassified, as with `bare`.
+    pub floor: Option<crate::rx::Floor>,
     /// The config file, re-read on SIGHUP.
     pub config_path: Option<PathBuf>,
     /// Interval lines and final counters as text or `nstat` lines.
@@ -104,7 +107,8 @@ pub struct Shared {
     pub ifaces: crate::control::Ifaces,
     /// The main lcore's TX queue on every port (echo replies of sockets it drains).
     pub main_tx_queue: Option<u16>,
-    /// `run --bare`: RX lcores free without parsing, so nothing is classified.
+    /// `run --bare` or `--floor`: RX lcores free without parsing, so nothing
+    /// is classified.
     pub bare: bool,
     /// `run --demux-only`: RX lcores free every demuxed datagram after the
     /// lookup (counted in `UdpMib::demux_only_freed`), so nothing is staged.
@@ -487,7 +491,8 @@ impl Engine {
             removed: Mutex::new(Vec::new()),
             ifaces: crate::control::Ifaces(ifaces),
             main_tx_queue,
-            bare: opts.bare,
+            // The floor frees every frame unclassified too: the same books.
+            bare: opts.bare || opts.floor.is_some(),
             demux_only: opts.demux_only,
         });
         for s in &cfg.sockets {
@@ -527,8 +532,12 @@ impl Engine {
         }
         for (i, l) in shared.rx.iter().enumerate() {
             let sh = Arc::clone(&shared);
-            let bare = opts.bare;
-            let h = lcore::launch(l.lcore, move || rx::rx_loop(&sh, i, bare))?;
+            let mode = match (opts.bare, opts.floor) {
+                (_, Some(f)) => rx::Mode::Floor(f),
+                (true, None) => rx::Mode::Bare,
+                (false, None) => rx::Mode::Pipeline,
+            };
+            let h = lcore::launch(l.lcore, move || rx::rx_loop(&sh, i, mode))?;
             engine.launched.push(h);
         }
         engine.started = Instant::now();

@@ -45,12 +45,17 @@ mod cli {
             #[arg(long)]
             stats_json: Option<PathBuf>,
             /// Bare rx-and-free loop, no parsing (baseline for benchmarks).
-            #[arg(long, conflicts_with = "demux_only")]
+            #[arg(long, conflicts_with_all = ["demux_only", "floor"])]
             bare: bool,
             /// RX core only: parse, look up, store the result in the mbuf, count, free
             /// (no staging or delivery; the cost the bare loop is compared with).
-            #[arg(long)]
+            #[arg(long, conflicts_with = "floor")]
             demux_only: bool,
+            /// Lower bound for --demux-only: read each frame's UDP destination port at a
+            /// fixed offset, one read in a port-indexed table, result into the mbuf, free;
+            /// `checksums` also verifies the IPv4 header and UDP checksums in software.
+            #[arg(long, value_enum)]
+            floor: Option<udpdemux::rx::Floor>,
             /// Interval lines and final counters: text, or nstat-style `name value rate` lines.
             #[arg(long, value_enum, default_value_t = udpdemux::nstat::StatsFormat::Text)]
             stats_format: udpdemux::nstat::StatsFormat,
@@ -92,6 +97,7 @@ mod cli {
                 stats_json,
                 bare,
                 demux_only,
+                floor,
                 stats_format,
                 histograms,
             } => (|| -> anyhow::Result<()> {
@@ -108,6 +114,7 @@ mod cli {
                         stats_json,
                         bare,
                         demux_only,
+                        floor,
                         config_path: Some(config.clone()),
                         stats_format,
                         histograms,

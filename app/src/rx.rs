@@ -74,9 +74,28 @@ pub fn offload_hints(ol: u64) -> Offload {
     Offload { ip, l4 }
 }
 
+/// What an RX lcore does with a burst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Parse, demux, stage (or, with `Shared::demux_only`, count and free).
+    Pipeline,
+    /// Receive and free only: the baseline the RX core is measured against.
+    Bare,
+    /// The least any RX core can do per packet (see [`floor_burst`]).
+    Floor(Floor),
+}
+
+/// `run --floor`: how much of the mandatory work the floor does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Floor {
+    /// Destination port, one table read, result into the mbuf.
+    Minimal,
+    /// The same plus the IPv4 header and UDP checksums in software.
+    Checksums,
+}
+
 /// Poll every queue of RX lcore `idx` until the stop flag is set.
-/// `bare`: receive and free only (the baseline the pipeline is measured against).
-pub fn rx_loop(shared: &Shared, idx: usize, bare: bool) -> i32 {
+pub fn rx_loop(shared: &Shared, idx: usize, mode: Mode) -> i32 {
     let me = &shared.rx[idx];
     let burst = shared.burst as usize;
     let mut bufs: [*mut ffi::rte_mbuf; MAX_BURST] = [std::ptr::null_mut(); MAX_BURST];
@@ -86,6 +105,12 @@ pub fn rx_loop(shared: &Shared, idx: usize, bare: bool) -> i32 {
     // (one allocation): do it before the loop counts allocations.
     drop(shared.table.snapshot());
     let mut small = me.small.lock().unwrap_or_else(|p| p.into_inner()).take();
+    // The floor's demux table, indexed by destination port (built here: the
+    // loop below must not allocate).
+    let ports: Vec<u32> = match mode {
+        Mode::Floor(_) => (0..=u32::from(u16::MAX)).collect(),
+        _ => Vec::new(),
+    };
     let _hot = HotSection::enter();
     while !shared.stop.load(Ordering::Relaxed) {
         for (q, qs) in me.queues.iter().zip(&me.qstats) {
@@ -103,16 +128,20 @@ pub fn rx_loop(shared: &Shared, idx: usize, bare: bool) -> i32 {
                 // SAFETY: rx_burst returned n valid mbufs that we own.
                 bytes += unsafe { (*m).pkt_len } as u64;
             }
-            if bare {
-                // SAFETY: we own the n mbufs and give them back.
-                unsafe { mbuf::free_bulk(&mut bufs[..n]) };
-            } else {
-                match small.as_mut() {
-                    Some(cache) => {
-                        let mut hook = CacheHook { cache, stats: &me.cache_stats };
-                        process_burst(shared, me, q.port, &bufs[..n], t0, &mut free, &mut hook)
-                    }
-                    None => process_burst(shared, me, q.port, &bufs[..n], t0, &mut free, &mut NoCondense),
+            match (mode, small.as_mut()) {
+                (Mode::Pipeline, Some(cache)) => {
+                    let mut hook = CacheHook { cache, stats: &me.cache_stats };
+                    process_burst(shared, me, q.port, &bufs[..n], t0, &mut free, &mut hook)
+                }
+                (Mode::Pipeline, None) => process_burst(shared, me, q.port, &bufs[..n], t0, &mut free, &mut NoCondense),
+                (Mode::Bare, _) => {
+                    // SAFETY: we own the n mbufs and give them back.
+                    unsafe { mbuf::free_bulk(&mut bufs[..n]) };
+                }
+                (Mode::Floor(f), _) => {
+                    floor_burst(&bufs[..n], &ports, f == Floor::Checksums);
+                    // SAFETY: we own the n mbufs and give them back.
+                    unsafe { mbuf::free_bulk(&mut bufs[..n]) };
                 }
             }
             qs.packets.add(n as u64);
@@ -132,6 +161,51 @@ pub fn rx_loop(shared: &Shared, idx: usize, bare: bool) -> i32 {
     // Hand the cache back for teardown's check.
     *me.small.lock().unwrap_or_else(|p| p.into_inner()) = small;
     0
+}
+
+/// Where an untagged IPv4 frame without options has its IPv4 header, UDP
+/// header and UDP destination port.
+const FLOOR_IP: usize = 14;
+const FLOOR_UDP: usize = FLOOR_IP + 20;
+const FLOOR_DPORT: usize = FLOOR_UDP + 2;
+
+/// `run --floor`: a lower bound for the RX core, so that its cost over the
+/// bare loop can be told apart from what any early demux must pay here.
+/// Per frame it reads the UDP destination port where an untagged IPv4 frame
+/// without options has it, reads a socket id from a table indexed by that
+/// port (the cheapest demux there is: no addresses, no hash, one read that
+/// stays in cache) and writes the id into the mbuf's metadata. No header is
+/// validated and nothing is counted. With `checksums` it also verifies the
+/// IPv4 header checksum and the UDP checksum in software, as the parser must
+/// when the port sets no offload flags (`net_pcap` sets none); the verdict
+/// goes into the written id so that the work cannot be optimised away.
+fn floor_burst(bufs: &[*mut ffi::rte_mbuf], ports: &[u32], checksums: bool) {
+    use crate::parse::checksum;
+    for &m in bufs {
+        // SAFETY: rx_burst gave us this mbuf; we read its first segment.
+        let data = unsafe { mbuf::data(m) };
+        let Some(&[hi, lo]) = data.get(FLOOR_DPORT..FLOOR_DPORT + 2) else {
+            continue;
+        };
+        let mut id = ports.get(usize::from(u16::from_be_bytes([hi, lo]))).copied().unwrap_or(0);
+        if checksums {
+            let ip = data.get(FLOOR_IP..FLOOR_UDP);
+            let total = ip.map_or(0, |h| usize::from(u16::from_be_bytes([h[2], h[3]])));
+            let udp = data.get(FLOOR_UDP..FLOOR_IP + total);
+            let addrs = data.get(FLOOR_IP + 12..FLOOR_UDP).and_then(|a| <&[u8; 8]>::try_from(a).ok());
+            let good = match (ip, udp, addrs) {
+                (Some(h), Some(u), Some(a)) => {
+                    checksum::ipv4_header_verifies(h)
+                        && checksum::pseudo_v4_wire(a, 17, u.len() as u16).add_bytes(u).verifies()
+                }
+                _ => false,
+            };
+            id |= u32::from(!good) << 31;
+        }
+        // SAFETY: our mbuf, from an engine pool (private area of PRIV_SIZE);
+        // nothing else refers to its metadata.
+        unsafe { (*MbufMeta::of(m).as_ptr()).socket = id };
+    }
 }
 
 /// Packets handled per pass of [`process_burst`]: the passes' arrays live on

@@ -159,3 +159,22 @@ fn demux_only_classifies_like_the_pipeline_and_stages_nothing() {
     }
     assert_eq!(j["hot_path_allocations"], 0);
 }
+
+/// `run --floor` (the lower bound the RX core's cost is read against) frees
+/// every frame without classifying it, with the same books as the bare loop,
+/// and does not allocate per packet either.
+#[test]
+fn floor_frees_every_frame_unclassified() {
+    let m = manifest();
+    for level in ["minimal", "checksums"] {
+        let j = run_ok_json(&default_cfg(&format!("floor-{level}"), "numa-queues"), &["--floor", level]);
+        assert_eq!(j["rx_packets"], m["frames"], "{level}");
+        assert_eq!(j["books_balanced"], true, "{level}: {}", j["problems"]);
+        assert_eq!(j["lookups"], 0, "{level}: the floor does not look up");
+        assert_eq!(j["udp"]["UdpInDatagrams"], 0, "{level}");
+        assert_eq!(j["udp"]["Udp6InDatagrams"], 0, "{level}");
+        assert_eq!(j["hot_path_allocations"], 0, "{level}");
+    }
+    let o = run(&["run", "--config", "x.toml", "--floor", "checksums", "--bare"]);
+    assert!(!o.status.success(), "--floor and --bare are one mode each");
+}
