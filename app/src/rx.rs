@@ -196,7 +196,7 @@ fn floor_burst(bufs: &[*mut ffi::rte_mbuf], ports: &[u32], checksums: bool) {
             let good = match (ip, udp, addrs) {
                 (Some(h), Some(u), Some(a)) => {
                     checksum::ipv4_header_verifies(h)
-                        && checksum::pseudo_v4_wire(a, 17, u.len() as u16).add_bytes(u).verifies()
+                        && checksum::pseudo_v4_wire(a, crate::parse::PROTO_UDP, u.len() as u16).add_bytes(u).verifies()
                 }
                 _ => false,
             };
