@@ -37,13 +37,8 @@ pub enum EngineError {
 pub struct RunOptions {
     pub duration: Option<f64>,
     pub stats_json: Option<PathBuf>,
-    /// Bare rx-and-free loop: no parsing (the baseline the pipeline is measured against).
-    pub bare: bool,
-    /// RX core only: parse, demux, count, free; nothing is staged or delivered.
-    pub demux_only: bool,
-    /// The least any RX core can do per packet (a lower bound for `demux_only`):
-    /// frames are freed unclassified, as with `bare`.
-    pub floor: Option<crate::rx::Floor>,
+    /// What the RX lcores do: the pipeline, or one of the benchmark modes.
+    pub mode: crate::rx::Mode,
     /// The config file, re-read on SIGHUP.
     pub config_path: Option<PathBuf>,
     /// Interval lines and final counters as text or `nstat` lines.
@@ -107,12 +102,8 @@ pub struct Shared {
     pub ifaces: crate::control::Ifaces,
     /// The main lcore's TX queue on every port (echo replies of sockets it drains).
     pub main_tx_queue: Option<u16>,
-    /// `run --bare` or `--floor`: RX lcores free without parsing, so nothing
-    /// is classified.
-    pub bare: bool,
-    /// `run --demux-only`: RX lcores free every demuxed datagram after the
-    /// lookup (counted in `UdpMib::demux_only_freed`), so nothing is staged.
-    pub demux_only: bool,
+    /// What the RX lcores do (`RunOptions::mode`).
+    pub mode: crate::rx::Mode,
 }
 
 /// One RX lcore's assignment and counters.
@@ -491,9 +482,7 @@ impl Engine {
             removed: Mutex::new(Vec::new()),
             ifaces: crate::control::Ifaces(ifaces),
             main_tx_queue,
-            // The floor frees every frame unclassified too: the same books.
-            bare: opts.bare || opts.floor.is_some(),
-            demux_only: opts.demux_only,
+            mode: opts.mode,
         });
         for s in &cfg.sockets {
             add_socket(&shared, s.clone()).map_err(EngineError::Setup)?;
@@ -532,12 +521,7 @@ impl Engine {
         }
         for (i, l) in shared.rx.iter().enumerate() {
             let sh = Arc::clone(&shared);
-            let mode = match (opts.bare, opts.floor) {
-                (_, Some(f)) => rx::Mode::Floor(f),
-                (true, None) => rx::Mode::Bare,
-                (false, None) => rx::Mode::Pipeline,
-            };
-            let h = lcore::launch(l.lcore, move || rx::rx_loop(&sh, i, mode))?;
+            let h = lcore::launch(l.lcore, move || rx::rx_loop(&sh, i))?;
             engine.launched.push(h);
         }
         engine.started = Instant::now();

@@ -24,6 +24,7 @@ mod cli {
 
     use udpdemux::config::Config;
     use udpdemux::engine::{self, RunOptions};
+    use udpdemux::rx::Mode;
 
     #[derive(Parser)]
     #[command(name = "udpdemux", version, about = "Kernel-bypass UDP receive engine on DPDK")]
@@ -112,9 +113,12 @@ mod cli {
                     &RunOptions {
                         duration,
                         stats_json,
-                        bare,
-                        demux_only,
-                        floor,
+                        mode: match (bare, demux_only, floor) {
+                            (true, _, _) => Mode::Bare,
+                            (_, true, _) => Mode::DemuxOnly,
+                            (_, _, Some(f)) => Mode::Floor(f),
+                            _ => Mode::Pipeline,
+                        },
                         config_path: Some(config.clone()),
                         stats_format,
                         histograms,

@@ -74,15 +74,29 @@ pub fn offload_hints(ol: u64) -> Offload {
     Offload { ip, l4 }
 }
 
-/// What an RX lcore does with a burst.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What an RX lcore does with a burst: the pipeline, or one of `run`'s
+/// benchmark modes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Mode {
-    /// Parse, demux, stage (or, with `Shared::demux_only`, count and free).
+    /// Parse, demux, stage.
+    #[default]
     Pipeline,
-    /// Receive and free only: the baseline the RX core is measured against.
+    /// `run --demux-only`: parse, demux, count, then free every demuxed
+    /// datagram (counted in `UdpMib::demux_only_freed`); nothing is staged.
+    DemuxOnly,
+    /// `run --bare`: receive and free only, the baseline the RX core is
+    /// measured against.
     Bare,
-    /// The least any RX core can do per packet (see [`floor_burst`]).
+    /// `run --floor`: the least any RX core can do per packet (see [`floor_burst`]).
     Floor(Floor),
+}
+
+impl Mode {
+    /// Whether frames are parsed and counted by reason. `Bare` and `Floor`
+    /// free every frame unclassified, so their books are rx = freed.
+    pub fn classifies(self) -> bool {
+        matches!(self, Mode::Pipeline | Mode::DemuxOnly)
+    }
 }
 
 /// `run --floor`: how much of the mandatory work the floor does.
@@ -95,8 +109,9 @@ pub enum Floor {
 }
 
 /// Poll every queue of RX lcore `idx` until the stop flag is set.
-pub fn rx_loop(shared: &Shared, idx: usize, mode: Mode) -> i32 {
+pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     let me = &shared.rx[idx];
+    let mode = shared.mode;
     let burst = shared.burst as usize;
     let mut bufs: [*mut ffi::rte_mbuf; MAX_BURST] = [std::ptr::null_mut(); MAX_BURST];
     let mut free = FreeList::default();
@@ -129,11 +144,11 @@ pub fn rx_loop(shared: &Shared, idx: usize, mode: Mode) -> i32 {
                 bytes += unsafe { (*m).pkt_len } as u64;
             }
             match (mode, small.as_mut()) {
-                (Mode::Pipeline, Some(cache)) => {
+                (Mode::Pipeline | Mode::DemuxOnly, Some(cache)) => {
                     let mut hook = CacheHook { cache, stats: &me.cache_stats };
                     process_burst(shared, me, q.port, &bufs[..n], t0, &mut free, &mut hook)
                 }
-                (Mode::Pipeline, None) => process_burst(shared, me, q.port, &bufs[..n], t0, &mut free, &mut NoCondense),
+                (Mode::Pipeline | Mode::DemuxOnly, None) => process_burst(shared, me, q.port, &bufs[..n], t0, &mut free, &mut NoCondense),
                 (Mode::Bare, _) => {
                     // SAFETY: we own the n mbufs and give them back.
                     unsafe { mbuf::free_bulk(&mut bufs[..n]) };
@@ -327,7 +342,7 @@ fn process_chunk<'s, C: Condense<MbufMeta>>(
     // Pass 3: count, account and stage.
     let mut in_dgrams = [0u64; 2];
     let mut no_ports = [0u64; 2];
-    let (demux_only, mut demux_freed) = (shared.demux_only, 0u64);
+    let (demux_only, mut demux_freed) = (shared.mode == Mode::DemuxOnly, 0u64);
     for ((f, d), &m) in found.iter().zip(dgrams).zip(&mbufs) {
         let fam = d.family.index();
         let Some(sock) = *f else {

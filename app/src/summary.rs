@@ -338,8 +338,9 @@ fn summarize_inner(
     // The books: every frame in exactly one place.
     let classified: u64 = shared.rx.iter().map(|l| l.mib.total()).sum();
     if at_exit {
-        // The bare loop frees every frame unparsed: its books are rx = freed.
-        if classified != rx_packets && !(shared.bare && classified == 0) {
+        // The bare loop and the floor free every frame unparsed: their books
+        // are rx = freed.
+        if classified != rx_packets && (shared.mode.classifies() || classified != 0) {
             problems.push(format!("received {rx_packets} but classified {classified}"));
         }
         let in_dg = udp["UdpInDatagrams"] + udp["Udp6InDatagrams"];
