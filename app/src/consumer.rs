@@ -1,15 +1,23 @@
 //! Consumers: drain a socket's delivery ring, run its handler, free the
 //! datagrams and release their memory. A consumer lcore runs
-//! [`consumer_loop`]; without one, the main lcore calls [`drain_once`]
-//! between its stats duties.
+//! [`consumer_loop`]; without one, the main lcore polls a [`Drain`] between
+//! its stats duties (`Engine::main_loop`).
+//!
+//! Shaped like DPDK's examples: the per-poll path reads no system clock
+//! (one TSC read per dequeued burst, for the latency histogram and the rate
+//! bucket), zeroes no array, loads no shared pointer (the socket registry
+//! is re-read when its generation changes), skips an empty ring with two
+//! loads, and frees each burst with one `rte_pktmbuf_free_bulk`.
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-use dpdk_sys::ffi;
+use dpdk_sys::{eal, ffi};
 
 use crate::alloc_guard::HotSection;
 use crate::config::Handler;
 use crate::engine::{Drainer, Shared, SocketEntry};
 use crate::handlers;
+use crate::rx::{Floor, Mode};
 use crate::stats::{Counter, Padded};
 
 /// Datagrams taken from a ring per dequeue.
@@ -42,42 +50,129 @@ pub fn handler_available(h: Handler) -> bool {
     matches!(h, Handler::Count | Handler::None | Handler::Echo | Handler::Pcap)
 }
 
+/// Polls between flushes of a consumer lcore's loop counters.
+const STATS_EVERY: u64 = 256;
+
 /// A consumer lcore's loop: until told to stop and every ring it drains is empty.
 pub fn consumer_loop(shared: &Shared, idx: Option<usize>) -> i32 {
     // First arc-swap load on this thread allocates its debt slot: not per packet.
     drop(shared.sockets.load());
+    let mut d = Drain::new(shared, idx);
+    let st = idx.map(|i| &shared.consumers[i].stats);
     let _hot = HotSection::enter();
+    let (mut polls, mut idle, mut dgrams) = (0u64, 0u64, 0u64);
+    let flush = |polls: &mut u64, idle: &mut u64, dgrams: &mut u64| {
+        if let Some(st) = st {
+            st.polls.add(*polls);
+            st.idle_polls.add(*idle);
+            st.datagrams.add(*dgrams);
+        }
+        (*polls, *idle, *dgrams) = (0, 0, 0);
+    };
     loop {
         // Read the flag before draining: a stop seen here means RX has
         // stopped, so an empty pass afterwards really is the end.
         let stopping = shared.consumers_stop.load(Ordering::SeqCst);
-        let n = drain_once(shared, idx);
-        if let Some(i) = idx {
-            let st = &shared.consumers[i].stats;
-            st.polls.add(1);
-            if n == 0 {
-                st.idle_polls.add(1);
-            }
-            st.datagrams.add(n as u64);
+        let n = d.poll();
+        polls += 1;
+        idle += u64::from(n == 0);
+        dgrams += n as u64;
+        if polls == STATS_EVERY {
+            flush(&mut polls, &mut idle, &mut dgrams);
         }
         if stopping && n == 0 {
+            flush(&mut polls, &mut idle, &mut dgrams);
             return 0;
         }
     }
 }
 
-/// One pass over the sockets drained by consumer `idx` (None: the main lcore).
-pub fn drain_once(shared: &Shared, idx: Option<usize>) -> usize {
-    let me = match idx {
-        Some(i) => Drainer::Lcore(i),
-        None => Drainer::Main,
-    };
-    let socks = shared.sockets.load();
-    let mut total = 0;
-    for e in socks.iter().filter(|e| e.drainer == me) {
-        total += drain_socket(shared, e);
+/// One drainer's poll state, kept across polls as DPDK's examples keep
+/// theirs on the lcore's stack: the burst array (never zeroed again), and
+/// the registry of sockets, re-read only when its generation changes (no
+/// arc-swap load per poll).
+pub struct Drain<'a> {
+    shared: &'a Shared,
+    me: Drainer,
+    socks: Arc<Vec<SocketEntry>>,
+    gen: u64,
+    /// Sockets of the registry this drainer drains.
+    mine: usize,
+    /// `run --floor pipeline`: dequeue, read `pkt_len`, free; nothing else.
+    floor: bool,
+    bufs: [*mut ffi::rte_mbuf; CONSUME_BURST],
+}
+
+impl<'a> Drain<'a> {
+    /// The drain state of consumer `idx` (None: the main lcore).
+    pub fn new(shared: &'a Shared, idx: Option<usize>) -> Drain<'a> {
+        let me = match idx {
+            Some(i) => Drainer::Lcore(i),
+            None => Drainer::Main,
+        };
+        let gen = shared.sockets_gen.load(Ordering::Acquire);
+        let socks = shared.sockets.load_full();
+        let mine = socks.iter().filter(|e| e.drainer == me).count();
+        Drain {
+            shared,
+            me,
+            socks,
+            gen,
+            mine,
+            floor: shared.mode == Mode::Floor(Floor::Pipeline),
+            bufs: [std::ptr::null_mut(); CONSUME_BURST],
+        }
     }
-    total
+
+    /// How many sockets this drainer drains (as of its last registry read,
+    /// which every [`Drain::poll`] refreshes).
+    pub fn sockets(&self) -> usize {
+        self.mine
+    }
+
+    /// Re-read the registry if it changed: one load of a line written only
+    /// when a socket is added or removed. Takes a reference (an `Arc`
+    /// clone), never allocates; the old registry is dropped here.
+    #[inline(always)]
+    fn refresh(&mut self) {
+        let g = self.shared.sockets_gen.load(Ordering::Acquire);
+        if g != self.gen {
+            self.reload(g);
+        }
+    }
+
+    #[cold]
+    fn reload(&mut self, g: u64) {
+        self.gen = g;
+        self.socks = self.shared.sockets.load_full();
+        self.mine = self.socks.iter().filter(|e| e.drainer == self.me).count();
+    }
+
+    /// One pass over the sockets this drainer drains: one burst from each
+    /// whose ring is not empty. Datagrams taken.
+    #[inline]
+    pub fn poll(&mut self) -> usize {
+        self.refresh();
+        let mut total = 0;
+        for e in self.socks.iter() {
+            if e.drainer != self.me {
+                continue;
+            }
+            total += if self.floor {
+                drain_floor(e, &mut self.bufs)
+            } else {
+                drain_socket_into(self.shared, e, &mut self.bufs)
+            };
+        }
+        total
+    }
+}
+
+/// One pass over the sockets drained by consumer `idx` (None: the main
+/// lcore), with a fresh [`Drain`]: for teardown and callers that poll
+/// rarely; loops keep a [`Drain`] instead.
+pub fn drain_once(shared: &Shared, idx: Option<usize>) -> usize {
+    Drain::new(shared, idx).poll()
 }
 
 /// The TX queue of whoever drains `e` (each draining lcore has its own).
@@ -90,11 +185,10 @@ fn tx_queue_of(shared: &Shared, e: &SocketEntry) -> Option<u16> {
 }
 
 /// A slow application, emulated: how many datagrams the consumer may take
-/// now so that it never exceeds `pps` (token bucket on the TSC, at most one
-/// burst of credit). Only the socket's drainer calls it.
-fn allowance(e: &SocketEntry, pps: u64, hz: u64) -> usize {
+/// at `now` so that it never exceeds `pps` (token bucket on the TSC, at
+/// most one burst of credit). Only the socket's drainer calls it.
+fn allowance(e: &SocketEntry, pps: u64, hz: u64, now: u64) -> usize {
     let c = &e.sock.consumer;
-    let now = dpdk_sys::eal::rdtsc();
     let last = match c.rate_tsc.get() {
         0 => now,
         t => t,
@@ -110,13 +204,30 @@ fn allowance(e: &SocketEntry, pps: u64, hz: u64) -> usize {
     c.rate_credit.get().min(CONSUME_BURST as u64) as usize
 }
 
-/// Take one burst from a socket's ring, handle it, free it.
+/// Take one burst from a socket's ring, handle it, free it (a one-off
+/// caller: the burst array is made here).
 pub fn drain_socket(shared: &Shared, e: &SocketEntry) -> usize {
     let mut bufs: [*mut ffi::rte_mbuf; CONSUME_BURST] = [std::ptr::null_mut(); CONSUME_BURST];
+    if shared.mode == Mode::Floor(Floor::Pipeline) {
+        drain_floor(e, &mut bufs)
+    } else {
+        drain_socket_into(shared, e, &mut bufs)
+    }
+}
+
+/// Take one burst from a socket's ring into `bufs`, handle it, free it.
+/// An empty ring costs two loads; one TSC read per burst taken.
+#[inline]
+fn drain_socket_into(shared: &Shared, e: &SocketEntry, bufs: &mut [*mut ffi::rte_mbuf; CONSUME_BURST]) -> usize {
+    if e.sock.poll_empty() {
+        return 0;
+    }
+    let now = eal::rdtsc();
     // The rate applies while traffic flows; at shutdown consumers finish
     // what was delivered, as an application drains its socket before close.
-    let limited = e.sock.conf.consume_rate_pps > 0 && !shared.consumers_stop.load(Ordering::Relaxed);
-    let max = if limited { allowance(e, e.sock.conf.consume_rate_pps, shared.tsc_hz) } else { CONSUME_BURST };
+    let pps = e.sock.conf.consume_rate_pps;
+    let limited = pps > 0 && !shared.consumers_stop.load(Ordering::Relaxed);
+    let max = if limited { allowance(e, pps, shared.tsc_hz, now) } else { CONSUME_BURST };
     let n = e.sock.dequeue(&mut bufs[..max]);
     if n == 0 {
         return 0;
@@ -142,6 +253,18 @@ pub fn drain_socket(shared: &Shared, e: &SocketEntry) -> usize {
         }
     }
     // SAFETY: dequeued from this socket's ring just now; ours to free.
-    unsafe { e.sock.consume(&mut bufs[..n]) };
+    unsafe { e.sock.consume_at(&mut bufs[..n], now) };
+    n
+}
+
+/// `run --floor pipeline`'s consumer: dequeue a burst, read `pkt_len`,
+/// free in bulk. No handler, no rate, no latency, no release.
+#[inline]
+fn drain_floor(e: &SocketEntry, bufs: &mut [*mut ffi::rte_mbuf; CONSUME_BURST]) -> usize {
+    let n = e.sock.dequeue(bufs);
+    if n > 0 {
+        // SAFETY: dequeued from this socket's ring just now; ours to free.
+        unsafe { e.sock.consume_floor(&mut bufs[..n]) };
+    }
     n
 }

@@ -32,6 +32,11 @@ pub enum EngineError {
     Books(String),
 }
 
+/// Polls of the main lcore's consumer between two looks at its timers and
+/// signals (a poll over a few empty rings takes tens of ns; a loaded one a
+/// few µs, so timers fire within a millisecond or so).
+pub const MAIN_CHECK_POLLS: u32 = 64;
+
 /// Command-line overrides of `run`.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
@@ -89,6 +94,10 @@ pub struct Shared {
     pub table: FlowTable<Arc<Socket>>,
     /// Every live socket, for consumers and stats (read-mostly, RCU-published).
     pub sockets: ArcSwap<Vec<SocketEntry>>,
+    /// Bumped after every store to `sockets`: pollers keep their registry
+    /// and re-read it only when this changes (one load per poll, of a line
+    /// written only when a socket comes or goes).
+    pub sockets_gen: std::sync::atomic::AtomicU64,
     /// Stages per socket: distinct (virtual) nodes of the RX lcores.
     pub nodes: usize,
     /// NUMA socket for rings (the first RX lcore's).
@@ -255,6 +264,10 @@ impl Engine {
     }
 
     fn setup(cfg: &Config, opts: &RunOptions) -> Result<Engine, EngineError> {
+        // Before any pool, RX lcore or consumer exists: the offset is read per packet.
+        let off = crate::meta::register_hot()
+            .map_err(|e| EngineError::Setup(format!("mbuf dynfield {}: {e}", crate::meta::HOT_DYNFIELD)))?;
+        log::debug!("mbuf dynfield {} at offset {off}", crate::meta::HOT_DYNFIELD);
         let main = lcore::main_lcore();
         for l in &cfg.lcores {
             if !lcore::is_enabled(l.id) {
@@ -370,6 +383,8 @@ impl Engine {
                     mp.data_room(),
                     mp.truesize()
                 );
+                crate::meta::check_pool_truesize(&mp)
+                    .map_err(|e| EngineError::Setup(format!("rx_pool_s{sock}: {e}")))?;
                 pools.push((sock, mp));
             }
         }
@@ -384,6 +399,8 @@ impl Engine {
                     let mp = Mempool::new(&format!("small_pool_s{sock}"), n, 0, crate::meta::PRIV_SIZE, cfg.small_cache.data_room, sock as i32)
                         .map_err(|e| EngineError::Setup(format!("{e}: lower small_cache.entries or raise eal.memory_mb")))?;
                     log::info!("pool small_pool_s{sock}: {} mbufs x {} B data room (truesize {} B)", mp.size(), mp.data_room(), mp.truesize());
+                    crate::meta::check_pool_truesize(&mp)
+                        .map_err(|e| EngineError::Setup(format!("small_pool_s{sock}: {e}")))?;
                     small_pools.push((sock, mp));
                 }
             }
@@ -475,6 +492,7 @@ impl Engine {
             strategy: cfg.engine.strategy,
             table: FlowTable::new(),
             sockets: ArcSwap::from_pointee(Vec::new()),
+            sockets_gen: std::sync::atomic::AtomicU64::new(0),
             nodes: node_ids.len().max(1),
             numa,
             next_socket_id: Mutex::new(0),
@@ -558,22 +576,48 @@ impl Engine {
     }
 
     /// Print a stats line per interval; return on a signal, the duration, or idleness.
+    ///
+    /// When the main lcore consumes, this is a poll loop like DPDK's
+    /// examples: the per-poll path is one pass of the [`consumer::Drain`];
+    /// every [`MAIN_CHECK_POLLS`] polls one TSC read decides which timer is
+    /// due (duration, stats interval, flow-table GC, idle check) and the
+    /// signal flags are read. No system clock per poll.
     pub fn main_loop(&mut self, duration: Option<f64>) {
         let shared = Arc::clone(&self.shared);
-        let interval = Duration::from_millis(self.cfg.engine.stats_interval_ms);
-        let idle_ticks = self.cfg.engine.stop_when_idle_ms.saturating_mul(shared.tsc_hz) / 1000;
-        let main_consumes = shared.sockets.load().iter().any(|e| e.drainer == Drainer::Main);
-        let mut last_print = Instant::now();
+        let hz = shared.tsc_hz.max(1);
+        let ms_ticks = (hz / 1000).max(1);
+        let interval_ticks = self.cfg.engine.stats_interval_ms.max(1).saturating_mul(ms_ticks);
+        let idle_ticks = self.cfg.engine.stop_when_idle_ms.saturating_mul(hz) / 1000;
+        let mut drain = consumer::Drain::new(&shared, None);
+        // Duration counts from `started` (set when the lcores were launched).
+        let start_tsc = eal::rdtsc();
+        let left = duration.map(|d| (d - self.started.elapsed().as_secs_f64()).max(0.0));
+        let end_tsc = left.map(|l| start_tsc.saturating_add((l * hz as f64) as u64));
+        let mut last_print = start_tsc;
+        let mut next_print = start_tsc + interval_ticks;
+        let mut next_gc = start_tsc + hz;
+        // The idle check sums every RX queue's counters (lines the RX lcores
+        // write): once per millisecond is plenty for a timeout in ms.
+        let mut next_idle = start_tsc + ms_ticks;
         let mut last_pkts = 0u64;
         let mut last_bytes = 0u64;
         let mut last_delivered = 0u64;
         let mut last_drops = 0u64;
         let mut last_nstat: Option<crate::nstat::Counters> = None;
-        let mut last_gc = Instant::now();
+        let mut polls = 0u32;
         loop {
-            let worked = if main_consumes { self.poll_main() } else { 0 };
-            if worked == 0 {
-                std::thread::sleep(Duration::from_millis(if main_consumes { 0 } else { 5 }));
+            // The poll re-reads the registry when it changed: sockets added
+            // on SIGHUP are drained too.
+            drain.poll();
+            if drain.sockets() > 0 {
+                polls += 1;
+                if polls < MAIN_CHECK_POLLS {
+                    continue;
+                }
+                polls = 0;
+            } else {
+                // Nothing to consume here: the main lcore only keeps time.
+                std::thread::sleep(Duration::from_millis(5));
             }
             if signals::stop_requested() {
                 log::info!("signal received, stopping");
@@ -582,13 +626,12 @@ impl Engine {
             if signals::take_reload() {
                 crate::reload::on_sighup(self);
             }
-            if let Some(d) = duration {
-                if self.started.elapsed().as_secs_f64() >= d {
-                    break;
-                }
+            let now = eal::rdtsc();
+            if end_tsc.is_some_and(|e| now >= e) {
+                break;
             }
-            if idle_ticks > 0 {
-                let now = eal::rdtsc();
+            if idle_ticks > 0 && now >= next_idle {
+                next_idle = now + ms_ticks;
                 let total: u64 = shared.rx.iter().flat_map(|l| l.qstats.iter()).map(|q| q.packets.get()).sum();
                 // An lcore that never received (stamp 0) counts as idle only once others have.
                 let all_idle = shared.rx.iter().all(|l| now.saturating_sub(l.last_rx_tsc.get()) > idle_ticks);
@@ -598,23 +641,27 @@ impl Engine {
                     break;
                 }
             }
-            if last_gc.elapsed() >= Duration::from_secs(1) {
+            if now >= next_gc {
                 shared.table.collect_garbage();
-                last_gc = Instant::now();
+                next_gc = now + hz;
             }
-            if last_print.elapsed() >= interval {
-                let secs = last_print.elapsed().as_secs_f64();
-                last_print = Instant::now();
+            if now >= next_print {
+                let secs = now.saturating_sub(last_print) as f64 / hz as f64;
+                last_print = now;
+                next_print = now + interval_ticks;
                 let pkts: u64 = shared.rx.iter().flat_map(|l| l.qstats.iter()).map(|q| q.packets.get()).sum();
                 let bytes: u64 = shared.rx.iter().flat_map(|l| l.qstats.iter()).map(|q| q.bytes.get()).sum();
                 let socks = shared.sockets.load();
                 // Removed sockets keep their books in `removed`: count them too,
                 // so a SIGHUP does not make the totals (and rates) go backwards.
+                // The floor pipeline's own counters are zero in other modes.
                 let removed = shared.removed.lock().expect("removed lock");
-                let delivered: u64 = socks.iter().map(|e| e.sock.stats().delivered).sum::<u64>()
-                    + removed.iter().map(|s| s.delivered).sum::<u64>();
-                let drops: u64 = socks.iter().map(|e| e.sock.stats().drops_total()).sum::<u64>()
-                    + removed.iter().map(|s| s.drops.values().sum::<u64>()).sum::<u64>();
+                let delivered: u64 =
+                    socks.iter().map(|e| e.sock.stats().delivered + e.sock.floor.delivered()).sum::<u64>()
+                        + removed.iter().map(|s| s.delivered).sum::<u64>();
+                let drops: u64 =
+                    socks.iter().map(|e| e.sock.stats().drops_total() + e.sock.floor.ring_full()).sum::<u64>()
+                        + removed.iter().map(|s| s.drops.values().sum::<u64>()).sum::<u64>();
                 drop(removed);
                 if self.stats_format == crate::nstat::StatsFormat::Nstat {
                     let now = crate::nstat::counters(&snapshot(&shared, self.started.elapsed().as_secs_f64()));
@@ -741,6 +788,7 @@ impl Drop for Engine {
         }
         // Sockets hold rte_rings: release them before the EAL goes.
         let entries = self.shared.sockets.swap(Arc::new(Vec::new()));
+        self.shared.sockets_gen.fetch_add(1, Ordering::Release);
         let fillers = std::mem::take(&mut *self.shared.filler_handles.lock().unwrap_or_else(|p| p.into_inner()));
         let _ = self.shared.table.update(|ed| {
             for e in entries.iter() {
@@ -829,6 +877,7 @@ pub fn add_socket(shared: &Shared, conf: SocketConf) -> Result<Arc<Socket>, Stri
     let mut v: Vec<SocketEntry> = shared.sockets.load().as_ref().clone();
     v.push(SocketEntry { sock: Arc::clone(&sock), drainer, handle });
     shared.sockets.store(Arc::new(v));
+    shared.sockets_gen.fetch_add(1, Ordering::Release);
     log::info!("socket {} ({}) bound {} handler {:?} drained by {:?}", sock.name(), id, sock.binding(), sock.handler(), drainer);
     Ok(sock)
 }
@@ -862,6 +911,7 @@ pub fn remove_socket(shared: &Shared, name: &str) -> Result<(), String> {
     }
     let v: Vec<SocketEntry> = shared.sockets.load().iter().filter(|e| e.sock.name() != name).cloned().collect();
     shared.sockets.store(Arc::new(v));
+    shared.sockets_gen.fetch_add(1, Ordering::Release);
     // A consumer still holding the old registry may dequeue concurrently:
     // the ring is multi-consumer, so both sides are safe and each datagram
     // is counted once (consumed, or freed at close).

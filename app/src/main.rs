@@ -54,7 +54,10 @@ mod cli {
             demux_only: bool,
             /// Lower bound for --demux-only: read each frame's UDP destination port at a
             /// fixed offset, one read in a port-indexed table, result into the mbuf, free;
-            /// `checksums` also verifies the IPv4 header and UDP checksums in software.
+            /// `checksums` also verifies the IPv4 header and UDP checksums in software;
+            /// `pipeline` is the minimal cross-core pipeline for the whole engine: port at a
+            /// fixed offset, table per family, per-socket enqueue_burst into the delivery
+            /// rings, consumers dequeue, read pkt_len and free in bulk.
             #[arg(long, value_enum)]
             floor: Option<udpdemux::rx::Floor>,
             /// Interval lines and final counters: text, or nstat-style `name value rate` lines.

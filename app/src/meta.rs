@@ -1,13 +1,63 @@
-//! What travels with a packet in its mbuf's private area.
+//! What travels with a packet: its mbuf's private area and one dynfield.
 //!
-//! The RX lcore fills this once, right after parsing and the early-demux
-//! lookup; accounting, the stage link, delivery and the consumer read it and
-//! never parse or look up again (the kernel keeps `skb->sk` for the same
-//! reason). It lives in the pool's private area rather than a dynfield: the
-//! engine creates every pool its ports receive into, and 64 bytes there hold
-//! more than the 36 spare bytes of dynfield space.
+//! The RX lcore fills both once, right after parsing and the early-demux
+//! lookup; accounting, the stage link, delivery and the consumer read them
+//! and never parse or look up again (the kernel keeps `skb->sk` for the same
+//! reason).
+//!
+//! * [`MbufMeta`], in the pool's private area (the mbuf's third cache line):
+//!   the stage link, the socket, the offsets, the port. The engine creates
+//!   every pool its ports receive into, and 64 bytes there hold more than
+//!   the 36 spare bytes of dynfield space. RX-side code (staging, the
+//!   drainer) and the handlers that need offsets (echo, pcap, the API) read it.
+//! * [`HotMeta`], in a registered dynfield (`rte_mbuf_dynfield_register`,
+//!   inside the mbuf's second cache line): only what the consumer's count
+//!   path needs besides the first line, the payload length and the RX TSC.
+//!   The truesize is not stored for it at all: it is `buf_len` (first line)
+//!   plus the constant [`MBUF_OVERHEAD`], exactly what RX charges.
+//!
+//! # Why the second line, and not a free field of the first
+//!
+//! The first line has 8 bytes that are free once RX has read them (the
+//! `hash` union). They would hold the payload length and only 32 bits of
+//! TSC, which wrap in about a second at this machine's clock: a consumer
+//! throttled by `consume_rate_pps` behind a 4096-entry ring waits longer
+//! than that, and its latency histogram would alias. The `hash` union is also
+//! the PMD's (RSS hash, FDIR id) and the eventdev's (`txadapter`) field, so
+//! reusing it would be a convention nobody else knows. The second line is
+//! read by the consumer anyway: `rte_pktmbuf_free_bulk` loads `m->next`
+//! (and `rte_pktmbuf_prefree_seg` may clear it), so reading 10 more bytes of
+//! it costs nothing. On the RX side the PMDs this project runs on
+//! (`net_pcap`, `net_af_packet`, `net_memif`, `net_ring`, `net_null`) take
+//! their mbufs with `rte_pktmbuf_alloc`, whose `rte_pktmbuf_reset` writes
+//! `next` and `tx_offload` in that line for every packet, so writing the
+//! dynfield there adds no line either. (A vector PMD that rearms only the
+//! first line would leave line 1 clean; there the dynfield costs a write
+//! to line 1 but still saves the private area's line on the consumer.)
+//!
+//! # Cache lines one datagram moves between the RX CPU and the consumer's CPU
+//!
+//! Count handler, `numa-queues`, one RX lcore, a consumer on the other CPU.
+//! "Moves" means: written on one side, then read or written on the other.
+//!
+//! | line | before | after |
+//! |---|---|---|
+//! | mbuf line 0 (`buf_addr` .. `pool`) | RX (PMD) writes, consumer reads (`refcnt`, `pool`, `ol_flags` in free) | same: 1 line, now also `buf_len` for the truesize |
+//! | mbuf line 1 (`next` .. dynfields) | RX (`rte_pktmbuf_reset`) writes `next`; consumer reads it in free | same line, now also the [`HotMeta`] dynfield: still 1 line |
+//! | private area ([`MbufMeta`]) | RX writes; consumer read truesize, payload_len, rx_tsc: 1 line | RX writes, the count consumer never reads it: 0 lines (echo, pcap and the API still read it) |
+//! | frame data (first data line) | RX reads (parse, on its own CPU, after the PMD wrote it there): the consumer never touches it with `count`: 0 lines | same: 0 |
+//! | ring slot | RX drainer writes 8 B, consumer reads: 1/8 line per datagram | same |
+//! | socket counters | drainer writes `delivered`; consumer writes `consumed`, release deficit (rcvbuf/4 batching): per burst, not per datagram | same |
+//!
+//! Then the buffers come back: the consumer's `rte_pktmbuf_free_bulk` puts
+//! them into its own lcore's mempool cache, and when that cache overflows
+//! into the pool's ring the RX lcore's next `rx_burst` allocates them again:
+//! mbuf lines 0 and 1 move back (the PMD writes them); the private area
+//! never left the RX CPU's cache with the count handler, so it does not.
+//! Per datagram: 3 lines + 1/8 before (lines 0, 1, private area, slot),
+//! 2 lines + 1/8 after.
 use std::ptr::NonNull;
-use std::sync::atomic::AtomicPtr;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use dpdk_sys::{ffi, mbuf};
 
@@ -19,6 +69,100 @@ use crate::stage::StagePacket;
 /// (a multiple of RTE_MBUF_PRIV_ALIGN = 8).
 pub const PRIV_SIZE: u16 = 64;
 
+/// What an engine mbuf costs besides its data room: `struct rte_mbuf` and
+/// the private area. A datagram's truesize is `MBUF_OVERHEAD + buf_len`, the
+/// same for RX-pool and small-pool mbufs (`Mempool::truesize`).
+pub const MBUF_OVERHEAD: u32 = std::mem::size_of::<ffi::rte_mbuf>() as u32 + PRIV_SIZE as u32;
+
+/// The truesize of an engine mbuf, from its first cache line only
+/// (`buf_len`): equal to what RX charges (`sizeof(rte_mbuf) + priv_size +
+/// buf_len`) because every engine pool has `priv_size == PRIV_SIZE`.
+///
+/// # Safety
+/// `m` must be a live mbuf from one of the engine's pools.
+#[inline(always)]
+pub unsafe fn truesize_of(m: *const ffi::rte_mbuf) -> u32 {
+    // SAFETY: per the contract; buf_len is in the mbuf's first line.
+    MBUF_OVERHEAD + u32::from(unsafe { (*m).buf_len })
+}
+
+/// Check on a live pool that [`truesize_of`] of its mbufs equals
+/// `Mempool::truesize` (what RX and the small cache charge). The engine runs
+/// it on every RX and small pool at start, so every EAL-backed run tests it.
+pub fn check_pool_truesize(mp: &dpdk_sys::Mempool) -> Result<u32, String> {
+    let m = mp.alloc().ok_or_else(|| "cannot allocate one mbuf to check its truesize".to_string())?;
+    // SAFETY: a live mbuf of an engine pool (priv_size checked just below).
+    let ours = unsafe { truesize_of(m.as_ptr()) };
+    let (priv_size, theirs) = (mp.priv_size(), mp.truesize());
+    if priv_size != PRIV_SIZE || ours != theirs {
+        return Err(format!(
+            "mbuf truesize {ours} B (sizeof(rte_mbuf) + {PRIV_SIZE} + buf_len) != pool truesize {theirs} B (priv_size {priv_size})"
+        ));
+    }
+    Ok(ours)
+}
+
+/// What the consumer's count path reads besides the mbuf's first line, kept
+/// in a registered dynfield in the mbuf's second line (see the module docs).
+#[repr(C, align(8))]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HotMeta {
+    /// TSC when the RX lcore received the burst.
+    pub rx_tsc: u64,
+    /// UDP payload bytes.
+    pub payload_len: u16,
+}
+
+/// Name of the [`HotMeta`] dynfield.
+pub const HOT_DYNFIELD: &str = "udpdemux_hot_meta";
+
+/// Byte offset of [`HotMeta`] in an mbuf. Until [`register_hot`] runs it is
+/// the `hot_fallback` slot of the private area, so an unregistered process
+/// (a test without the engine) stays correct, only slower.
+static HOT_OFFSET: AtomicUsize = AtomicUsize::new(HOT_FALLBACK);
+/// `hot_fallback` is `MbufMeta`'s second field, right after the 8-byte link (repr(C)).
+const HOT_FALLBACK: usize = std::mem::size_of::<ffi::rte_mbuf>() + std::mem::size_of::<AtomicPtr<MbufMeta>>();
+
+/// Register the [`HotMeta`] dynfield (idempotent). Must run after the EAL and
+/// before any RX lcore or consumer starts: the offset is read per packet and
+/// must not change while packets are in flight.
+pub fn register_hot() -> Result<usize, dpdk_sys::DpdkError> {
+    let off = mbuf::dynfield_register(HOT_DYNFIELD, std::mem::size_of::<HotMeta>(), std::mem::align_of::<HotMeta>())?;
+    HOT_OFFSET.store(off, Ordering::Relaxed);
+    if !(64..128).contains(&off) {
+        log::warn!("dynfield {HOT_DYNFIELD} at offset {off}, outside the mbuf's second cache line");
+    }
+    Ok(off)
+}
+
+/// Where [`HotMeta`] lives in `m`.
+#[inline(always)]
+fn hot_ptr(m: *mut ffi::rte_mbuf) -> *mut HotMeta {
+    mbuf::dynfield(m, HOT_OFFSET.load(Ordering::Relaxed))
+}
+
+/// The consumer's view of a datagram.
+///
+/// # Safety
+/// `m` must be a live engine mbuf whose [`HotMeta`] was written by
+/// [`MbufMeta::init`] (or copied by [`copy_hot`]), not being written by anyone else.
+#[inline(always)]
+pub unsafe fn hot(m: *mut ffi::rte_mbuf) -> HotMeta {
+    // SAFETY: per the contract; the offset is a registered, 8-aligned field
+    // of HotMeta's size, or the private area's fallback slot.
+    unsafe { hot_ptr(m).read() }
+}
+
+/// Copy the [`HotMeta`] of `from` into `to` (a condensed copy of a datagram).
+///
+/// # Safety
+/// Both must be live engine mbufs; the caller owns `to` exclusively.
+#[inline(always)]
+pub unsafe fn copy_hot(from: *mut ffi::rte_mbuf, to: *mut ffi::rte_mbuf) {
+    // SAFETY: per the contract.
+    unsafe { hot_ptr(to).write(hot_ptr(from).read()) }
+}
+
 /// The per-packet metadata. `#[repr(C)]` so its size is checked against
 /// [`PRIV_SIZE`] at compile time.
 #[repr(C)]
@@ -26,9 +170,14 @@ pub const PRIV_SIZE: u16 = 64;
 pub struct MbufMeta {
     /// The stage's intrusive link (the kernel's `skb->ll_node`).
     link: AtomicPtr<MbufMeta>,
-    /// TSC when the RX lcore received the burst.
+    /// [`HotMeta`]'s home until [`register_hot`] has run (then unused). Second
+    /// field: `HOT_FALLBACK` depends on it.
+    hot_fallback: HotMeta,
+    /// TSC when the RX lcore received the burst (also in [`HotMeta`]; this
+    /// copy is for RX-side readers and the handlers that read this area anyway).
     pub rx_tsc: u64,
-    /// Bytes charged to the socket (mbuf struct + private area + data room).
+    /// Bytes charged to the socket (mbuf struct + private area + data room);
+    /// informational: accounting and the consumer use [`truesize_of`].
     pub truesize: u32,
     /// The socket's drop count when the packet's batch was drained (SO_RXQ_OVFL).
     pub drop_snapshot: u32,
@@ -49,6 +198,7 @@ pub struct MbufMeta {
 pub const FLAG_CONDENSED: u8 = 1;
 
 const _: () = assert!(std::mem::size_of::<MbufMeta>() <= PRIV_SIZE as usize);
+const _: () = assert!(std::mem::size_of::<HotMeta>() == 16);
 
 impl MbufMeta {
     /// The metadata of an mbuf from one of the engine's pools.
@@ -73,6 +223,7 @@ impl MbufMeta {
     pub unsafe fn init(m: *mut ffi::rte_mbuf, d: &Datagram, socket: u32, truesize: u32, rx_tsc: u64, port: u16) {
         let meta = MbufMeta {
             link: AtomicPtr::new(std::ptr::null_mut()),
+            hot_fallback: HotMeta::default(),
             rx_tsc,
             truesize,
             drop_snapshot: 0,
@@ -89,8 +240,12 @@ impl MbufMeta {
             port,
         };
         // SAFETY: per the contract the private area is ours and large enough;
-        // a whole-struct write never reads the uninitialised bytes.
-        unsafe { std::ptr::write(Self::of(m).as_ptr(), meta) }
+        // a whole-struct write never reads the uninitialised bytes. The
+        // dynfield is ours too (registered, or the fallback slot just written).
+        unsafe {
+            std::ptr::write(Self::of(m).as_ptr(), meta);
+            hot_ptr(m).write(HotMeta { rx_tsc, payload_len: d.payload_len });
+        }
     }
 
     /// The metadata as a reference.
@@ -127,12 +282,74 @@ unsafe impl StagePacket for MbufMeta {
 impl PacketMeta for MbufMeta {
     #[inline(always)]
     unsafe fn truesize(p: NonNull<Self>) -> u32 {
-        // SAFETY: the caller owns a live packet.
-        unsafe { (*p.as_ptr()).truesize }
+        // The same function the consumer releases with: charge == release
+        // by construction, whichever pool (RX or small) the mbuf is from.
+        // SAFETY: the caller owns a live packet of an engine pool.
+        unsafe { truesize_of(Self::mbuf(p)) }
     }
     #[inline(always)]
     unsafe fn set_drop_snapshot(p: NonNull<Self>, drops: u32) {
         // SAFETY: the caller owns a live packet.
         unsafe { (*p.as_ptr()).drop_snapshot = drops }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An mbuf struct followed by its private area, as in an engine pool.
+    #[repr(C, align(64))]
+    struct FakeMbuf {
+        m: ffi::rte_mbuf,
+        area: [u8; PRIV_SIZE as usize],
+    }
+
+    fn fake(buf_len: u16) -> Box<FakeMbuf> {
+        // SAFETY: rte_mbuf is plain C data (integers, pointers, unions): all-zero is valid.
+        let mut f: Box<FakeMbuf> = Box::new(unsafe { std::mem::zeroed() });
+        f.m.buf_len = buf_len;
+        f.m.priv_size = PRIV_SIZE;
+        f
+    }
+
+    #[test]
+    fn consumer_truesize_equals_what_rx_charges() {
+        // 2176: the default RX pool's data room; 576 and 704: small-pool rooms.
+        for room in [2176u16, 576, 704, 128 + 64, u16::MAX] {
+            let mut f = fake(room);
+            let m: *mut ffi::rte_mbuf = &mut f.m;
+            // rx.rs charges sizeof(rte_mbuf) + priv_size + buf_len per datagram;
+            // Mempool::truesize and the small cache use sizeof + priv_size + data_room.
+            let rx = std::mem::size_of::<ffi::rte_mbuf>() as u32 + u32::from(f.m.priv_size) + u32::from(f.m.buf_len);
+            // SAFETY: a live fake mbuf with an engine-sized private area.
+            assert_eq!(unsafe { truesize_of(m) }, rx, "room {room}");
+            let p = MbufMeta::of(m);
+            // SAFETY: as above.
+            assert_eq!(unsafe { <MbufMeta as PacketMeta>::truesize(p) }, rx);
+        }
+        assert_eq!(std::mem::size_of::<ffi::rte_mbuf>(), 128, "two cache lines");
+    }
+
+    #[test]
+    fn hot_meta_falls_back_to_the_private_area_and_is_copied() {
+        // No EAL here: the dynfield is not registered, the fallback slot is used.
+        let (mut a, mut b) = (fake(2176), fake(576));
+        let (ma, mb): (*mut ffi::rte_mbuf, *mut ffi::rte_mbuf) = (&mut a.m, &mut b.m);
+        let h = HotMeta { rx_tsc: 0x1234_5678_9abc, payload_len: 1472 };
+        // SAFETY: live fake mbufs we own.
+        unsafe {
+            hot_ptr(ma).write(h);
+            assert_eq!(hot(ma), h);
+            copy_hot(ma, mb);
+            assert_eq!(hot(mb), h);
+        }
+        let base = ma as usize;
+        let at = hot_ptr(ma) as usize - base;
+        assert!(
+            at >= std::mem::size_of::<ffi::rte_mbuf>() && at + 16 <= std::mem::size_of::<FakeMbuf>(),
+            "inside the private area"
+        );
+        assert_eq!(at % 8, 0);
     }
 }

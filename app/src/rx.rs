@@ -93,7 +93,9 @@ pub enum Mode {
 
 impl Mode {
     /// Whether frames are parsed and counted by reason. `Bare` and `Floor`
-    /// free every frame unclassified, so their books are rx = freed.
+    /// free every frame unclassified, so their books are rx = freed; the
+    /// pipeline floor's are rx = put in a ring + ring full + no socket
+    /// (`summary` checks them separately, with every ring consumed or freed).
     pub fn classifies(self) -> bool {
         matches!(self, Mode::Pipeline | Mode::DemuxOnly)
     }
@@ -106,6 +108,10 @@ pub enum Floor {
     Minimal,
     /// The same plus the IPv4 header and UDP checksums in software.
     Checksums,
+    /// The minimal cross-core pipeline (see `pipeline_floor`): destination
+    /// port, port-indexed table per family, per-socket `enqueue_burst` into
+    /// the delivery rings; the consumers dequeue, read `pkt_len`, free.
+    Pipeline,
 }
 
 /// Poll every queue of RX lcore `idx` until the stop flag is set.
@@ -123,9 +129,11 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     // The floor's demux table, indexed by destination port (built here: the
     // loop below must not allocate).
     let ports: Vec<u32> = match mode {
-        Mode::Floor(_) => (0..=u32::from(u16::MAX)).collect(),
+        Mode::Floor(Floor::Minimal | Floor::Checksums) => (0..=u32::from(u16::MAX)).collect(),
         _ => Vec::new(),
     };
+    let mut pipeline_floor =
+        (mode == Mode::Floor(Floor::Pipeline)).then(|| crate::pipeline_floor::PipelineFloor::new(shared));
     let _hot = HotSection::enter();
     while !shared.stop.load(Ordering::Relaxed) {
         for (q, qs) in me.queues.iter().zip(&me.qstats) {
@@ -152,6 +160,12 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
                 (Mode::Bare, _) => {
                     // SAFETY: we own the n mbufs and give them back.
                     unsafe { mbuf::free_bulk(&mut bufs[..n]) };
+                }
+                (Mode::Floor(Floor::Pipeline), _) => {
+                    if let Some(pf) = pipeline_floor.as_mut() {
+                        pf.burst(&bufs[..n], &mut free, &me.lstats.floor_no_socket);
+                        free.flush();
+                    }
                 }
                 (Mode::Floor(f), _) => {
                     floor_burst(&bufs[..n], &ports, f == Floor::Checksums);

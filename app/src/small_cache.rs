@@ -108,6 +108,8 @@ impl SmallCache {
             let from = MbufMeta::get(m);
             let to = MbufMeta::of(e).as_ptr();
             std::ptr::copy_nonoverlapping(from as *const MbufMeta, to, 1);
+            // And what the consumer reads from the mbuf's second line.
+            crate::meta::copy_hot(m, e);
             let saved = from.truesize.saturating_sub(self.truesize);
             (*to).truesize = self.truesize;
             (*to).flags |= FLAG_CONDENSED;

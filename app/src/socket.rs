@@ -11,7 +11,7 @@ use crate::config::{Handler, SocketConf};
 use crate::delivery::{RxSocket, Sink, SocketConfig, SocketStats, DRAIN_BURST};
 use crate::flow_table::Binding;
 use crate::latency::Histogram;
-use crate::meta::MbufMeta;
+use crate::meta::{self, MbufMeta};
 use crate::stats::{Counter, Padded};
 
 /// Empty dequeues in a row after which a consumer releases its deficit.
@@ -34,6 +34,49 @@ pub struct ConsumerStats {
     /// `consume_rate_pps` token bucket: TSC credited up to, and datagrams of credit.
     pub rate_tsc: Counter,
     pub rate_credit: Counter,
+}
+
+/// `run --floor pipeline`: what the RX lcores put straight into the ring
+/// (no stage, no accounting). Written once per burst per socket by the RX
+/// lcore(s); atomic adds when several RX lcores share the socket.
+#[derive(Debug, Default)]
+pub struct FloorStats {
+    /// Enqueued into the delivery ring.
+    delivered: std::sync::atomic::AtomicU64,
+    /// Refused by a full ring (freed by the RX lcore).
+    ring_full: std::sync::atomic::AtomicU64,
+    /// Set before the first floor enqueue: the ring holds uncharged mbufs
+    /// without metadata, so teardown must not release their truesize.
+    active: std::sync::atomic::AtomicBool,
+}
+
+impl FloorStats {
+    /// Count one burst's outcome. `shared`: other RX lcores add too.
+    #[inline(always)]
+    pub fn add(&self, delivered: u64, ring_full: u64, shared: bool) {
+        for (c, v) in [(&self.delivered, delivered), (&self.ring_full, ring_full)] {
+            if v == 0 {
+                continue;
+            }
+            if shared {
+                c.fetch_add(v, Ordering::Relaxed);
+            } else {
+                c.store(c.load(Ordering::Relaxed).wrapping_add(v), Ordering::Relaxed);
+            }
+        }
+    }
+    pub fn delivered(&self) -> u64 {
+        self.delivered.load(Ordering::Relaxed)
+    }
+    pub fn ring_full(&self) -> u64 {
+        self.ring_full.load(Ordering::Relaxed)
+    }
+    pub fn activate(&self) {
+        self.active.store(true, Ordering::SeqCst);
+    }
+    pub fn active(&self) -> bool {
+        self.active.load(Ordering::SeqCst)
+    }
 }
 
 /// Stage-to-delivery latency, written under the delivery lock.
@@ -90,6 +133,8 @@ pub struct Socket {
     empty_streak: Padded<Counter>,
     /// `latency::inverse` of TSC cycles per µs.
     us_inv: u64,
+    /// `run --floor pipeline` counters (zero otherwise).
+    pub floor: Padded<FloorStats>,
 }
 
 impl std::fmt::Debug for Socket {
@@ -141,6 +186,7 @@ impl Socket {
             release_deficit: Padded(std::sync::atomic::AtomicU64::new(0)),
             empty_streak: Padded::default(),
             us_inv,
+            floor: Padded::default(),
         })
     }
 
@@ -164,23 +210,51 @@ impl Socket {
     /// ring has stayed empty for a while, the release deficit is paid.
     #[inline]
     pub fn dequeue(&self, out: &mut [*mut ffi::rte_mbuf]) -> usize {
+        if self.poll_empty() {
+            if out.is_empty() {
+                self.flush_release();
+            }
+            return 0;
+        }
         // SAFETY: a *mut rte_mbuf array viewed as *mut c_void of the same length and layout.
         let objs = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut *mut c_void, out.len()) };
         let n = self.ring.dequeue_burst(objs);
         if n == 0 {
-            // A consumer that keeps up finds the ring empty between most
-            // bursts; paying the deficit each time would write the shared
-            // counter as often as before. Only a run of empty polls (some
-            // microseconds of real idleness) pays it.
-            self.empty_streak.add(1);
-            if self.empty_streak.get() >= IDLE_POLLS_BEFORE_RELEASE || out.is_empty() {
-                self.empty_streak.set(0);
+            self.note_empty();
+            if out.is_empty() {
                 self.flush_release();
             }
         } else if self.empty_streak.get() != 0 {
             self.empty_streak.set(0);
         }
         n
+    }
+
+    /// Whether the ring looks empty (two loads, no call into DPDK). If so
+    /// the poll counts as an empty one, as a dequeue that found nothing.
+    #[inline(always)]
+    pub fn poll_empty(&self) -> bool {
+        if self.ring.looks_empty() {
+            self.note_empty();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A consumer that keeps up finds the ring empty between most bursts;
+    /// paying the deficit each time would write the shared counter as often
+    /// as before. Only a run of empty polls (some microseconds of real
+    /// idleness) pays it.
+    #[inline(always)]
+    fn note_empty(&self) {
+        let streak = self.empty_streak.get() + 1;
+        if streak >= IDLE_POLLS_BEFORE_RELEASE {
+            self.empty_streak.set(0);
+            self.flush_release();
+        } else {
+            self.empty_streak.set(streak);
+        }
     }
 
     /// Give the socket's budget back what consumers freed but have not released yet.
@@ -201,6 +275,9 @@ impl Socket {
     /// (each write costs every RX lcore a cache miss).
     #[inline]
     fn release_batched(&self, truesize: u64) {
+        if truesize == 0 {
+            return;
+        }
         let d = self.release_deficit.fetch_add(truesize, Ordering::Relaxed) + truesize;
         if d >= (self.rx.rcvbuf() as u64 >> 2) {
             self.flush_release();
@@ -213,18 +290,35 @@ impl Socket {
     /// Every pointer must be an mbuf dequeued from this socket's ring and not yet freed.
     #[inline]
     pub unsafe fn consume(&self, ms: &mut [*mut ffi::rte_mbuf]) {
+        if !ms.is_empty() {
+            // SAFETY: per the contract.
+            unsafe { self.consume_at(ms, eal::rdtsc()) }
+        }
+    }
+
+    /// [`Socket::consume`] with the burst's TSC already read (one read per
+    /// dequeued burst, for the consumer latency histogram).
+    ///
+    /// Reads only the mbufs' first two cache lines (`buf_len` for the
+    /// truesize, the [`meta::HotMeta`] dynfield), which the free reads
+    /// anyway, never the private area the RX lcore wrote (see `meta`).
+    ///
+    /// # Safety
+    /// As [`Socket::consume`].
+    #[inline]
+    pub unsafe fn consume_at(&self, ms: &mut [*mut ffi::rte_mbuf], now: u64) {
         if ms.is_empty() {
             return;
         }
-        let now = eal::rdtsc();
         let mut truesize = 0u64;
         let mut bytes = 0u64;
         for &m in ms.iter() {
-            // SAFETY: per the contract, a live mbuf we own, with initialised metadata.
-            let meta = unsafe { MbufMeta::get(m) };
-            truesize += meta.truesize as u64;
-            bytes += meta.payload_len as u64;
-            self.consumer_latency.record_scaled(now.saturating_sub(meta.rx_tsc), self.us_inv);
+            // SAFETY: per the contract, a live engine mbuf we own, its
+            // dynfield written at RX.
+            let (ts, h) = unsafe { (meta::truesize_of(m), meta::hot(m)) };
+            truesize += u64::from(ts);
+            bytes += u64::from(h.payload_len);
+            self.consumer_latency.record_scaled(now.saturating_sub(h.rx_tsc), self.us_inv);
         }
         // SAFETY: per the contract.
         unsafe { mbuf::free_bulk(ms) };
@@ -235,23 +329,45 @@ impl Socket {
         self.release_batched(truesize);
     }
 
+    /// `run --floor pipeline`'s consumer: read `pkt_len`, free in bulk,
+    /// count. Nothing was charged, so nothing is released.
+    ///
+    /// # Safety
+    /// As [`Socket::consume`].
+    #[inline]
+    pub unsafe fn consume_floor(&self, ms: &mut [*mut ffi::rte_mbuf]) {
+        let mut bytes = 0u64;
+        for &m in ms.iter() {
+            // SAFETY: per the contract, a live mbuf we own.
+            bytes += u64::from(unsafe { (*m).pkt_len });
+        }
+        // SAFETY: per the contract.
+        unsafe { mbuf::free_bulk(ms) };
+        self.consumer.consumed.add(ms.len() as u64);
+        self.consumer.bytes.add(bytes);
+    }
+
     /// Free what is left in the ring (teardown), counted in `freed_at_close`.
     pub fn free_ring(&self) -> u64 {
         let mut bufs = [std::ptr::null_mut(); 64];
         let mut total = 0;
+        // The floor's mbufs were never charged.
+        let charged = !self.floor.active();
         loop {
             let n = self.dequeue(&mut bufs);
             if n == 0 {
                 break;
             }
-            let mut truesize = 0usize;
-            for &m in &bufs[..n] {
-                // SAFETY: dequeued from our ring, live, metadata initialised at RX.
-                truesize += unsafe { MbufMeta::get(m) }.truesize as usize;
+            let mut truesize = 0u64;
+            if charged {
+                for &m in &bufs[..n] {
+                    // SAFETY: dequeued from our ring, a live engine mbuf.
+                    truesize += u64::from(unsafe { meta::truesize_of(m) });
+                }
             }
             // SAFETY: dequeued from our ring; ours to free.
             unsafe { mbuf::free_bulk(&mut bufs[..n]) };
-            self.release_batched(truesize as u64);
+            self.release_batched(truesize);
             total += n as u64;
         }
         self.flush_release();

@@ -54,6 +54,9 @@ pub struct LoopStats {
     pub busy_cycles: Counter,
     /// Heap allocations made by this lcore's thread while in its loop (must stay 0).
     pub hot_allocs: Counter,
+    /// `run --floor pipeline`: frames freed because no socket's port matched
+    /// (or the ethertype was neither IPv4 nor IPv6, or the frame too short).
+    pub floor_no_socket: Counter,
 }
 
 /// Rate helper: (now - before) / seconds.

@@ -27,6 +27,8 @@ pub struct Summary {
     pub lookups: u64,
     /// `run --demux-only`: demuxed datagrams freed after the lookup.
     pub demux_only_freed: u64,
+    /// `run --floor pipeline`: frames no socket's port matched (freed by RX).
+    pub floor_no_socket: u64,
     pub control: u64,
     /// The control path's breakdown (ARP replies, NAs, echo replies, rate limited, TX errors).
     pub responder: BTreeMap<String, u64>,
@@ -77,6 +79,11 @@ pub struct SocketSummary {
     pub consumed: u64,
     pub consumed_bytes: u64,
     pub freed_at_close: u64,
+    /// `run --floor pipeline` (zero otherwise): put straight into the ring /
+    /// refused by a full ring. Included in `offered`, `delivered` and
+    /// `drops.ring_full`, which mean the same there.
+    pub floor_delivered: u64,
+    pub floor_ring_full: u64,
     pub drops: BTreeMap<String, u64>,
     /// Drops by reason per stage node (index = dense node index, as in `nodes`).
     pub node_drops: Vec<BTreeMap<String, u64>>,
@@ -153,17 +160,26 @@ pub(crate) fn socket_summary(e: &SocketEntry, removed: bool) -> SocketSummary {
     let c = &e.sock.consumer;
     let st = e.sock.stage_latency.snapshot();
     let cl = e.sock.consumer_latency.snapshot();
+    let (floor_delivered, floor_ring_full) = (e.sock.floor.delivered(), e.sock.floor.ring_full());
     SocketSummary {
         name: e.sock.name().to_string(),
         local: e.sock.conf.local.to_string(),
         handler: format!("{:?}", e.sock.handler()).to_lowercase(),
         removed,
-        offered: s.offered,
-        delivered: s.delivered,
+        offered: s.offered + floor_delivered + floor_ring_full,
+        delivered: s.delivered + floor_delivered,
         consumed: c.consumed.get(),
         consumed_bytes: c.bytes.get(),
         freed_at_close: c.freed_at_close.get(),
-        drops: DropReason::ALL.iter().map(|r| (r.as_str().to_string(), s.drop(*r))).collect(),
+        floor_delivered,
+        floor_ring_full,
+        drops: DropReason::ALL
+            .iter()
+            .map(|r| {
+                let floor = if *r == DropReason::RingFull { floor_ring_full } else { 0 };
+                (r.as_str().to_string(), s.drop(*r) + floor)
+            })
+            .collect(),
         node_drops: (0..e.sock.rx.nodes())
             .map(|n| {
                 DropReason::ALL
@@ -264,8 +280,10 @@ fn summarize_inner(
         let fam_sockets = sockets.iter().filter(|s| s.local.starts_with('[') == (fi == 1));
         let (mut rcvbuf, mut mem) = (0u64, 0u64);
         for s in fam_sockets {
+            // The pipeline floor's ring-full drops are not UDP MIB events (it does not demux).
             rcvbuf += s.drops.get(DropReason::RcvbufFull.as_str()).copied().unwrap_or(0)
-                + s.drops.get(DropReason::RingFull.as_str()).copied().unwrap_or(0);
+                + s.drops.get(DropReason::RingFull.as_str()).copied().unwrap_or(0)
+                - s.floor_ring_full;
             mem += s.drops.get(DropReason::RcvbufFullAtDrain.as_str()).copied().unwrap_or(0);
         }
         udp.insert(format!("{pre}InDatagrams"), in_dg);
@@ -277,6 +295,7 @@ fn summarize_inner(
     }
     let lookups = sum(&|m| m.lookups.get());
     let demux_only_freed = sum(&|m| m.demux_only_freed.get());
+    let floor_no_socket: u64 = shared.rx.iter().map(|l| l.lstats.floor_no_socket.get()).sum();
     let control = sum(&|m| m.control.get());
     let mut responder = BTreeMap::new();
     for l in &shared.rx {
@@ -344,7 +363,18 @@ fn summarize_inner(
             problems.push(format!("received {rx_packets} but classified {classified}"));
         }
         let in_dg = udp["UdpInDatagrams"] + udp["Udp6InDatagrams"];
-        let offered: u64 = sockets.iter().map(|s| s.offered).sum();
+        // What the pipeline floor put in rings (or found full) did not go through demux.
+        let floor_offered: u64 = sockets.iter().map(|s| s.floor_delivered + s.floor_ring_full).sum();
+        let offered: u64 = sockets.iter().map(|s| s.offered).sum::<u64>() - floor_offered;
+        if shared.mode == crate::rx::Mode::Floor(crate::rx::Floor::Pipeline) {
+            if rx_packets != floor_offered + floor_no_socket {
+                problems.push(format!(
+                    "pipeline floor: received {rx_packets} but put {floor_offered} in rings (or found them full) and freed {floor_no_socket} without a socket"
+                ));
+            }
+        } else if floor_offered + floor_no_socket != 0 {
+            problems.push(format!("{floor_offered} frames went through the pipeline floor outside --floor pipeline"));
+        }
         if in_dg != offered + demux_only_freed {
             problems.push(format!(
                 "demuxed {in_dg} but sockets were offered {offered} (+ {demux_only_freed} freed by --demux-only)"
@@ -384,6 +414,7 @@ fn summarize_inner(
         reasons,
         lookups,
         demux_only_freed,
+        floor_no_socket,
         control,
         responder,
         sockets,
@@ -438,6 +469,9 @@ pub(crate) fn print_summary(s: &Summary) {
     }
     let udp: Vec<String> = s.udp.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k} {v}")).collect();
     println!("  udp: {}", if udp.is_empty() { "-".to_string() } else { udp.join(", ") });
+    if s.floor_no_socket > 0 {
+        println!("  pipeline floor: {} frames matched no socket's port (freed)", s.floor_no_socket);
+    }
     if s.demux_only_freed > 0 {
         println!("  demux-only: {} demuxed datagrams freed after the lookup (not staged)", s.demux_only_freed);
     }

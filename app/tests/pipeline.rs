@@ -63,7 +63,11 @@ fn default_replay_matches_the_manifest_exactly() {
         assert_eq!(j["lookups"].as_u64().unwrap(), valid, "{strategy}: exactly one lookup per valid UDP datagram");
         let demuxed = j["udp"]["UdpInDatagrams"].as_u64().unwrap() + j["udp"]["Udp6InDatagrams"].as_u64().unwrap();
         assert_eq!(demuxed + no_ports, valid);
-        assert_eq!(j["udp"]["Udp6InCsumErrors"].as_u64().unwrap(), j["reasons"]["v6"]["udp_checksum"].as_u64().unwrap_or(0) + j["reasons"]["v6"]["udp6_zero_checksum"].as_u64().unwrap_or(0));
+        assert_eq!(
+            j["udp"]["Udp6InCsumErrors"].as_u64().unwrap(),
+            j["reasons"]["v6"]["udp_checksum"].as_u64().unwrap_or(0)
+                + j["reasons"]["v6"]["udp6_zero_checksum"].as_u64().unwrap_or(0)
+        );
         assert_eq!(j["hot_path_allocations"], 0, "{strategy}: no allocation on the RX path");
         assert_eq!(j["strategy"], strategy);
     }
@@ -94,18 +98,27 @@ fn flood_through_four_rx_lcores_on_two_nodes_balances_the_books() {
     let d = scratch("flood");
     let pcap = d.join("flood.pcap");
     let o = run(&[
-        "gen", "--config", repo_file("conf/traffic/flood.toml").to_str().unwrap(),
-        "--count", "2000", "--out", pcap.to_str().unwrap(),
+        "gen",
+        "--config",
+        repo_file("conf/traffic/flood.toml").to_str().unwrap(),
+        "--count",
+        "2000",
+        "--out",
+        pcap.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "gen: {}", stderr(&o));
     let m: Value = serde_json::from_str(&std::fs::read_to_string(d.join("flood.pcap.json")).unwrap()).unwrap();
-    let flood_dst = m["per_dst"].as_object().unwrap().iter().max_by_key(|(_, v)| v.as_u64().unwrap()).unwrap().0.clone();
+    let flood_dst =
+        m["per_dst"].as_object().unwrap().iter().max_by_key(|(_, v)| v.as_u64().unwrap()).unwrap().0.clone();
     let others: Vec<String> = m["per_dst"].as_object().unwrap().keys().filter(|k| **k != flood_dst).cloned().collect();
     for strategy in ["numa-queues", "busylock", "direct"] {
-        let vdevs: Vec<String> = (0..4).map(|i| format!("net_pcap{i},rx_pcap={},infinite_rx=1", pcap.display())).collect();
+        let vdevs: Vec<String> =
+            (0..4).map(|i| format!("net_pcap{i},rx_pcap={},infinite_rx=1", pcap.display())).collect();
         let vd: Vec<&str> = vdevs.iter().map(|s| s.as_str()).collect();
         let mut text = eal("flood", &vd).replace("lcores = \"0,1\"", "lcores = \"0@0,1@1,2@1,3@0,4@1\"");
-        text.push_str(&format!("[engine]\nstrategy = \"{strategy}\"\nstats_interval_ms = 500\n[mempool]\nmbufs = 32767\n"));
+        text.push_str(&format!(
+            "[engine]\nstrategy = \"{strategy}\"\nstats_interval_ms = 500\n[mempool]\nmbufs = 32767\n"
+        ));
         for i in 0..4 {
             text.push_str(&format!("[[port]]\nname = \"net_pcap{i}\"\n"));
             text.push_str(&format!(
@@ -177,4 +190,45 @@ fn floor_frees_every_frame_unclassified() {
     }
     let o = run(&["run", "--config", "x.toml", "--floor", "checksums", "--bare"]);
     assert!(!o.status.success(), "--floor and --bare are one mode each");
+}
+
+/// `run --floor pipeline` (the denominator of the pipeline's ratio): every
+/// frame ends in a socket's ring, a full ring, or "no socket"; the consumers
+/// take everything put in the rings; nothing is classified, looked up or
+/// charged; the RX lcore and the consumer allocate nothing.
+#[test]
+fn pipeline_floor_puts_frames_in_rings_and_balances_the_books() {
+    let m = manifest();
+    let j = run_ok_json(&default_cfg("floor-pipeline", "numa-queues"), &["--floor", "pipeline"]);
+    assert_eq!(j["rx_packets"], m["frames"]);
+    assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
+    assert_eq!(j["lookups"], 0, "the floor does not look up");
+    assert_eq!(j["udp"]["UdpInDatagrams"], 0);
+    assert_eq!(j["udp"]["Udp6InDatagrams"], 0);
+    assert_eq!(j["hot_path_allocations"], 0, "no allocation on RX or consumer");
+    let rx = j["rx_packets"].as_u64().unwrap();
+    let no_socket = j["floor_no_socket"].as_u64().unwrap();
+    let (mut delivered, mut full) = (0, 0);
+    for s in j["sockets"].as_array().unwrap() {
+        let d = s["floor_delivered"].as_u64().unwrap();
+        let f = s["floor_ring_full"].as_u64().unwrap();
+        assert_eq!(s["delivered"].as_u64().unwrap(), d, "{}: delivered = put in the ring", s["name"]);
+        assert_eq!(s["offered"].as_u64().unwrap(), d + f, "{}", s["name"]);
+        assert_eq!(s["drops"]["ring_full"].as_u64().unwrap(), f, "{}", s["name"]);
+        // Every socket of the default config has a consumer (the main lcore): it took everything.
+        assert_eq!(s["consumed"].as_u64().unwrap(), d, "{}: consumed what was delivered", s["name"]);
+        assert_eq!(s["freed_at_close"], 0, "{}: its ring was empty at exit", s["name"]);
+        assert_eq!(s["rmem"], 0, "{}: nothing charged", s["name"]);
+        assert!(s["consumed_bytes"].as_u64().unwrap() >= d * 60, "{}: pkt_len read", s["name"]);
+        delivered += d;
+        full += f;
+    }
+    assert_eq!(rx, delivered + full + no_socket, "rx = in rings + ring full + no socket");
+    // The default replay: every datagram to a declared port reaches a ring
+    // (4096-entry rings hold the 1000-frame replay), plus what the floor
+    // cannot tell apart from one (malformed frames to those ports).
+    let to_sockets: u64 = m["per_dst"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+    assert!(delivered >= to_sockets, "{delivered} in rings, {to_sockets} datagrams to sockets");
+    assert_eq!(full, 0);
+    assert!(no_socket > 0, "not-IP frames and no-port datagrams match no socket");
 }

@@ -149,3 +149,31 @@ pub unsafe fn free(m: *mut ffi::rte_mbuf) {
     // SAFETY: per the caller's contract.
     unsafe { ffi::rte_pktmbuf_free(m) }
 }
+
+/// Register a dynamic mbuf field (`rte_mbuf_dynfield_register`), or find the
+/// one already registered under `name` with the same size and alignment:
+/// its byte offset inside `struct rte_mbuf`. Needs an initialised EAL.
+pub fn dynfield_register(name: &str, size: usize, align: usize) -> crate::Result<usize> {
+    let mut params = ffi::rte_mbuf_dynfield { size, align, ..Default::default() };
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.len() >= params.name.len() || bytes.contains(&0) {
+        return Err(crate::DpdkError::Usage(format!("bad dynfield name {name:?}")));
+    }
+    for (d, &s) in params.name.iter_mut().zip(bytes) {
+        *d = s as std::os::raw::c_char;
+    }
+    // SAFETY: params is a valid, NUL-terminated (zeroed tail) descriptor; DPDK copies it.
+    let off = unsafe { ffi::rte_mbuf_dynfield_register(&params) };
+    if off < 0 {
+        return Err(crate::DpdkError::from_errno(format!("rte_mbuf_dynfield_register({name})")));
+    }
+    Ok(off as usize)
+}
+
+/// A dynamic field of `m` at `offset` (`RTE_MBUF_DYNFIELD`): pointer
+/// arithmetic only; dereference it only with an offset from
+/// [`dynfield_register`] for a field of type `T`.
+#[inline(always)]
+pub fn dynfield<T>(m: *mut ffi::rte_mbuf, offset: usize) -> *mut T {
+    (m as *mut u8).wrapping_add(offset) as *mut T
+}

@@ -57,6 +57,35 @@ impl Ring {
         }
     }
 
+    /// Enqueue as many as fit with the multi-producer protocol, whatever the
+    /// ring's flags (`rte_ring_mp_enqueue_burst`): for producers that do not
+    /// serialise among themselves on a ring created single-producer.
+    #[inline]
+    pub fn enqueue_burst_mp(&self, objs: &[*mut c_void]) -> usize {
+        // SAFETY: objs is a valid array of pointers; the ring only stores them.
+        unsafe {
+            ffi::rte_ring_mp_enqueue_burst(self.raw.as_ptr(), objs.as_ptr(), objs.len() as u32, std::ptr::null_mut())
+                as usize
+        }
+    }
+
+    /// Whether the ring looks empty: producer tail equals consumer tail, two
+    /// loads inline (`rte_ring_empty`), no call into DPDK, no write. A hint
+    /// for pollers: an enqueue may land right after it; a `false` may still
+    /// dequeue nothing if another consumer was faster. Valid for the
+    /// default MP/SP and MC/SC sync modes (the only ones `create` is used with).
+    #[inline(always)]
+    pub fn looks_empty(&self) -> bool {
+        let r = self.raw.as_ptr();
+        // SAFETY: a live ring; the tails are 32-bit fields DPDK updates
+        // atomically, read here as volatile loads like rte_ring_empty does.
+        unsafe {
+            let prod = std::ptr::addr_of!((*r).__bindgen_anon_1.prod.tail).read_volatile();
+            let cons = std::ptr::addr_of!((*r).__bindgen_anon_2.cons.tail).read_volatile();
+            prod == cons
+        }
+    }
+
     /// Dequeue up to `out.len()`; how many came out.
     #[inline]
     pub fn dequeue_burst(&self, out: &mut [*mut c_void]) -> usize {

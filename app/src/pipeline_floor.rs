@@ -1,0 +1,133 @@
+//! `run --floor pipeline`: the minimal cross-core pipeline, the denominator
+//! of the real pipeline's ratio (as `--bare` is for the RX core).
+//!
+//! The RX lcore reads each frame's ethertype at offset 12 and the UDP
+//! destination port where an untagged IPv4 (offset 36) or IPv6 (offset 56)
+//! frame without options or extension headers has it, maps the port to a
+//! socket with one read in a port-indexed table per family, groups the burst
+//! per socket and enqueues each group into that socket's delivery ring with
+//! one `enqueue_burst`. No parsing, no validation, no stage, no accounting.
+//! Ring full, or no socket: freed and counted. The socket's usual consumer
+//! dequeues in bursts, reads `pkt_len`, frees in bulk (`consumer`).
+//!
+//! The tables are built once, when the RX lcore starts, from the sockets
+//! configured then: sockets added or removed later (SIGHUP, the API) are
+//! not seen, and the floor cannot tell apart two sockets of one family on
+//! one port (the first configured gets the port). It is a benchmark mode.
+use std::sync::Arc;
+
+use dpdk_sys::{ffi, mbuf};
+
+use crate::engine::Shared;
+use crate::rx::{FreeList, MAX_BURST};
+use crate::socket::Socket;
+use crate::stats::Counter;
+
+/// Where the ethertype is, and the UDP destination port of an untagged
+/// IPv4 frame without options / IPv6 frame without extension headers.
+const ETHERTYPE: usize = 12;
+const DPORT_V4: usize = 14 + 20 + 2;
+const DPORT_V6: usize = 14 + 40 + 2;
+
+/// One socket's share of the current burst.
+struct Group {
+    pkts: [*mut ffi::rte_mbuf; MAX_BURST],
+    n: usize,
+}
+
+/// An RX lcore's floor state, all allocated before its loop.
+pub struct PipelineFloor {
+    socks: Vec<Arc<Socket>>,
+    /// Destination port -> socket index + 1 (0: none), per family.
+    v4: Box<[u32]>,
+    v6: Box<[u32]>,
+    groups: Box<[Group]>,
+    /// Socket indices with a non-empty group in this burst.
+    touched: Box<[u32]>,
+    ntouched: usize,
+    /// Several RX lcores enqueue into the same rings: multi-producer
+    /// enqueue and atomic counters; one: single-producer, plain adds.
+    shared_rings: bool,
+}
+
+impl PipelineFloor {
+    /// Build the tables from the sockets registered now (allocates: call it
+    /// before the loop).
+    pub fn new(shared: &Shared) -> PipelineFloor {
+        let socks: Vec<Arc<Socket>> = shared.sockets.load().iter().map(|e| Arc::clone(&e.sock)).collect();
+        let mut v4 = vec![0u32; 1 << 16].into_boxed_slice();
+        let mut v6 = vec![0u32; 1 << 16].into_boxed_slice();
+        for (i, s) in socks.iter().enumerate() {
+            let t = if s.conf.local.is_ipv4() { &mut v4 } else { &mut v6 };
+            let slot = &mut t[usize::from(s.conf.local.port())];
+            if *slot == 0 {
+                *slot = i as u32 + 1;
+            } else {
+                log::warn!(
+                    "--floor pipeline: port {} already maps to another socket; {} gets nothing",
+                    s.conf.local.port(),
+                    s.name()
+                );
+            }
+            // Before the first enqueue: teardown must not release what the floor never charged.
+            s.floor.activate();
+        }
+        let groups = (0..socks.len()).map(|_| Group { pkts: [std::ptr::null_mut(); MAX_BURST], n: 0 }).collect();
+        let touched = vec![0u32; socks.len()].into_boxed_slice();
+        PipelineFloor { socks, v4, v6, groups, touched, ntouched: 0, shared_rings: shared.rx.len() > 1 }
+    }
+
+    /// One burst: demux by port, enqueue per socket, free and count the rest.
+    #[inline]
+    pub fn burst(&mut self, bufs: &[*mut ffi::rte_mbuf], free: &mut FreeList, no_socket: &Counter) {
+        debug_assert!(bufs.len() <= MAX_BURST);
+        let mut missed = 0u64;
+        for &m in bufs {
+            // SAFETY: rx_burst gave us this mbuf; we read its first segment.
+            let data = unsafe { mbuf::data(m) };
+            let (table, at) = match data.get(ETHERTYPE..ETHERTYPE + 2) {
+                Some(&[0x08, 0x00]) => (&self.v4, DPORT_V4),
+                Some(&[0x86, 0xdd]) => (&self.v6, DPORT_V6),
+                _ => {
+                    missed += 1;
+                    free.push(m);
+                    continue;
+                }
+            };
+            let idx = match data.get(at..at + 2) {
+                Some(&[hi, lo]) => table[usize::from(u16::from_be_bytes([hi, lo]))],
+                _ => 0,
+            };
+            if idx == 0 {
+                missed += 1;
+                free.push(m);
+                continue;
+            }
+            let i = (idx - 1) as usize;
+            let g = &mut self.groups[i];
+            if g.n == 0 {
+                self.touched[self.ntouched] = i as u32;
+                self.ntouched += 1;
+            }
+            // g.n < bufs.len() <= MAX_BURST: each mbuf lands in one group once.
+            g.pkts[g.n] = m;
+            g.n += 1;
+        }
+        for &i in &self.touched[..self.ntouched] {
+            let (g, sock) = (&mut self.groups[i as usize], &self.socks[i as usize]);
+            // SAFETY: *mut rte_mbuf viewed as *mut c_void: same size and layout.
+            let objs = unsafe { std::slice::from_raw_parts(g.pkts.as_ptr() as *const *mut std::os::raw::c_void, g.n) };
+            let done = if self.shared_rings { sock.ring.enqueue_burst_mp(objs) } else { sock.ring.enqueue_burst(objs) };
+            if done < g.n {
+                // SAFETY: not enqueued, so still ours; each given up once.
+                unsafe { mbuf::free_bulk(&mut g.pkts[done..g.n]) };
+            }
+            sock.floor.add(done as u64, (g.n - done) as u64, self.shared_rings);
+            g.n = 0;
+        }
+        self.ntouched = 0;
+        if missed != 0 {
+            no_socket.add(missed);
+        }
+    }
+}
