@@ -73,7 +73,7 @@ pub fn consumer_loop(shared: &Shared, idx: Option<usize>) -> i32 {
         // Read the flag before draining: a stop seen here means RX has
         // stopped, so an empty pass afterwards really is the end.
         let stopping = shared.consumers_stop.load(Ordering::SeqCst);
-        let n = d.poll();
+        let n = d.poll(shared);
         polls += 1;
         idle += u64::from(n == 0);
         dgrams += n as u64;
@@ -91,10 +91,10 @@ pub fn consumer_loop(shared: &Shared, idx: Option<usize>) -> i32 {
 /// theirs on the lcore's stack: the burst array (never zeroed again), and
 /// the registry of sockets, re-read only when its generation changes (no
 /// arc-swap load per poll).
-pub struct Drain<'a> {
-    shared: &'a Shared,
+pub struct Drain {
     me: Drainer,
     socks: Arc<Vec<SocketEntry>>,
+    /// `Shared::sockets_gen` when `socks` was read (`NEVER`: not yet).
     gen: u64,
     /// Sockets of the registry this drainer drains.
     mine: usize,
@@ -103,25 +103,34 @@ pub struct Drain<'a> {
     bufs: [*mut ffi::rte_mbuf; CONSUME_BURST],
 }
 
-impl<'a> Drain<'a> {
-    /// The drain state of consumer `idx` (None: the main lcore).
-    pub fn new(shared: &'a Shared, idx: Option<usize>) -> Drain<'a> {
+const NEVER: u64 = u64::MAX;
+
+impl Drain {
+    /// The drain state of consumer `idx` (None: the main lcore), with the
+    /// registry read now (allocation-free afterwards).
+    pub fn new(shared: &Shared, idx: Option<usize>) -> Drain {
         let me = match idx {
             Some(i) => Drainer::Lcore(i),
             None => Drainer::Main,
         };
-        let gen = shared.sockets_gen.load(Ordering::Acquire);
-        let socks = shared.sockets.load_full();
-        let mine = socks.iter().filter(|e| e.drainer == me).count();
-        Drain {
-            shared,
+        let mut d = Drain {
             me,
-            socks,
-            gen,
-            mine,
+            socks: Arc::new(Vec::new()),
+            gen: NEVER,
+            mine: 0,
             floor: shared.mode == Mode::Floor(Floor::Pipeline),
             bufs: [std::ptr::null_mut(); CONSUME_BURST],
-        }
+        };
+        d.refresh(shared);
+        d
+    }
+
+    /// Let go of the registry (and so of the sockets it holds); the next
+    /// poll reads it again. For teardown: sockets hold rings.
+    pub fn release(&mut self) {
+        self.socks = Arc::new(Vec::new());
+        self.gen = NEVER;
+        self.mine = 0;
     }
 
     /// How many sockets this drainer drains (as of its last registry read,
@@ -134,35 +143,32 @@ impl<'a> Drain<'a> {
     /// when a socket is added or removed. Takes a reference (an `Arc`
     /// clone), never allocates; the old registry is dropped here.
     #[inline(always)]
-    fn refresh(&mut self) {
-        let g = self.shared.sockets_gen.load(Ordering::Acquire);
+    fn refresh(&mut self, shared: &Shared) {
+        let g = shared.sockets_gen.load(Ordering::Acquire);
         if g != self.gen {
-            self.reload(g);
+            self.reload(shared, g);
         }
     }
 
     #[cold]
-    fn reload(&mut self, g: u64) {
+    fn reload(&mut self, shared: &Shared, g: u64) {
         self.gen = g;
-        self.socks = self.shared.sockets.load_full();
+        self.socks = shared.sockets.load_full();
         self.mine = self.socks.iter().filter(|e| e.drainer == self.me).count();
     }
 
     /// One pass over the sockets this drainer drains: one burst from each
     /// whose ring is not empty. Datagrams taken.
     #[inline]
-    pub fn poll(&mut self) -> usize {
-        self.refresh();
+    pub fn poll(&mut self, shared: &Shared) -> usize {
+        self.refresh(shared);
         let mut total = 0;
         for e in self.socks.iter() {
             if e.drainer != self.me {
                 continue;
             }
-            total += if self.floor {
-                drain_floor(e, &mut self.bufs)
-            } else {
-                drain_socket_into(self.shared, e, &mut self.bufs)
-            };
+            total +=
+                if self.floor { drain_floor(e, &mut self.bufs) } else { drain_socket_into(shared, e, &mut self.bufs) };
         }
         total
     }
@@ -172,7 +178,7 @@ impl<'a> Drain<'a> {
 /// lcore), with a fresh [`Drain`]: for teardown and callers that poll
 /// rarely; loops keep a [`Drain`] instead.
 pub fn drain_once(shared: &Shared, idx: Option<usize>) -> usize {
-    Drain::new(shared, idx).poll()
+    Drain::new(shared, idx).poll(shared)
 }
 
 /// The TX queue of whoever drains `e` (each draining lcore has its own).

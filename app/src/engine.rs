@@ -160,6 +160,9 @@ pub struct Engine {
     histograms: bool,
     /// RX pools' free mbufs per stats interval (main lcore only, not per packet).
     pool_samples: Vec<u32>,
+    /// The main lcore's consumer state ([`Engine::poll_main`], `main_loop`):
+    /// its burst array and registry survive between polls.
+    main_drain: std::cell::RefCell<consumer::Drain>,
     eal: Option<Eal>,
 }
 
@@ -530,6 +533,7 @@ impl Engine {
             stats_format: opts.stats_format,
             histograms: opts.histograms,
             pool_samples: Vec::new(),
+            main_drain: std::cell::RefCell::new(consumer::Drain::new(&shared, None)),
             eal: None,
         };
         for (i, c) in shared.consumers.iter().enumerate() {
@@ -570,9 +574,10 @@ impl Engine {
         remove_socket(&self.shared, name).map_err(EngineError::Setup)
     }
 
-    /// The main lcore's duties once: consume the sockets it drains.
+    /// The main lcore's duties once: consume the sockets it drains (one
+    /// pass of its [`consumer::Drain`], as `main_loop` does).
     pub fn poll_main(&self) -> usize {
-        consumer::drain_once(&self.shared, None)
+        self.main_drain.borrow_mut().poll(&self.shared)
     }
 
     /// Print a stats line per interval; return on a signal, the duration, or idleness.
@@ -588,7 +593,8 @@ impl Engine {
         let ms_ticks = (hz / 1000).max(1);
         let interval_ticks = self.cfg.engine.stats_interval_ms.max(1).saturating_mul(ms_ticks);
         let idle_ticks = self.cfg.engine.stop_when_idle_ms.saturating_mul(hz) / 1000;
-        let mut drain = consumer::Drain::new(&shared, None);
+        // Out of its cell for the loop (SIGHUP handling borrows self).
+        let mut drain = std::mem::replace(self.main_drain.get_mut(), consumer::Drain::new(&shared, None));
         // Duration counts from `started` (set when the lcores were launched).
         let start_tsc = eal::rdtsc();
         let left = duration.map(|d| (d - self.started.elapsed().as_secs_f64()).max(0.0));
@@ -608,7 +614,7 @@ impl Engine {
         loop {
             // The poll re-reads the registry when it changed: sockets added
             // on SIGHUP are drained too.
-            drain.poll();
+            drain.poll(&shared);
             if drain.sockets() > 0 {
                 polls += 1;
                 if polls < MAIN_CHECK_POLLS {
@@ -686,6 +692,7 @@ impl Engine {
                 self.pool_samples.push(self.pools.iter().map(|(_, mp)| mp.avail()).sum());
             }
         }
+        *self.main_drain.get_mut() = drain;
     }
 
     /// Stop RX, drain every stage, let consumers finish, check the books.
@@ -720,7 +727,8 @@ impl Engine {
             }
         }
         // Main-lcore sockets: drain what is left.
-        while consumer::drain_once(&shared, None) > 0 {}
+        while self.main_drain.get_mut().poll(&shared) > 0 {}
+        self.main_drain.get_mut().release();
         // External consumers: whatever they did not take is freed and counted.
         for e in shared.sockets.load().iter() {
             e.sock.free_ring();
@@ -787,6 +795,7 @@ impl Drop for Engine {
             h.join();
         }
         // Sockets hold rte_rings: release them before the EAL goes.
+        self.main_drain.get_mut().release();
         let entries = self.shared.sockets.swap(Arc::new(Vec::new()));
         self.shared.sockets_gen.fetch_add(1, Ordering::Release);
         let fillers = std::mem::take(&mut *self.shared.filler_handles.lock().unwrap_or_else(|p| p.into_inner()));
