@@ -75,6 +75,20 @@ fn copies_are_exact_and_land_on_the_right_socket() {
             assert!(input.contains(f), "socket {name}: a delivered frame is not one that was sent");
         }
         assert!(socket(&on, name)["rmem_high_water"].as_u64().unwrap() <= 400_000 + 2368);
+        // The consumer reads the payload length from the mbuf's dynfield,
+        // which the copy must carry over (and releases truesize from
+        // buf_len: the books' rmem == 0 above checks that).
+        assert_eq!(
+            socket(&on, name)["consumed_bytes"],
+            socket(&roomy, name)["consumed_bytes"],
+            "socket {name}: payload bytes counted from condensed copies"
+        );
+        let lat: u64 =
+            socket(&on, name)["consumer_latency_us"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).sum();
+        assert_eq!(lat, socket(&on, name)["consumed"].as_u64().unwrap(), "socket {name}: one latency sample each");
+        // consume_rate_pps = 1 holds the replay in the rings until shutdown: a
+        // copy without its RX stamp would read as decades, not seconds.
+        assert_eq!(socket(&on, name)["consumer_latency_us"][31], 0, "socket {name}: RX stamps carried by the copies");
     }
     let pools: BTreeMap<String, (u64, u64)> = on["pools"]
         .as_array()
