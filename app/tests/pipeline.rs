@@ -195,40 +195,85 @@ fn floor_frees_every_frame_unclassified() {
 /// `run --floor pipeline` (the denominator of the pipeline's ratio): every
 /// frame ends in a socket's ring, a full ring, or "no socket"; the consumers
 /// take everything put in the rings; nothing is classified, looked up or
-/// charged; the RX lcore and the consumer allocate nothing.
+/// charged; the RX lcore and the consumer allocate nothing. Once with the
+/// main lcore consuming (the default config), once with a consumer lcore.
 #[test]
 fn pipeline_floor_puts_frames_in_rings_and_balances_the_books() {
     let m = manifest();
-    let j = run_ok_json(&default_cfg("floor-pipeline", "numa-queues"), &["--floor", "pipeline"]);
+    for consumer_lcore in [false, true] {
+        let cfg = default_cfg(&format!("floor-pipeline-{consumer_lcore}"), "numa-queues");
+        if consumer_lcore {
+            let text = std::fs::read_to_string(&cfg).unwrap().replace("lcores = \"0,1\"", "lcores = \"0@0,1@1,2@0\"");
+            std::fs::write(&cfg, format!("{text}\n[[lcore]]\nid = 2\nrole = \"consumer\"\n")).unwrap();
+        }
+        let j = run_ok_json(&cfg, &["--floor", "pipeline"]);
+        let what = if consumer_lcore { "consumer lcore" } else { "main lcore" };
+        assert_eq!(j["rx_packets"], m["frames"], "{what}");
+        assert_eq!(j["books_balanced"], true, "{what}: {}", j["problems"]);
+        assert_eq!(j["lookups"], 0, "{what}: the floor does not look up");
+        assert_eq!(j["udp"]["UdpInDatagrams"], 0, "{what}");
+        assert_eq!(j["udp"]["Udp6InDatagrams"], 0, "{what}");
+        assert_eq!(j["hot_path_allocations"], 0, "{what}: no allocation on RX or consumer");
+        let rx = j["rx_packets"].as_u64().unwrap();
+        let no_socket = j["floor_no_socket"].as_u64().unwrap();
+        let (mut delivered, mut full) = (0, 0);
+        for s in j["sockets"].as_array().unwrap() {
+            let name = format!("{what}: {}", s["name"]);
+            let d = s["floor_delivered"].as_u64().unwrap();
+            let f = s["floor_ring_full"].as_u64().unwrap();
+            assert_eq!(s["delivered"].as_u64().unwrap(), d, "{name}: delivered = put in the ring");
+            assert_eq!(s["offered"].as_u64().unwrap(), d + f, "{name}");
+            assert_eq!(s["drops"]["ring_full"].as_u64().unwrap(), f, "{name}");
+            // Every socket of the default config has a consumer: it took everything.
+            assert_eq!(s["consumed"].as_u64().unwrap(), d, "{name}: consumed what was delivered");
+            assert_eq!(s["freed_at_close"], 0, "{name}: its ring was empty at exit");
+            assert_eq!(s["rmem"], 0, "{name}: nothing charged");
+            assert!(s["consumed_bytes"].as_u64().unwrap() >= d * 60, "{name}: pkt_len read");
+            delivered += d;
+            full += f;
+        }
+        assert_eq!(rx, delivered + full + no_socket, "{what}: rx = in rings + ring full + no socket");
+        // The default replay: every datagram to a declared port reaches a ring
+        // (4096-entry rings hold the 1000-frame replay), plus what the floor
+        // cannot tell apart from one (malformed frames to those ports).
+        let to_sockets: u64 = m["per_dst"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+        assert!(delivered >= to_sockets, "{what}: {delivered} in rings, {to_sockets} datagrams to sockets");
+        assert_eq!(full, 0, "{what}");
+        assert!(no_socket > 0, "{what}: not-IP frames and no-port datagrams match no socket");
+        if consumer_lcore {
+            let c = &j["consumers"][0];
+            assert_eq!(c["datagrams"].as_u64().unwrap(), delivered, "the consumer lcore took them all: {c}");
+        } else {
+            assert_eq!(j["consumers"].as_array().unwrap().len(), 0);
+        }
+    }
+}
+
+/// The default replay with a consumer lcore instead of the main lcore: the
+/// consumer loop takes every delivered datagram, flushes its loop counters
+/// and exits only once its rings are empty, with the books balanced.
+#[test]
+fn default_replay_through_a_consumer_lcore() {
+    let m = manifest();
+    let cfg = default_cfg("consumer-lcore", "numa-queues");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("lcores = \"0,1\"", "lcores = \"0@0,1@1,2@0\"");
+    std::fs::write(&cfg, format!("{text}\n[[lcore]]\nid = 2\nrole = \"consumer\"\n")).unwrap();
+    let j = run_ok_json(&cfg, &[]);
     assert_eq!(j["rx_packets"], m["frames"]);
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
-    assert_eq!(j["lookups"], 0, "the floor does not look up");
-    assert_eq!(j["udp"]["UdpInDatagrams"], 0);
-    assert_eq!(j["udp"]["Udp6InDatagrams"], 0);
-    assert_eq!(j["hot_path_allocations"], 0, "no allocation on RX or consumer");
-    let rx = j["rx_packets"].as_u64().unwrap();
-    let no_socket = j["floor_no_socket"].as_u64().unwrap();
-    let (mut delivered, mut full) = (0, 0);
-    for s in j["sockets"].as_array().unwrap() {
-        let d = s["floor_delivered"].as_u64().unwrap();
-        let f = s["floor_ring_full"].as_u64().unwrap();
-        assert_eq!(s["delivered"].as_u64().unwrap(), d, "{}: delivered = put in the ring", s["name"]);
-        assert_eq!(s["offered"].as_u64().unwrap(), d + f, "{}", s["name"]);
-        assert_eq!(s["drops"]["ring_full"].as_u64().unwrap(), f, "{}", s["name"]);
-        // Every socket of the default config has a consumer (the main lcore): it took everything.
-        assert_eq!(s["consumed"].as_u64().unwrap(), d, "{}: consumed what was delivered", s["name"]);
-        assert_eq!(s["freed_at_close"], 0, "{}: its ring was empty at exit", s["name"]);
-        assert_eq!(s["rmem"], 0, "{}: nothing charged", s["name"]);
-        assert!(s["consumed_bytes"].as_u64().unwrap() >= d * 60, "{}: pkt_len read", s["name"]);
-        delivered += d;
-        full += f;
+    let mut total = 0;
+    for (addr, n) in m["per_dst"].as_object().unwrap() {
+        let s = socket(&j, addr);
+        assert_eq!(&s["delivered"], n, "{addr} delivered");
+        assert_eq!(&s["consumed"], n, "{addr} consumed");
+        assert_eq!(s["rmem"], 0, "{addr} memory released");
+        let lat: u64 = s["consumer_latency_us"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).sum();
+        assert_eq!(&lat, n, "{addr}: one latency sample per datagram");
+        total += n.as_u64().unwrap();
     }
-    assert_eq!(rx, delivered + full + no_socket, "rx = in rings + ring full + no socket");
-    // The default replay: every datagram to a declared port reaches a ring
-    // (4096-entry rings hold the 1000-frame replay), plus what the floor
-    // cannot tell apart from one (malformed frames to those ports).
-    let to_sockets: u64 = m["per_dst"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
-    assert!(delivered >= to_sockets, "{delivered} in rings, {to_sockets} datagrams to sockets");
-    assert_eq!(full, 0);
-    assert!(no_socket > 0, "not-IP frames and no-port datagrams match no socket");
+    let c = &j["consumers"][0];
+    assert_eq!(c["datagrams"].as_u64().unwrap(), total, "{c}");
+    assert!(c["polls"].as_u64().unwrap() >= c["idle_polls"].as_u64().unwrap());
+    assert!(c["idle_polls"].as_u64().unwrap() > 0, "it polled empty rings too: {c}");
+    assert_eq!(j["hot_path_allocations"], 0);
 }
