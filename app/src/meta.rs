@@ -47,6 +47,7 @@
 //! | private area ([`MbufMeta`]) | RX writes; consumer read truesize, payload_len, rx_tsc: 1 line | RX writes, the count consumer never reads it: 0 lines (echo, pcap and the API still read it) |
 //! | frame data (first data line) | RX reads (parse, on its own CPU, after the PMD wrote it there): the consumer never touches it with `count`: 0 lines | same: 0 |
 //! | ring slot | RX drainer writes 8 B, consumer reads: 1/8 line per datagram | same |
+//! | mempool ring slot (the buffer's way back) | consumer's cache flush writes 8 B, RX's refill reads: 1/8 line | same |
 //! | socket counters | drainer writes `delivered`; consumer writes `consumed`, release deficit (rcvbuf/4 batching): per burst, not per datagram | same |
 //!
 //! Then the buffers come back: the consumer's `rte_pktmbuf_free_bulk` puts
@@ -54,8 +55,8 @@
 //! into the pool's ring the RX lcore's next `rx_burst` allocates them again:
 //! mbuf lines 0 and 1 move back (the PMD writes them); the private area
 //! never left the RX CPU's cache with the count handler, so it does not.
-//! Per datagram: 3 lines + 1/8 before (lines 0, 1, private area, slot),
-//! 2 lines + 1/8 after.
+//! Per datagram: 3 lines + 1/4 before (lines 0, 1, private area, the two
+//! ring slots), 2 lines + 1/4 after.
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
