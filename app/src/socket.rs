@@ -49,19 +49,25 @@ impl Sink<MbufMeta> for RingSink {
     #[inline]
     fn enqueue_burst(&mut self, pkts: &[NonNull<MbufMeta>]) -> usize {
         let mut objs = [std::ptr::null_mut::<c_void>(); DRAIN_BURST];
-        let mut lat = [0u64; DRAIN_BURST];
+        let mut stamps = [0u64; DRAIN_BURST];
         let n = pkts.len().min(DRAIN_BURST);
         // Read the RX stamps before the enqueue: once in the ring, the consumer
         // (which takes no lock) may free a packet at any moment.
-        let now = eal::rdtsc();
-        for ((o, l), p) in objs.iter_mut().zip(lat.iter_mut()).zip(&pkts[..n]) {
+        for ((o, t), p) in objs.iter_mut().zip(stamps.iter_mut()).zip(&pkts[..n]) {
             *o = MbufMeta::mbuf(*p) as *mut c_void;
             // SAFETY: the drainer still owns the packet here.
-            *l = now.saturating_sub(unsafe { p.as_ref() }.rx_tsc);
+            *t = unsafe { p.as_ref() }.rx_tsc;
         }
         let done = self.ring.enqueue_burst(&objs[..n]);
-        for &l in &lat[..done] {
-            self.hist.record_scaled(l, self.us_inv);
+        // Packets of one RX burst share its stamp: one histogram update per
+        // run of equal stamps (usually one per burst), not per datagram.
+        let now = eal::rdtsc();
+        let mut i = 0;
+        while i < done {
+            let t = stamps[i];
+            let run = stamps[i..done].iter().take_while(|&&x| x == t).count();
+            self.hist.record_scaled_n(now.saturating_sub(t), self.us_inv, run as u64);
+            i += run;
         }
         done
     }
