@@ -553,43 +553,50 @@ fn catches_sigint(pid: u32) -> bool {
         .is_some_and(|m| m & (1 << (libc::SIGINT - 1)) != 0)
 }
 
-/// SIGINT at random moments of the first second (EAL, pool, port setup, the
-/// first bursts), counted from the moment the process catches SIGINT (the
-/// first thing `run` does): always a clean exit 0 with a summary.
+/// SIGINT at random moments of the first second of the EAL (EAL, pool and
+/// port setup, the first bursts), counted from the EAL's first log line,
+/// and once as soon as the process catches SIGINT (before the EAL starts):
+/// always a clean exit 0 with a summary and balanced books.
 #[test]
 fn sigint_during_setup_exits_cleanly_with_a_summary() {
     let (cfg, _, _) = flood_cfg("hostile-int", "");
-    // Deterministic "random" moments spread over 0..1000 ms.
+    // Deterministic pseudo-random moments in 0..1000 ms, plus fixed early ones.
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ std::process::id() as u64;
-    let mut moments: Vec<u64> = (0..5)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % 1000
-        })
-        .collect();
-    moments[0] = 0;
-    for ms in moments {
-        let json = cfg.with_extension(format!("{ms}.json"));
-        let r = spawn(&cfg, &json, &["--duration", "30"]);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !catches_sigint(r.child.id()) {
-            assert!(Instant::now() < deadline, "SIGINT handler never installed");
-            std::thread::sleep(Duration::from_micros(200));
+    let mut rnd = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % 1000
+    };
+    let moments: Vec<Option<u64>> =
+        vec![None, Some(0), Some(10), Some(50), Some(rnd()), Some(rnd())];
+    for m in moments {
+        let json = cfg.with_extension(format!("{m:?}.json"));
+        let mut r = spawn(&cfg, &json, &["--duration", "30"]);
+        match m {
+            None => {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while !catches_sigint(r.child.id()) {
+                    assert!(Instant::now() < deadline, "SIGINT handler never installed");
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+            Some(ms) => {
+                r.wait_line("EAL: ", 20);
+                std::thread::sleep(Duration::from_millis(ms));
+            }
         }
-        std::thread::sleep(Duration::from_millis(ms));
         let (status, out, log) = r.stop();
         let log = log.join("\n");
         assert!(
             status.success(),
-            "SIGINT at {ms} ms: {status}\n{log}\n{out}"
+            "SIGINT at {m:?} ms: {status}\n{log}\n{out}"
         );
         assert!(
             out.contains("books: balanced"),
-            "summary at {ms} ms:\n{out}\n{log}"
+            "summary at {m:?} ms:\n{out}\n{log}"
         );
         let j = exit_json(&json);
-        assert_eq!(j["books_balanced"], true, "{ms} ms: {}", j["problems"]);
+        assert_eq!(j["books_balanced"], true, "{m:?} ms: {}", j["problems"]);
     }
 }
