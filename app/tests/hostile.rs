@@ -388,32 +388,59 @@ fn failed_reloads_keep_the_live_sockets_and_their_books() {
     assert!(!Path::new("/proc/nope/x.pcap").exists());
 }
 
-/// (c) an rcvbuf change is applied in place: same id, new rcvbuf, nothing
-/// dropped as `closed`; (d) a valid remove + add on the same address, in the
-/// same reload, is one switch: no datagram to it becomes NoPorts.
+/// (c) changes applied in place: dns4's rcvbuf, dns6's consume_rate_pps and
+/// app6's pcap file: same ids, new settings in effect, nothing dropped as
+/// `closed`; an `[engine]` edit in the same reload is reported as not
+/// applied; (d) a valid remove + add on the same address, in the same
+/// reload, is one switch: no datagram to it becomes NoPorts.
 #[test]
 fn rcvbuf_changes_in_place_and_a_valid_add_and_remove_still_work() {
     let (cfg, head, prefix) = flood_cfg("hostile-ok", "");
+    let dir = cfg.parent().unwrap().to_path_buf();
+    let (pa, pb) = (dir.join("a.pcap"), dir.join("b.pcap"));
+    let sockets = |f: &dyn Fn(&str) -> String| -> String {
+        SOCKETS.iter().map(|(n, a)| socket(n, a, &f(n))).collect()
+    };
+    let pcap = |p: &Path| format!("handler = \"pcap\"\npcap_file = \"{}\"\n", p.display());
+    std::fs::write(
+        &cfg,
+        format!(
+            "{head}{}",
+            sockets(&|n| if n == "app6" {
+                pcap(&pa)
+            } else {
+                String::new()
+            })
+        ),
+    )
+    .unwrap();
     let json = cfg.with_extension("json");
     let mut r = spawn(&cfg, &json, &["--duration", "60"]);
     r.wait_line("socket(s), strategy", 20);
     let (_, so0) = baseline(&prefix);
 
-    // (c) dns4: 4 MiB -> 1 MiB.
-    let text: String = SOCKETS
-        .iter()
-        .map(|(n, a)| socket(n, a, ""))
-        .collect::<String>()
-        .replacen("rcvbuf = 4194304", "rcvbuf = 1048576", 1);
+    // (c) dns4: 4 MiB -> 1 MiB; dns6: at most 1000 datagrams/s; app6: b.pcap.
+    let text = sockets(&|n| match n {
+        "app6" => pcap(&pb),
+        "dns6" => "consume_rate_pps = 1000\n".into(),
+        _ => String::new(),
+    })
+    .replacen("rcvbuf = 4194304", "rcvbuf = 1048576", 1);
     assert!(
         text.contains("name = \"dns4\"\nlocal = \"198.18.1.1:53\"\nrcvbuf = 1048576"),
         "{text}"
     );
-    std::fs::write(&cfg, format!("{head}{text}")).unwrap();
+    let head2 = head.replace("stats_interval_ms = 250", "stats_interval_ms = 300");
+    std::fs::write(&cfg, format!("{head2}{text}")).unwrap();
     r.signal(libc::SIGHUP);
+    let warn = r.wait_line("SIGHUP:", 20);
+    assert!(
+        warn.contains("edits to [engine] cannot be applied"),
+        "{warn}"
+    );
     let line = r.wait_line("SIGHUP:", 20);
     assert!(
-        line.contains("SIGHUP: 0 socket(s) removed, 0 added, 0 replaced, 1 changed in place"),
+        line.contains("SIGHUP: 0 socket(s) removed, 0 added, 0 replaced, 3 changed in place"),
         "{line}"
     );
     let d0 = u(&so0["dns4"]["delivered"]);
@@ -423,17 +450,50 @@ fn rcvbuf_changes_in_place_and_a_valid_add_and_remove_still_work() {
                 .as_u64()
                 .is_some_and(|d| d > d0 + 1000)
     });
-    assert_eq!(
-        so1["dns4"]["id"], so0["dns4"]["id"],
-        "changed in place, not replaced"
+    for n in ["dns4", "dns6", "app6"] {
+        assert_eq!(
+            so1[n]["id"], so0[n]["id"],
+            "{n}: changed in place, not replaced"
+        );
+        assert_eq!(so1[n]["drop_closed"], 0, "{n}: {}", so1[n]);
+    }
+    // dns6's consumer now takes at most 1000/s (plus one burst of credit).
+    let t = Instant::now();
+    let c0 = u(&so1["dns6"]["consumed"]);
+    std::thread::sleep(Duration::from_millis(1000));
+    let (_, so2) = wait_telemetry(&prefix, "dns6", |_, _| true);
+    let c1 = u(&so2["dns6"]["consumed"]);
+    let bound = (1000.0 * (t.elapsed().as_secs_f64() + 0.3)) as u64 + 64;
+    assert!(
+        c1 - c0 <= bound,
+        "dns6 consumed {} in {:?}: over its rate",
+        c1 - c0,
+        t.elapsed()
     );
-    assert_eq!(so1["dns4"]["drop_closed"], 0, "{}", so1["dns4"]);
+    // app6 writes to b.pcap now.
+    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while size(&pb) <= 24 {
+        assert!(
+            Instant::now() < deadline,
+            "app6 never wrote to {}",
+            pb.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let a_size = size(&pa);
+    assert!(a_size > 24, "a.pcap had records before the switch");
 
     // (d) echo4 goes, echo4b takes its address, in one reload.
     let text = text.replace("name = \"echo4\"", "name = \"echo4b\"");
-    std::fs::write(&cfg, format!("{head}{text}")).unwrap();
+    std::fs::write(&cfg, format!("{head2}{text}")).unwrap();
     r.signal(libc::SIGHUP);
-    let line = r.wait_line("SIGHUP:", 20);
+    let line = r.wait_line("SIGHUP: ", 20);
+    let line = if line.contains("edits to") {
+        r.wait_line("SIGHUP: ", 20)
+    } else {
+        line
+    };
     assert!(
         line.contains("SIGHUP: 1 socket(s) removed, 1 added, 0 replaced, 0 changed in place"),
         "{line}"
@@ -453,11 +513,19 @@ fn rcvbuf_changes_in_place_and_a_valid_add_and_remove_still_work() {
         "one switch: {}",
         j["udp"]
     );
-    let dns4 = live(&j, "dns4");
-    assert_eq!(dns4["rcvbuf"], 1_048_576);
-    assert_eq!(dns4["id"], so0["dns4"]["id"]);
-    assert_eq!(dns4["drops"]["closed"], 0, "{dns4}");
-    assert_eq!(removed_named(&j, "dns4"), 0);
+    for n in ["dns4", "dns6", "app6"] {
+        let s = live(&j, n);
+        assert_eq!(s["id"], so0[n]["id"], "{n}");
+        assert_eq!(s["drops"]["closed"], 0, "{n}: {s}");
+        assert_eq!(removed_named(&j, n), 0, "{n}");
+    }
+    assert_eq!(live(&j, "dns4")["rcvbuf"], 1_048_576);
+    assert_eq!(
+        size(&pa),
+        a_size,
+        "the old file is closed, not written any more"
+    );
+    assert!(u(&live(&j, "app6")["written"]) > 0);
     assert_eq!(removed_named(&j, "echo4"), 1, "{}", j["sockets"]);
     assert!(u(&live(&j, "echo4b")["delivered"]) > 0);
 }
