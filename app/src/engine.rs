@@ -271,7 +271,8 @@ impl Engine {
     pub fn start(cfg: &Config, opts: &RunOptions) -> Result<Engine, EngineError> {
         signals::install();
         preflight(cfg)?;
-        let instance = crate::instance::lock(&cfg.eal.file_prefix).map_err(EngineError::Setup)?;
+        let prefix = crate::instance::effective_prefix(&cfg.eal.args()).unwrap_or_else(|| cfg.eal.file_prefix.clone());
+        let instance = crate::instance::lock(&prefix).map_err(EngineError::Setup)?;
         let eal = Eal::init(&cfg.eal.args()).map_err(|err| EngineError::Eal { hint: eal_hint(cfg, &err), err })?;
         log::info!("{} up, TSC {} MHz", eal::version(), eal::tsc_hz() / 1_000_000);
         let mut e = Engine::setup(cfg, opts)?;

@@ -34,6 +34,21 @@ pub fn runtime_dir(prefix: &str) -> PathBuf {
     runtime_base().join(prefix)
 }
 
+/// The prefix the EAL will use for `args`: the last `--file-prefix`
+/// (`eal.extra_args` may repeat it after the config's own).
+pub fn effective_prefix(args: &[String]) -> Option<String> {
+    let mut out = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if let Some(p) = a.strip_prefix("--file-prefix=") {
+            out = Some(p.to_string());
+        } else if a == "--file-prefix" {
+            out = it.next().cloned();
+        }
+    }
+    out
+}
+
 /// Held for the engine's lifetime; the lock goes with the file descriptor.
 #[derive(Debug)]
 pub struct InstanceLock {
@@ -132,6 +147,11 @@ mod tests {
         drop(first);
         let again = lock(&prefix).expect("free again once the holder is gone");
         assert!(again.path().ends_with("udpdemux.lock"));
+        let args: Vec<String> = ["--file-prefix=a", "-m", "1", "--file-prefix", "b"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(effective_prefix(&args).as_deref(), Some("b"));
+        assert_eq!(effective_prefix(&[]), None);
         for bad in ["", "a/b", ".."] {
             assert!(lock(bad).unwrap_err().contains("file_prefix"), "{bad:?}");
         }

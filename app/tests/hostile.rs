@@ -358,6 +358,35 @@ fn failed_reloads_keep_the_live_sockets_and_their_books() {
     }
     assert_eq!(no_ports(&st2), 0, "{st2}");
 
+    // All or nothing: a valid in-place change (dns4's rcvbuf) in the same
+    // reload as two new sockets that collide with each other is not applied.
+    let mut text: String = SOCKETS
+        .iter()
+        .map(|(n, a)| socket(n, a, ""))
+        .collect::<String>()
+        .replacen("rcvbuf = 4194304", "rcvbuf = 1048576", 1);
+    text.push_str(&socket("n1", "198.18.1.50:1", ""));
+    text.push_str(&socket("n2", "198.18.1.50:1", ""));
+    std::fs::write(&cfg, format!("{head}{text}")).unwrap();
+    r.signal(libc::SIGHUP);
+    let line = r.wait_line("SIGHUP:", 20);
+    assert!(
+        line.contains("reload rejected, sockets unchanged"),
+        "{line}"
+    );
+    assert!(
+        line.contains("socket \"n2\"") && line.contains("collides with socket \"n1\""),
+        "{line}"
+    );
+    let (_, so3) = wait_telemetry(&prefix, "the socket set after the third reload", |_, _| {
+        true
+    });
+    assert_eq!(
+        so3["dns4"]["rcvbuf"], 4_194_304,
+        "the in-place change was not applied either"
+    );
+    assert!(so3.get("n1").is_none() && so3.get("n2").is_none(), "{so3}");
+
     let (status, out, log) = r.stop();
     let log = log.join("\n");
     assert!(status.success(), "exit: {status}\n{log}\n{out}");
@@ -365,7 +394,7 @@ fn failed_reloads_keep_the_live_sockets_and_their_books() {
         .lines()
         .filter(|l| l.contains("reload rejected"))
         .count();
-    assert_eq!(rejected, 2, "one error line per failed reload:\n{log}");
+    assert_eq!(rejected, 3, "one error line per failed reload:\n{log}");
     assert!(!log.contains("removed"), "no socket was removed:\n{log}");
     let j = exit_json(&json);
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
