@@ -513,10 +513,15 @@ impl Engine {
             main_tx_queue,
             mode: opts.mode,
         });
-        for s in &cfg.sockets {
+        for (i, s) in cfg.sockets.iter().enumerate() {
+            // A SIGINT during setup: stop creating sockets, run on to the summary.
+            if signals::stop_requested() {
+                log::info!("signal received during setup: {i} of {} socket(s) created", cfg.sockets.len());
+                break;
+            }
             add_socket(&shared, s.clone()).map_err(EngineError::Setup)?;
         }
-        if cfg.engine.filler_sockets > 0 {
+        if cfg.engine.filler_sockets > 0 && !signals::stop_requested() {
             add_filler(&shared, cfg.engine.filler_sockets).map_err(EngineError::Setup)?;
         }
         log::info!(
