@@ -342,6 +342,36 @@ mod tests {
     }
 
     #[test]
+    fn edits_outside_the_sockets_are_named() {
+        let base = "[eal]\nlcores = \"0,1\"\n[[port]]\nname = \"net_null0\"\n[[lcore]]\nid = 1\nrole = \"rx\"\nqueues = [\"net_null0:0\"]\n";
+        let p = std::path::Path::new("t.toml");
+        let old = Config::parse_at(base, p).unwrap();
+        assert!(static_edits(
+            &old,
+            &Config::parse_at(
+                &format!("{base}[[socket]]\nname = \"a\"\nlocal = \"198.18.0.1:1\"\n"),
+                p
+            )
+            .unwrap()
+        )
+        .is_empty());
+        let new = Config::parse_at(
+            &format!(
+                "{}[engine]\nburst = 16\n[mempool]\nmbufs = 1023\n",
+                base.replace("0,1", "0-1")
+            ),
+            p,
+        )
+        .unwrap();
+        assert_eq!(
+            static_edits(&old, &new),
+            vec!["[eal]", "[engine]", "[mempool]"]
+        );
+        let new = Config::parse_at(&base.replace("id = 1", "id = 2"), p).unwrap();
+        assert_eq!(static_edits(&old, &new), vec!["[[lcore]]"]);
+    }
+
+    #[test]
     fn tunables_change_in_place_everything_else_replaces() {
         let a = conf("");
         assert_eq!(classify(&a, &conf("")), Change::Same);
