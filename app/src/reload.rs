@@ -236,50 +236,48 @@ pub fn apply(
         .cloned()
         .collect();
 
-    // 2. Bind: one flow-table edit, checked as a whole before it is published.
-    let mut handles = Vec::new();
-    if rejected.is_empty() {
-        let mut names: Vec<(u64, String)> = Vec::new();
-        let mut refusals: Vec<String> = Vec::new();
-        let res = shared.table.update(|ed| {
-            for e in removed
-                .iter()
-                .chain(incoming.iter().filter_map(|i| i.replaces.as_ref()))
-            {
-                ed.remove(e.handle)?;
-            }
-            let mut first = None;
-            for i in &incoming {
-                let s = &i.prepared.sock;
-                match ed.insert(s.binding(), Arc::clone(s)) {
-                    Ok(h) => {
-                        names.push((h.id(), s.name().to_string()));
-                        handles.push(h);
-                    }
-                    Err(err) => {
-                        let extra: Vec<(u64, &str)> =
-                            names.iter().map(|(i, n)| (*i, n.as_str())).collect();
-                        refusals.push(format!(
-                            "socket {:?}: {}",
-                            s.name(),
-                            engine::flow_error_text(shared, &err, &extra)
-                        ));
-                        first.get_or_insert(err);
-                    }
+    // 2. Bind: one flow-table edit, checked as a whole (also when a socket
+    // was already rejected above, so the error names every one) and
+    // published only if nothing was rejected.
+    let mut names: Vec<(u64, String)> = Vec::new();
+    let mut refusals: Vec<String> = Vec::new();
+    let res = shared.table.update_or_discard(|ed| {
+        for e in removed
+            .iter()
+            .chain(incoming.iter().filter_map(|i| i.replaces.as_ref()))
+        {
+            ed.remove(e.handle)?;
+        }
+        let mut handles = Vec::with_capacity(incoming.len());
+        for i in &incoming {
+            let s = &i.prepared.sock;
+            match ed.insert(s.binding(), Arc::clone(s)) {
+                Ok(h) => {
+                    names.push((h.id(), s.name().to_string()));
+                    handles.push(h);
+                }
+                Err(err) => {
+                    let extra: Vec<(u64, &str)> =
+                        names.iter().map(|(i, n)| (*i, n.as_str())).collect();
+                    refusals.push(format!(
+                        "socket {:?}: {}",
+                        s.name(),
+                        engine::flow_error_text(shared, &err, &extra)
+                    ));
                 }
             }
-            match first {
-                Some(err) => Err(err),
-                None => Ok(()),
-            }
-        });
-        if let Err(err) = res {
-            if refusals.is_empty() {
-                refusals.push(format!("flow table: {err}"));
-            }
-            rejected.extend(refusals);
         }
-    }
+        Ok((rejected.is_empty() && refusals.is_empty()).then_some(handles))
+    });
+    rejected.extend(refusals);
+    let handles = match res {
+        Ok(Some(h)) => h,
+        Ok(None) => Vec::new(),
+        Err(err) => {
+            rejected.push(format!("flow table: {err}"));
+            Vec::new()
+        }
+    };
     if !rejected.is_empty() {
         // Prepared sockets drop here (their rings go); files they created go too.
         drop(incoming);

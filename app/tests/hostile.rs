@@ -367,6 +367,11 @@ fn failed_reloads_keep_the_live_sockets_and_their_books() {
         .replacen("rcvbuf = 4194304", "rcvbuf = 1048576", 1);
     text.push_str(&socket("n1", "198.18.1.50:1", ""));
     text.push_str(&socket("n2", "198.18.1.50:1", ""));
+    text.push_str(&socket(
+        "n3",
+        "198.18.1.51:1",
+        "handler = \"pcap\"\npcap_file = \"/proc/nope/y.pcap\"\n",
+    ));
     std::fs::write(&cfg, format!("{head}{text}")).unwrap();
     r.signal(libc::SIGHUP);
     let line = r.wait_line("SIGHUP:", 20);
@@ -375,7 +380,10 @@ fn failed_reloads_keep_the_live_sockets_and_their_books() {
         "{line}"
     );
     assert!(
-        line.contains("socket \"n2\"") && line.contains("collides with socket \"n1\""),
+        line.contains("socket \"n2\"")
+            && line.contains("collides with socket \"n1\"")
+            && line.contains("socket \"n3\"")
+            && line.contains("/proc/nope/y.pcap"),
         "{line}"
     );
     let (_, so3) = wait_telemetry(&prefix, "the socket set after the third reload", |_, _| {
@@ -385,7 +393,10 @@ fn failed_reloads_keep_the_live_sockets_and_their_books() {
         so3["dns4"]["rcvbuf"], 4_194_304,
         "the in-place change was not applied either"
     );
-    assert!(so3.get("n1").is_none() && so3.get("n2").is_none(), "{so3}");
+    assert!(
+        so3.get("n1").is_none() && so3.get("n2").is_none() && so3.get("n3").is_none(),
+        "{so3}"
+    );
 
     let (status, out, log) = r.stop();
     let log = log.join("\n");
