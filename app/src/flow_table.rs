@@ -1189,13 +1189,21 @@ mod tests {
             Ok(None::<()>)
         });
         assert_eq!(r, Ok(None));
-        assert_eq!(t.snapshot().lookup(ip("198.18.0.9"), 9, ip("198.18.0.1"), 1), Some(&1));
+        assert_eq!(
+            t.snapshot()
+                .lookup(ip("198.18.0.9"), 9, ip("198.18.0.1"), 1),
+            Some(&1)
+        );
         let r = t.update_or_discard(|ed| {
             ed.remove(a)?;
             ed.insert(Binding::bound(sa("0.0.0.0:1")), 2).map(Some)
         });
         assert!(matches!(r, Ok(Some(_))));
-        assert_eq!(t.snapshot().lookup(ip("198.18.0.9"), 9, ip("198.18.0.1"), 1), Some(&2));
+        assert_eq!(
+            t.snapshot()
+                .lookup(ip("198.18.0.9"), 9, ip("198.18.0.1"), 1),
+            Some(&2)
+        );
         assert_eq!(t.len(), 1);
     }
 
