@@ -74,6 +74,8 @@ impl Sink<MbufMeta> for RingSink {
 /// One engine socket.
 pub struct Socket {
     pub id: u32,
+    /// As created. A reload may since have changed rcvbuf, consume_rate_pps
+    /// and the pcap file in place: [`Socket::current_conf`] has those.
     pub conf: SocketConf,
     pub rx: RxSocket<MbufMeta, RingSink>,
     pub ring: Arc<Ring>,
