@@ -917,6 +917,11 @@ pub(crate) fn register(shared: &Shared, entries: Vec<SocketEntry>) {
         );
         v.push(e);
     }
+    set_registry(shared, v);
+}
+
+/// Every store to the socket registry while running goes through here.
+fn set_registry(shared: &Shared, v: Vec<SocketEntry>) {
     shared.sockets.store(Arc::new(v));
 }
 
@@ -994,7 +999,7 @@ pub(crate) fn retire(shared: &Shared, entries: &[SocketEntry]) {
         .filter(|e| !entries.iter().any(|r| Arc::ptr_eq(&r.sock, &e.sock)))
         .cloned()
         .collect();
-    shared.sockets.store(Arc::new(v));
+    set_registry(shared, v);
     // A consumer still holding the old registry may dequeue concurrently:
     // the ring is multi-consumer, so both sides are safe and each datagram
     // is counted once (consumed, or freed at close).
