@@ -165,13 +165,18 @@ pub fn check_static(cfg: &Config) -> Vec<Problem> {
     out
 }
 
+/// `check`'s private EAL file prefix.
+pub fn check_prefix() -> String {
+    format!("udpdemux-check-{}", std::process::id())
+}
+
 /// The EAL arguments `check` uses: the config's devices and lcores, but no
 /// hugepages, no shared files, no telemetry socket, a private file prefix.
 pub fn check_eal_args(cfg: &Config) -> Vec<String> {
     let mut e = cfg.eal.clone();
     e.no_huge = true;
     e.memory_mb = e.memory_mb.clamp(64, 256);
-    e.file_prefix = format!("udpdemux-check-{}", std::process::id());
+    e.file_prefix = check_prefix();
     let mut a = e.args();
     if !a.iter().any(|x| x == "--no-shconf") {
         a.push("--no-shconf".into());
@@ -183,6 +188,8 @@ pub fn check_eal_args(cfg: &Config) -> Vec<String> {
 /// Problems only the EAL can see. Initialises the EAL (once per process).
 pub fn check_eal(cfg: &Config) -> Vec<Problem> {
     let mut out = Vec::new();
+    // The EAL leaves its (empty) runtime directory behind: remove it on return.
+    let _rundir = crate::instance::RemoveDirOnDrop(crate::instance::runtime_dir(&check_prefix()));
     let eal = match Eal::init(&check_eal_args(cfg)) {
         Ok(e) => e,
         Err(e) => {

@@ -115,8 +115,9 @@ pub fn drain_socket(shared: &Shared, e: &SocketEntry) -> usize {
     let mut bufs: [*mut ffi::rte_mbuf; CONSUME_BURST] = [std::ptr::null_mut(); CONSUME_BURST];
     // The rate applies while traffic flows; at shutdown consumers finish
     // what was delivered, as an application drains its socket before close.
-    let limited = e.sock.conf.consume_rate_pps > 0 && !shared.consumers_stop.load(Ordering::Relaxed);
-    let max = if limited { allowance(e, e.sock.conf.consume_rate_pps, shared.tsc_hz) } else { CONSUME_BURST };
+    let pps = e.sock.consume_rate_pps();
+    let limited = pps > 0 && !shared.consumers_stop.load(Ordering::Relaxed);
+    let max = if limited { allowance(e, pps, shared.tsc_hz) } else { CONSUME_BURST };
     let n = e.sock.dequeue(&mut bufs[..max]);
     if n == 0 {
         return 0;

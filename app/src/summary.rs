@@ -69,6 +69,8 @@ pub struct PoolSummary {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SocketSummary {
     pub name: String,
+    /// The engine's socket id: unchanged by an in-place reload, new on a replacement.
+    pub id: u32,
     pub local: String,
     pub handler: String,
     pub removed: bool,
@@ -155,6 +157,7 @@ pub(crate) fn socket_summary(e: &SocketEntry, removed: bool) -> SocketSummary {
     let cl = e.sock.consumer_latency.snapshot();
     SocketSummary {
         name: e.sock.name().to_string(),
+        id: e.sock.id,
         local: e.sock.conf.local.to_string(),
         handler: format!("{:?}", e.sock.handler()).to_lowercase(),
         removed,
