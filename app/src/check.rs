@@ -74,6 +74,9 @@ pub fn truesize(cfg: &Config) -> u64 {
         + cfg.mempool.data_room as u64
 }
 
+/// Bursts per RX lcore a socket's rcvbuf should hold (see [`check_static`]).
+pub const BURSTS_PER_RCVBUF: u64 = 4;
+
 /// Every problem that needs no EAL.
 pub fn check_static(cfg: &Config) -> Vec<Problem> {
     let mut out: Vec<Problem> = cfg.problems().into_iter().map(Problem::error).collect();
@@ -90,6 +93,17 @@ pub fn check_static(cfg: &Config) -> Vec<Problem> {
     }
 
     let ts = truesize(cfg);
+    let rx_lcores = cfg.lcores.iter().filter(|l| l.role == Role::Rx).count() as u64;
+    // The burst budget: how many datagrams of the pool's truesize a socket
+    // must be able to hold to take full bursts from every RX lcore without
+    // dropping while its consumer keeps up. Per RX lcore, up to three bursts
+    // are charged at once: one being staged (charged at stage time), one the
+    // elected drainer has moved into the delivery ring as a whole, and one
+    // the consumer has dequeued and freed but not yet released (it releases
+    // in batches of rcvbuf/4, see `Socket::release_batched`). That deficit
+    // can hide a quarter of the budget, so three bursts must fit in 3/4 of
+    // it: rcvbuf >= 4 bursts x RX lcores x truesize.
+    let burst_budget = BURSTS_PER_RCVBUF * cfg.engine.burst as u64 * rx_lcores.max(1);
     for s in &cfg.sockets {
         let rcvbuf = s.rcvbuf as u64;
         if rcvbuf < ts {
@@ -100,6 +114,17 @@ pub fn check_static(cfg: &Config) -> Vec<Problem> {
                 s.name
             )));
             continue;
+        }
+        // Admission refuses rmem + truesize > rcvbuf: a full socket holds rcvbuf / truesize.
+        let holds = rcvbuf / ts;
+        if holds < burst_budget {
+            out.push(Problem::warning(format!(
+                "socket {:?}: rcvbuf = {rcvbuf} holds {holds} datagrams of truesize {ts} B, fewer than {BURSTS_PER_RCVBUF} bursts of {} x {} RX lcore(s) = {burst_budget}: expect rcvbuf_full drops at full rate even when the consumer keeps up; rcvbuf >= {} is needed",
+                s.name,
+                cfg.engine.burst,
+                rx_lcores.max(1),
+                burst_budget * ts
+            )));
         }
         // rte_ring holds size - 1 entries.
         let ring = (s.ring_size.max(2) as u64).next_power_of_two() - 1;
@@ -115,7 +140,6 @@ pub fn check_static(cfg: &Config) -> Vec<Problem> {
     // DPDK's usual sizing rule (l3fwd, skeleton): every RX descriptor holds an
     // mbuf, and every lcore cache may hold `cache` more, before one datagram
     // is queued for a socket.
-    let rx_lcores = cfg.lcores.iter().filter(|l| l.role == Role::Rx).count() as u64;
     let descs: u64 = cfg
         .ports
         .iter()
@@ -141,13 +165,18 @@ pub fn check_static(cfg: &Config) -> Vec<Problem> {
     out
 }
 
+/// `check`'s private EAL file prefix.
+pub fn check_prefix() -> String {
+    format!("udpdemux-check-{}", std::process::id())
+}
+
 /// The EAL arguments `check` uses: the config's devices and lcores, but no
 /// hugepages, no shared files, no telemetry socket, a private file prefix.
 pub fn check_eal_args(cfg: &Config) -> Vec<String> {
     let mut e = cfg.eal.clone();
     e.no_huge = true;
     e.memory_mb = e.memory_mb.clamp(64, 256);
-    e.file_prefix = format!("udpdemux-check-{}", std::process::id());
+    e.file_prefix = check_prefix();
     let mut a = e.args();
     if !a.iter().any(|x| x == "--no-shconf") {
         a.push("--no-shconf".into());
@@ -159,6 +188,8 @@ pub fn check_eal_args(cfg: &Config) -> Vec<String> {
 /// Problems only the EAL can see. Initialises the EAL (once per process).
 pub fn check_eal(cfg: &Config) -> Vec<Problem> {
     let mut out = Vec::new();
+    // The EAL leaves its (empty) runtime directory behind: remove it on return.
+    let _rundir = crate::instance::RemoveDirOnDrop(crate::instance::runtime_dir(&check_prefix()));
     let eal = match Eal::init(&check_eal_args(cfg)) {
         Ok(e) => e,
         Err(e) => {
@@ -361,6 +392,66 @@ queues = ["net_null0:0"]
             p.iter()
                 .any(|p| p.severity == Severity::Warning && p.msg.contains("the ring fills first")),
             "{p:?}"
+        );
+    }
+
+    #[test]
+    fn rcvbuf_smaller_than_the_burst_budget_is_named_with_the_size_needed() {
+        let burst_warnings = |c: &Config| -> Vec<String> {
+            check_static(c)
+                .into_iter()
+                .filter(|p| p.severity == Severity::Warning && p.msg.contains("bursts of"))
+                .map(|p| p.msg)
+                .collect()
+        };
+        let sock = |rcvbuf: &str| {
+            format!("[[socket]]\nname = \"dns\"\nlocal = \"198.18.0.1:53\"\n{rcvbuf}")
+        };
+        // The default 212 992 B holds 89 datagrams of 128 + 64 + 2176 = 2368 B:
+        // fewer than 4 bursts of 32 from one RX lcore (128), which need 303 104 B.
+        let c = cfg(&sock(""));
+        assert_eq!(truesize(&c), 2368);
+        let w = burst_warnings(&c);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("socket \"dns\": rcvbuf = 212992 holds 89 datagrams"),
+            "{w:?}"
+        );
+        assert!(
+            w[0].contains("4 bursts of 32 x 1 RX lcore(s) = 128"),
+            "{w:?}"
+        );
+        assert!(w[0].contains("rcvbuf >= 303104 is needed"), "{w:?}");
+        // Exactly the size named: no warning; one byte less: warned.
+        assert!(burst_warnings(&cfg(&sock("rcvbuf = 303104\n"))).is_empty());
+        assert_eq!(burst_warnings(&cfg(&sock("rcvbuf = 303103\n"))).len(), 1);
+        // Smaller bursts need less; a second RX lcore needs twice as much.
+        let small = cfg(&sock("")).tap(|c| c.engine.burst = 8);
+        assert!(
+            burst_warnings(&small).is_empty(),
+            "{:?}",
+            burst_warnings(&small)
+        );
+        let two = cfg(&format!(
+            "[[lcore]]\nid = 2\nrole = \"rx\"\nqueues = [\"net_null0:1\"]\n{}",
+            sock("rcvbuf = 303104\n")
+        ))
+        .tap(|c| c.ports[0].rx_queues = 2);
+        assert!(errors(&two).is_empty(), "{:?}", errors(&two));
+        let w = burst_warnings(&two);
+        assert!(
+            w.len() == 1
+                && w[0].contains("x 2 RX lcore(s) = 256")
+                && w[0].contains("rcvbuf >= 606208 is needed"),
+            "{w:?}"
+        );
+        // A larger data room raises the truesize and so the size needed.
+        let big = cfg(&sock("rcvbuf = 303104\n")).tap(|c| c.mempool.data_room = 9216);
+        let w = burst_warnings(&big);
+        assert!(
+            w.len() == 1
+                && w[0].contains(&format!("rcvbuf >= {} is needed", 128 * (128 + 64 + 9216))),
+            "{w:?}"
         );
     }
 

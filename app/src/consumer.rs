@@ -231,7 +231,7 @@ fn drain_socket_into(shared: &Shared, e: &SocketEntry, bufs: &mut [*mut ffi::rte
     let now = eal::rdtsc();
     // The rate applies while traffic flows; at shutdown consumers finish
     // what was delivered, as an application drains its socket before close.
-    let pps = e.sock.conf.consume_rate_pps;
+    let pps = e.sock.consume_rate_pps();
     let limited = pps > 0 && !shared.consumers_stop.load(Ordering::Relaxed);
     let max = if limited { allowance(e, pps, shared.tsc_hz, now) } else { CONSUME_BURST };
     let n = e.sock.dequeue(&mut bufs[..max]);

@@ -21,7 +21,7 @@ use core::str::FromStr;
 use thiserror::Error;
 
 use crate::accounting::{has_space, DropCounters, DropReason, NodeCounters, SocketMem};
-use crate::stage::{Chain, Stage, StagePacket};
+use crate::stage::{Batch, Chain, Stage, StagePacket};
 use crate::sync::stat::{self, AtomicU64};
 use crate::sync::{AtomicBool, AtomicUsize, CachePadded, Ordering, SpinLock};
 
@@ -345,6 +345,107 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
     {
         // SAFETY: the caller's contract is ours.
         unsafe { self.enqueue_inner(node, pkt, strategy, condense, to_free, true) }
+    }
+
+    /// A producer's whole group of packets for this socket from one burst,
+    /// in arrival order: the seed's semantics at DPDK's unit of work. With
+    /// `NumaQueues` the group is admitted in one pass over the meters read
+    /// once (each packet against `rmem` + what this node has staged + what
+    /// the group admitted before it, the kernel's per-packet test done in
+    /// registers: the prefix that fits is admitted and the rest counted
+    /// `RcvbufFull` per datagram, condensed above half the budget), charged
+    /// to the node's meter once, counted once, and pushed onto the node's
+    /// stage with one compare-and-swap (`llist_add_batch`). Returns `true`
+    /// when the push found the stage empty: the caller is elected and owes
+    /// the stage a [`RxSocket::drain`] once its burst is staged, exactly as
+    /// with [`RxSocket::enqueue_deferred`]. Busylock and direct, the
+    /// kernel's older per-packet schemes, take the packets one by one.
+    ///
+    /// # Safety
+    /// As [`RxSocket::enqueue_deferred`], for every packet of `pkts` (each
+    /// exclusively owned by the caller, on no stage, and listed once).
+    #[inline]
+    pub unsafe fn enqueue_batch_deferred<C, F>(
+        &self,
+        node: usize,
+        pkts: &[NonNull<P>],
+        strategy: Strategy,
+        condense: &mut C,
+        to_free: &mut F,
+    ) -> bool
+    where
+        C: Condense<P>,
+        F: FnMut(NonNull<P>, DropReason),
+    {
+        if strategy != Strategy::NumaQueues {
+            let mut elected = false;
+            for &p in pkts {
+                // SAFETY: the caller's contract, per packet.
+                let v = unsafe { self.enqueue_inner(node, p, strategy, condense, to_free, true) };
+                elected |= v == Verdict::Elected;
+            }
+            return elected;
+        }
+        if pkts.is_empty() {
+            return false;
+        }
+        let (q, ctr) = self.parts(node);
+        let n = pkts.len() as u64;
+        stat::add_shared(&ctr.offered, n);
+        if self.closed.load(Ordering::Relaxed) {
+            for &p in pkts {
+                to_free(p, DropReason::Closed);
+            }
+            ctr.add_drop(DropReason::Closed, n);
+            return false;
+        }
+        let rcvbuf = self.mem.rcvbuf();
+        // As in `enqueue_inner`: this node's staged bytes count against the
+        // budget too, or a flood could stage unbounded memory between drains.
+        let mut rmem = self
+            .mem
+            .rmem()
+            .saturating_add(q.rmem_alloc.load(Ordering::Relaxed));
+        let mut batch = Batch::new();
+        let (mut bytes, mut staged, mut condensed, mut full) = (0usize, 0u64, 0u64, 0u64);
+        for &p in pkts {
+            // SAFETY: the caller owns `p`.
+            let mut size = unsafe { P::truesize(p) } as usize;
+            if !has_space(rmem, rcvbuf, size) {
+                to_free(p, DropReason::RcvbufFull);
+                full += 1;
+                continue;
+            }
+            let mut p = p;
+            if rmem > rcvbuf >> 1 {
+                p = condense.condense(p);
+                // SAFETY: `Condense` returns a packet we own.
+                let new = unsafe { P::truesize(p) } as usize;
+                condensed += u64::from(new < size);
+                size = new;
+            }
+            rmem = rmem.saturating_add(size);
+            bytes = bytes.wrapping_add(size);
+            staged += 1;
+            // SAFETY: we own `p` and it is on no stage or chain.
+            unsafe { batch.push(p) };
+        }
+        if full != 0 {
+            ctr.add_drop(DropReason::RcvbufFull, full);
+        }
+        if staged == 0 {
+            // An empty batch pushes nothing and elects nobody.
+            let _ = batch.push_onto(&q.stage);
+            return false;
+        }
+        if condensed != 0 {
+            stat::add_shared(&ctr.condensed, condensed);
+        }
+        // Charged before the push, as in `enqueue_inner`: the drainer's
+        // subtraction must never precede it.
+        q.rmem_alloc.fetch_add(bytes, Ordering::Relaxed);
+        stat::add_shared(&ctr.staged, staged);
+        batch.push_onto(&q.stage) == Some(true)
     }
 
     /// The elected producer's deferred drain of `node`'s stage (see
@@ -1001,6 +1102,144 @@ mod tests {
             .err(),
             Some(DeliveryError::BadNodeCount(0))
         );
+    }
+
+    fn enq_batch<C: Condense<HeapPacket>>(
+        s: &Sock,
+        node: usize,
+        pkts: &[NonNull<HeapPacket>],
+        st: Strategy,
+        c: &mut C,
+    ) -> bool {
+        // SAFETY: each test packet is enqueued exactly once.
+        unsafe { s.enqueue_batch_deferred(node, pkts, st, c, &mut free) }
+    }
+
+    fn sink_ids(s: &Sock) -> Vec<u32> {
+        s.with_sink(|k| {
+            // SAFETY: live until the final sweep.
+            std::iter::from_fn(|| k.pop())
+                .map(|p| unsafe { HeapPacket::get(p).id })
+                .collect::<Vec<_>>()
+        })
+    }
+
+    /// A burst's group: one admission pass (the prefix that fits), one
+    /// election, one charge of the node's meter; a second group behind it
+    /// is not elected, and one drain delivers both in arrival order.
+    #[test]
+    fn batch_admits_what_fits_elects_once_and_keeps_order() {
+        let s = sock(2, 350, 16);
+        let pkts: Vec<_> = (0..7).map(|i| HeapPacket::alloc(i, TS)).collect();
+        assert!(
+            enq_batch(&s, 0, &pkts[..5], Strategy::NumaQueues, &mut NoCondense),
+            "empty stage: elected"
+        );
+        let st = s.stats();
+        assert_eq!(
+            (st.offered, st.staged, st.drop(DropReason::RcvbufFull)),
+            (5, 3, 2),
+            "{st:?}"
+        );
+        assert_eq!(
+            s.node_rmem(0),
+            Some(300),
+            "one charge of the admitted bytes"
+        );
+        assert_eq!(s.stage_is_empty(0), Some(false));
+        s.set_rcvbuf(10_000);
+        assert!(
+            !enq_batch(&s, 0, &pkts[5..], Strategy::NumaQueues, &mut NoCondense),
+            "stage not empty: not elected"
+        );
+        assert_eq!(s.node_rmem(0), Some(500));
+        let out = s.drain(0, &mut free);
+        assert_eq!((out.taken, out.delivered, out.dropped), (5, 5, 0));
+        assert_eq!(s.stats().batches, 1, "one drain took both groups");
+        assert_eq!(
+            sink_ids(&s),
+            [0, 1, 2, 5, 6],
+            "FIFO across groups, drops skipped"
+        );
+        assert_eq!(s.rmem(), 500);
+        s.release(500);
+        assert_quiescent(&s);
+        // 3 and 4 were freed at admission.
+        sweep_after_consume(pkts, &[0, 1, 2, 5, 6]);
+    }
+
+    /// Marks the delivered packets consumed (the sink was emptied by id) and sweeps.
+    fn sweep_after_consume(pkts: Vec<NonNull<HeapPacket>>, delivered: &[u32]) {
+        for &p in &pkts {
+            // SAFETY: live until the sweep.
+            let h = unsafe { HeapPacket::get(p) };
+            if delivered.contains(&h.id) {
+                assert_eq!(h.mark_done(), 0);
+            }
+        }
+        sweep(pkts);
+    }
+
+    /// Above half the budget (counting what the group admitted before),
+    /// packets are condensed and charged their smaller size.
+    #[test]
+    fn batch_condenses_above_half_the_budget() {
+        let s = sock(1, 1000, 16);
+        let pkts: Vec<_> = (0..10).map(|i| HeapPacket::alloc(i, TS)).collect();
+        assert!(enq_batch(
+            &s,
+            0,
+            &pkts,
+            Strategy::NumaQueues,
+            &mut ShrinkTo(10)
+        ));
+        let st = s.stats();
+        // 0..=5 admitted at 0..=500 (not above half), 6..=9 at 600.. condensed.
+        assert_eq!((st.staged, st.condensed), (10, 4), "{st:?}");
+        assert_eq!(s.node_rmem(0), Some(640));
+        s.drain(0, &mut free);
+        assert_eq!(consume(&s), 10);
+        s.release(0);
+        assert_quiescent(&s);
+        sweep(pkts);
+    }
+
+    #[test]
+    fn batch_on_a_closed_socket_drops_every_packet() {
+        let s = sock(1, 1000, 16);
+        s.close();
+        let pkts: Vec<_> = (0..3).map(|i| HeapPacket::alloc(i, TS)).collect();
+        assert!(!enq_batch(
+            &s,
+            0,
+            &pkts,
+            Strategy::NumaQueues,
+            &mut NoCondense
+        ));
+        let st = s.stats();
+        assert_eq!((st.offered, st.drop(DropReason::Closed)), (3, 3));
+        assert_quiescent(&s);
+        sweep(pkts);
+    }
+
+    /// Busylock and direct keep the kernel's per-packet path: delivered at
+    /// once, one lock hold each, never an election.
+    #[test]
+    fn batch_with_older_strategies_goes_packet_by_packet() {
+        for st in [Strategy::Busylock, Strategy::Direct] {
+            let s = sock(1, 1000, 16);
+            let pkts: Vec<_> = (0..3).map(|i| HeapPacket::alloc(i, TS)).collect();
+            assert!(!enq_batch(&s, 0, &pkts, st, &mut NoCondense));
+            let x = s.stats();
+            assert_eq!(
+                (x.offered, x.delivered, x.delivery_lock_acquisitions),
+                (3, 3, 3),
+                "{st:?}"
+            );
+            assert_eq!(consume(&s), 3);
+            assert_quiescent(&s);
+            sweep(pkts);
+        }
     }
 
     #[test]

@@ -164,10 +164,18 @@ pub struct Engine {
     /// its burst array and registry survive between polls.
     main_drain: std::cell::RefCell<consumer::Drain>,
     eal: Option<Eal>,
+    /// This engine's claim on its file prefix, released after the EAL.
+    instance: Option<crate::instance::InstanceLock>,
 }
 
 /// Run the engine until a signal, the duration, or idleness stops it.
 pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, EngineError> {
+    // A SIGINT from here on ends the run with a summary, even during setup.
+    signals::install();
+    // Fail now, not after the whole run, if the JSON cannot be written.
+    if let Some(path) = &opts.stats_json {
+        probe_writable(path)?;
+    }
     let mut engine = Engine::start(cfg, opts)?;
     let duration = opts.duration.or((cfg.engine.duration_secs > 0.0).then_some(cfg.engine.duration_secs));
     engine.main_loop(duration);
@@ -180,6 +188,23 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, EngineError> {
         return Err(EngineError::Books(summary.problems.join("; ")));
     }
     Ok(summary)
+}
+
+/// Whether `path` can be written, leaving no file behind that was not there.
+fn probe_writable(path: &std::path::Path) -> Result<(), EngineError> {
+    let existed = path.exists();
+    match std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(path) {
+        Ok(_) => {
+            if !existed {
+                let _ = std::fs::remove_file(path);
+            }
+            Ok(())
+        }
+        Err(e) => Err(EngineError::Setup(format!(
+            "--stats-json {}: cannot write it ({e}): give a path in a writable directory",
+            path.display()
+        ))),
+    }
 }
 
 /// Checks that give a better message than the EAL would.
@@ -256,11 +281,15 @@ fn eal_hint(cfg: &Config, err: &DpdkError) -> String {
 impl Engine {
     /// Initialise the EAL, pools, ports and sockets, and launch the worker lcores.
     pub fn start(cfg: &Config, opts: &RunOptions) -> Result<Engine, EngineError> {
+        signals::install();
         preflight(cfg)?;
+        let prefix = crate::instance::effective_prefix(&cfg.eal.args()).unwrap_or_else(|| cfg.eal.file_prefix.clone());
+        let instance = crate::instance::lock(&prefix).map_err(EngineError::Setup)?;
         let eal = Eal::init(&cfg.eal.args()).map_err(|err| EngineError::Eal { hint: eal_hint(cfg, &err), err })?;
         log::info!("{} up, TSC {} MHz", eal::version(), eal::tsc_hz() / 1_000_000);
         let mut e = Engine::setup(cfg, opts)?;
         e.eal = Some(eal);
+        e.instance = Some(instance);
         // Telemetry reads the same snapshot the exit JSON is made from.
         crate::telemetry::start(&e.shared);
         Ok(e)
@@ -505,10 +534,15 @@ impl Engine {
             main_tx_queue,
             mode: opts.mode,
         });
-        for s in &cfg.sockets {
+        for (i, s) in cfg.sockets.iter().enumerate() {
+            // A SIGINT during setup: stop creating sockets, run on to the summary.
+            if signals::stop_requested() {
+                log::info!("signal received during setup: {i} of {} socket(s) created", cfg.sockets.len());
+                break;
+            }
             add_socket(&shared, s.clone()).map_err(EngineError::Setup)?;
         }
-        if cfg.engine.filler_sockets > 0 {
+        if cfg.engine.filler_sockets > 0 && !signals::stop_requested() {
             add_filler(&shared, cfg.engine.filler_sockets).map_err(EngineError::Setup)?;
         }
         log::info!(
@@ -518,7 +552,6 @@ impl Engine {
             node_ids.len(),
             node_ids
         );
-        signals::install();
 
         let mut engine = Engine {
             shared: Arc::clone(&shared),
@@ -535,6 +568,7 @@ impl Engine {
             pool_samples: Vec::new(),
             main_drain: std::cell::RefCell::new(consumer::Drain::new(&shared, None)),
             eal: None,
+            instance: None,
         };
         for (i, c) in shared.consumers.iter().enumerate() {
             let sh = Arc::clone(&shared);
@@ -552,6 +586,11 @@ impl Engine {
 
     pub fn config_path(&self) -> Option<&std::path::Path> {
         self.config_path.as_deref()
+    }
+
+    /// The config the engine was started with (a reload changes only sockets).
+    pub fn config(&self) -> &Config {
+        &self.cfg
     }
 
     pub fn shared(&self) -> &Arc<Shared> {
@@ -867,27 +906,96 @@ fn add_filler(shared: &Shared, n: u32) -> Result<(), String> {
     Ok(())
 }
 
+/// A socket created but not published: its ring and handler state exist,
+/// RX lcores and consumers do not see it yet. Dropping it frees the ring.
+pub struct Prepared {
+    pub sock: Arc<Socket>,
+    pub drainer: Drainer,
+}
+
+/// First half of adding a socket: a fresh id, the ring, the handler state
+/// (the pcap file is created here; with `handler`, that state is shared
+/// instead). Nothing live changes.
+pub fn prepare_socket(
+    shared: &Shared,
+    conf: SocketConf,
+    handler: Option<Arc<Mutex<crate::handlers::State>>>,
+) -> Result<Prepared, String> {
+    let id = {
+        let mut n = shared.next_socket_id.lock().unwrap_or_else(|p| p.into_inner());
+        *n += 1;
+        *n
+    };
+    let drainer = drainer_for(shared, &conf, id);
+    let sock = Socket::with_handler(id, conf, shared.nodes, shared.numa, handler).map_err(|e| e.to_string())?;
+    Ok(Prepared { sock: Arc::new(sock), drainer })
+}
+
+/// A flow-table refusal in words, naming the other socket by name (looked
+/// up in `extra`, then among the live sockets).
+pub fn flow_error_text(shared: &Shared, e: &crate::flow_table::FlowError, extra: &[(u64, &str)]) -> String {
+    use crate::flow_table::FlowError;
+    match e {
+        FlowError::AddrInUse { new, existing } => {
+            let id = existing.id();
+            let name = extra.iter().find(|(i, _)| *i == id).map(|(_, n)| n.to_string()).or_else(|| {
+                shared.sockets.load().iter().find(|e| e.handle.id() == id).map(|e| e.sock.name().to_string())
+            });
+            let who = match name {
+                Some(n) => format!("socket {n:?} ({})", existing.binding()),
+                None => existing.to_string(),
+            };
+            let hint = if new.remote.is_none() && existing.binding().remote.is_none() {
+                ": choose another local address or port, or set reuseport = true on both"
+            } else {
+                ": choose another local address or port"
+            };
+            format!("address in use: {new} collides with {who}{hint}")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Second half: make prepared sockets visible to consumers and stats (the
+/// caller published them in the flow table first).
+pub(crate) fn register(shared: &Shared, entries: Vec<SocketEntry>) {
+    if entries.is_empty() {
+        return;
+    }
+    let mut v: Vec<SocketEntry> = shared.sockets.load().as_ref().clone();
+    for e in entries {
+        log::info!(
+            "socket {} ({}) bound {} handler {:?} drained by {:?}",
+            e.sock.name(),
+            e.sock.id,
+            e.sock.binding(),
+            e.sock.handler(),
+            e.drainer
+        );
+        v.push(e);
+    }
+    set_registry(shared, v);
+}
+
+/// Every store to the socket registry while running goes through here;
+/// the generation bump after it tells pollers (`consumer::Drain`) to re-read.
+fn set_registry(shared: &Shared, v: Vec<SocketEntry>) {
+    shared.sockets.store(Arc::new(v));
+    shared.sockets_gen.fetch_add(1, Ordering::Release);
+}
+
 /// Create a socket, publish it in the flow table and the registry.
 pub fn add_socket(shared: &Shared, conf: SocketConf) -> Result<Arc<Socket>, String> {
     if shared.sockets.load().iter().any(|e| e.sock.name() == conf.name) {
         return Err(format!("socket {:?} already exists", conf.name));
     }
-    let id = {
-        let mut n = shared.next_socket_id.lock().expect("socket id lock");
-        *n += 1;
-        *n
-    };
-    let drainer = drainer_for(shared, &conf, id);
-    let sock = Arc::new(Socket::new(id, conf, shared.nodes, shared.numa).map_err(|e| e.to_string())?);
+    let p = prepare_socket(shared, conf, None)?;
     let handle = shared
         .table
-        .insert(sock.binding(), Arc::clone(&sock))
-        .map_err(|e| format!("socket {:?}: {e}", sock.name()))?;
-    let mut v: Vec<SocketEntry> = shared.sockets.load().as_ref().clone();
-    v.push(SocketEntry { sock: Arc::clone(&sock), drainer, handle });
-    shared.sockets.store(Arc::new(v));
-    shared.sockets_gen.fetch_add(1, Ordering::Release);
-    log::info!("socket {} ({}) bound {} handler {:?} drained by {:?}", sock.name(), id, sock.binding(), sock.handler(), drainer);
+        .insert(p.sock.binding(), Arc::clone(&p.sock))
+        .map_err(|e| format!("socket {:?}: {}", p.sock.name(), flow_error_text(shared, &e, &[])))?;
+    let sock = Arc::clone(&p.sock);
+    register(shared, vec![SocketEntry { sock: p.sock, drainer: p.drainer, handle }]);
     Ok(sock)
 }
 
@@ -904,30 +1012,61 @@ pub fn remove_socket(shared: &Shared, name: &str) -> Result<(), String> {
         .cloned()
         .ok_or_else(|| format!("no socket named {name:?}"))?;
     shared.table.remove(entry.handle).map_err(|e| e.to_string())?;
-    entry.sock.rx.close();
+    retire(shared, &[entry]);
+    Ok(())
+}
+
+/// Retire sockets the flow table no longer holds (the caller published
+/// that): close them, wait once for every RX lcore to pass a quiescent
+/// point, drain their stages, give consumers a moment to empty the rings,
+/// then unregister them (by identity: a replacement may carry the same
+/// name), free what is left and keep their books.
+pub(crate) fn retire(shared: &Shared, entries: &[SocketEntry]) {
+    if entries.is_empty() {
+        return;
+    }
+    for e in entries {
+        e.sock.rx.close();
+    }
     wait_quiescent(shared);
-    let mut free = rx::FreeList::default();
-    entry.sock.rx.drain_closed(&mut |p, _r| free.push(crate::meta::MbufMeta::mbuf(p)));
-    drop(free);
-    // Give the consumer a moment to take what is in the ring; the rest is freed and counted.
+    for e in entries {
+        let mut free = rx::FreeList::default();
+        e.sock.rx.drain_closed(&mut |p, _r| free.push(crate::meta::MbufMeta::mbuf(p)));
+        drop(free);
+    }
+    // Give the consumers a moment to take what is in the rings; the rest is freed and counted.
     let deadline = Instant::now() + Duration::from_millis(200);
-    while entry.sock.ring.count() > 0 && Instant::now() < deadline && entry.drainer != Drainer::External {
-        if entry.drainer == Drainer::Main {
-            consumer::drain_socket(shared, &entry);
-        } else {
+    loop {
+        let waiting: Vec<&SocketEntry> =
+            entries.iter().filter(|e| e.drainer != Drainer::External && e.sock.ring.count() > 0).collect();
+        if waiting.is_empty() || Instant::now() >= deadline {
+            break;
+        }
+        let mut main_drained = false;
+        for e in waiting.iter().filter(|e| e.drainer == Drainer::Main) {
+            consumer::drain_socket(shared, e);
+            main_drained = true;
+        }
+        if !main_drained {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
-    let v: Vec<SocketEntry> = shared.sockets.load().iter().filter(|e| e.sock.name() != name).cloned().collect();
-    shared.sockets.store(Arc::new(v));
-    shared.sockets_gen.fetch_add(1, Ordering::Release);
+    let v: Vec<SocketEntry> = shared
+        .sockets
+        .load()
+        .iter()
+        .filter(|e| !entries.iter().any(|r| Arc::ptr_eq(&r.sock, &e.sock)))
+        .cloned()
+        .collect();
+    set_registry(shared, v);
     // A consumer still holding the old registry may dequeue concurrently:
     // the ring is multi-consumer, so both sides are safe and each datagram
     // is counted once (consumed, or freed at close).
-    entry.sock.free_ring();
-    shared.removed.lock().expect("removed lock").push(socket_summary(&entry, true));
-    log::info!("socket {name} removed");
-    Ok(())
+    for e in entries {
+        e.sock.free_ring();
+        shared.removed.lock().unwrap_or_else(|p| p.into_inner()).push(socket_summary(e, true));
+        log::info!("socket {} ({}) removed", e.sock.name(), e.sock.id);
+    }
 }
 
 /// Wait until every RX lcore has passed a quiescent point (or stopped).

@@ -780,6 +780,30 @@ impl<V: Clone + Send + Sync + 'static> FlowTable<V> {
         Ok(r)
     }
 
+    /// As [`FlowTable::update`], but `f` decides whether to publish:
+    /// `Ok(Some(r))` publishes the batch, `Ok(None)` discards it (a dry
+    /// run: every change was checked against the table and each other,
+    /// none is visible), `Err` discards it too.
+    pub fn update_or_discard<R>(
+        &self,
+        f: impl FnOnce(&mut Editor<'_, V>) -> Result<Option<R>, FlowError>,
+    ) -> Result<Option<R>, FlowError> {
+        let mut w = self.lock_writer();
+        let mut tables = Tables::clone(&self.current.load());
+        let Some(r) = f(&mut Editor {
+            tables: &mut tables,
+            next_id: &mut w.next_id,
+            table_id: self.id,
+        })?
+        else {
+            return Ok(None);
+        };
+        let old = self.current.swap(Arc::new(tables));
+        w.graveyard.push(old);
+        Self::reclaim(&mut w.graveyard);
+        Ok(Some(r))
+    }
+
     /// Frees replaced generations that no reader holds any more, spinning
     /// up to [`RECLAIM_WAIT`]. After `swap` returns, arc-swap has converted
     /// every reader's claim on the old generation into a real reference
@@ -1151,6 +1175,36 @@ mod tests {
         // The failed batch's remove did not happen either.
         assert_eq!(t.remove(a), Ok(1));
         assert_eq!(t.remove(a), Err(FlowError::NotFound(a)));
+    }
+
+    #[test]
+    fn update_or_discard_publishes_only_on_some() {
+        let t = FlowTable::new();
+        let a = t.insert(Binding::bound(sa("0.0.0.0:1")), 1).unwrap();
+        // A dry run: checked (the second insert is refused by the first), not published.
+        let r = t.update_or_discard(|ed| {
+            ed.remove(a)?;
+            ed.insert(Binding::bound(sa("0.0.0.0:1")), 2)?;
+            assert!(ed.insert(Binding::bound(sa("0.0.0.0:1")), 3).is_err());
+            Ok(None::<()>)
+        });
+        assert_eq!(r, Ok(None));
+        assert_eq!(
+            t.snapshot()
+                .lookup(ip("198.18.0.9"), 9, ip("198.18.0.1"), 1),
+            Some(&1)
+        );
+        let r = t.update_or_discard(|ed| {
+            ed.remove(a)?;
+            ed.insert(Binding::bound(sa("0.0.0.0:1")), 2).map(Some)
+        });
+        assert!(matches!(r, Ok(Some(_))));
+        assert_eq!(
+            t.snapshot()
+                .lookup(ip("198.18.0.9"), 9, ip("198.18.0.1"), 1),
+            Some(&2)
+        );
+        assert_eq!(t.len(), 1);
     }
 
     #[test]

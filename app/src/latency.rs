@@ -61,6 +61,14 @@ impl Histogram {
         self.sum_us.add(us);
     }
 
+    /// Record `n` samples of the same `cycles` at once (a burst's packets
+    /// share their RX stamp, so a drain records one run per burst).
+    #[inline(always)]
+    pub fn record_scaled_n(&self, cycles: u64, inv: u64, n: u64) {
+        let us = us_of(cycles, inv);
+        self.buckets[bucket(us)].add(n);
+        self.sum_us.add(us.wrapping_mul(n));
+    }
 
     pub fn snapshot(&self) -> [u64; BUCKETS] {
         std::array::from_fn(|i| self.buckets[i].get())

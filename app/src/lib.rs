@@ -38,6 +38,8 @@ pub mod gen;
 #[cfg(not(loom))]
 pub mod meta;
 #[cfg(not(loom))]
+pub mod instance;
+#[cfg(not(loom))]
 pub mod pipeline_floor;
 #[cfg(not(loom))]
 pub mod reload;

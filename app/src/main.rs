@@ -105,6 +105,8 @@ mod cli {
                 stats_format,
                 histograms,
             } => (|| -> anyhow::Result<()> {
+                // First: a SIGINT from now on stops the run with a summary.
+                udpdemux::signals::install();
                 let cfg = Config::load(&config)?;
                 if let Some(d) = duration {
                     if !(d.is_finite() && d > 0.0) {

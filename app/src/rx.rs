@@ -7,7 +7,7 @@ use dpdk_sys::{eal, ffi, mbuf, port};
 
 use crate::accounting::DropReason;
 use crate::alloc_guard::HotSection;
-use crate::delivery::{Condense, NoCondense, Verdict};
+use crate::delivery::{Condense, NoCondense};
 use crate::socket::Socket;
 use std::sync::Arc;
 use crate::small_cache::CacheHook;
@@ -269,7 +269,7 @@ pub fn process_burst<C: Condense<MbufMeta>>(
     }
     // This burst's elected stages: one delivery-lock hold per socket for the
     // whole burst (the kernel takes one per packet: it has no bursts).
-    elected.drain(me.node_index, free);
+    elected.drain(me.node_index, &mut |p: NonNull<MbufMeta>, _r: DropReason| free.push(MbufMeta::mbuf(p)));
     free.flush();
 }
 
@@ -283,18 +283,18 @@ struct Elected<'s> {
 impl<'s> Elected<'s> {
     /// Remembers `sock`; when full, drains what it holds first (early).
     #[inline]
-    fn push(&mut self, sock: &'s Arc<Socket>, node: usize, free: &mut FreeList) {
+    fn push<F: FnMut(NonNull<MbufMeta>, DropReason)>(&mut self, sock: &'s Arc<Socket>, node: usize, to_free: &mut F) {
         if self.n == self.socks.len() {
-            self.drain(node, free);
+            self.drain(node, to_free);
         }
         self.socks[self.n] = Some(sock);
         self.n += 1;
     }
 
     #[inline]
-    fn drain(&mut self, node: usize, free: &mut FreeList) {
+    fn drain<F: FnMut(NonNull<MbufMeta>, DropReason)>(&mut self, node: usize, to_free: &mut F) {
         for sock in self.socks[..self.n].iter().flatten() {
-            sock.rx.drain(node, &mut |p: NonNull<MbufMeta>, _r: DropReason| free.push(MbufMeta::mbuf(p)));
+            sock.rx.drain(node, to_free);
         }
         self.n = 0;
     }
@@ -353,10 +353,17 @@ fn process_chunk<'s, C: Condense<MbufMeta>>(
     for (f, d) in found.iter_mut().zip(dgrams) {
         *f = snap.lookup(d.src, d.sport, d.dst, d.dport);
     }
-    // Pass 3: count, account and stage.
+    // Pass 3: count, fill the metadata, and group the datagrams by socket
+    // (arrival order kept within a group), so that each socket's share of
+    // the chunk is admitted, charged, counted and staged at once below.
     let mut in_dgrams = [0u64; 2];
     let mut no_ports = [0u64; 2];
     let (demux_only, mut demux_freed) = (shared.mode == Mode::DemuxOnly, 0u64);
+    let mut groups: [Option<&'s Arc<Socket>>; CHUNK] = [None; CHUNK];
+    let mut group_len = [0u8; CHUNK];
+    let mut group_of = [0u8; CHUNK];
+    let mut kept: [*mut ffi::rte_mbuf; CHUNK] = [std::ptr::null_mut(); CHUNK];
+    let (mut ng, mut nk) = (0usize, 0usize);
     for ((f, d), &m) in found.iter().zip(dgrams).zip(&mbufs) {
         let fam = d.family.index();
         let Some(sock) = *f else {
@@ -377,15 +384,55 @@ fn process_chunk<'s, C: Condense<MbufMeta>>(
             free.push(m);
             continue;
         }
+        // Most chunks hold few sockets, often runs of one: try the last
+        // group first, then the others (at most CHUNK compares).
+        let g = match ng.checked_sub(1) {
+            Some(last) if groups[last].is_some_and(|s| Arc::ptr_eq(s, sock)) => last,
+            _ => match groups[..ng].iter().position(|s| s.is_some_and(|s| Arc::ptr_eq(s, sock))) {
+                Some(g) => g,
+                None => {
+                    groups[ng] = Some(sock);
+                    ng += 1;
+                    ng - 1
+                }
+            },
+        };
+        group_len[g] += 1;
+        group_of[nk] = g as u8;
+        kept[nk] = m;
+        nk += 1;
+    }
+    if nk != 0 {
+        // Counting sort of the kept datagrams by group: each socket's share
+        // becomes one contiguous slice, still in arrival order.
+        let mut at = [0u8; CHUNK];
+        let mut sum = 0u8;
+        for (a, &l) in at.iter_mut().zip(&group_len[..ng]) {
+            *a = sum;
+            sum += l;
+        }
+        let mut sorted = [NonNull::<MbufMeta>::dangling(); CHUNK];
+        for (&g, &m) in group_of[..nk].iter().zip(&kept[..nk]) {
+            let slot = &mut at[usize::from(g)];
+            sorted[usize::from(*slot)] = MbufMeta::of(m);
+            *slot += 1;
+        }
         // Drops (ours now, or other producers' when we are the elected
         // drainer) are freed after the delivery lock is released.
         let mut to_free = |p: NonNull<MbufMeta>, _r: DropReason| free.push(MbufMeta::mbuf(p));
-        // SAFETY: the packet is ours and on no stage; to_free frees mbufs
-        // of any pool; the consumer may take it on another lcore. An
-        // elected stage is drained before the burst ends.
-        let v = unsafe { sock.rx.enqueue_deferred(me.node_index, MbufMeta::of(m), strategy, condense, &mut to_free) };
-        if v == Verdict::Elected {
-            elected.push(sock, me.node_index, free);
+        let mut begin = 0usize;
+        for (sock, &len) in groups[..ng].iter().flatten().zip(&group_len[..ng]) {
+            let end = begin + usize::from(len);
+            // SAFETY: each packet is ours, listed once, on no stage; to_free
+            // frees mbufs of any pool; the consumer may take them on another
+            // lcore. An elected stage is drained before the burst ends.
+            let e = unsafe {
+                sock.rx.enqueue_batch_deferred(me.node_index, &sorted[begin..end], strategy, condense, &mut to_free)
+            };
+            if e {
+                elected.push(sock, me.node_index, &mut to_free);
+            }
+            begin = end;
         }
     }
     mib.lookups.add(nd as u64);

@@ -34,6 +34,10 @@ pub struct ConsumerStats {
     /// `consume_rate_pps` token bucket: TSC credited up to, and datagrams of credit.
     pub rate_tsc: Counter,
     pub rate_credit: Counter,
+    /// `consume_rate_pps` as it is now (0: unlimited). Here, beside the
+    /// bucket, because only the consumer reads it per burst; a reload
+    /// changes it in place.
+    pub rate_pps: Counter,
 }
 
 /// `run --floor pipeline`: what the RX lcores put straight into the ring
@@ -92,19 +96,25 @@ impl Sink<MbufMeta> for RingSink {
     #[inline]
     fn enqueue_burst(&mut self, pkts: &[NonNull<MbufMeta>]) -> usize {
         let mut objs = [std::ptr::null_mut::<c_void>(); DRAIN_BURST];
-        let mut lat = [0u64; DRAIN_BURST];
+        let mut stamps = [0u64; DRAIN_BURST];
         let n = pkts.len().min(DRAIN_BURST);
         // Read the RX stamps before the enqueue: once in the ring, the consumer
         // (which takes no lock) may free a packet at any moment.
-        let now = eal::rdtsc();
-        for ((o, l), p) in objs.iter_mut().zip(lat.iter_mut()).zip(&pkts[..n]) {
+        for ((o, t), p) in objs.iter_mut().zip(stamps.iter_mut()).zip(&pkts[..n]) {
             *o = MbufMeta::mbuf(*p) as *mut c_void;
             // SAFETY: the drainer still owns the packet here.
-            *l = now.saturating_sub(unsafe { p.as_ref() }.rx_tsc);
+            *t = unsafe { p.as_ref() }.rx_tsc;
         }
         let done = self.ring.enqueue_burst(&objs[..n]);
-        for &l in &lat[..done] {
-            self.hist.record_scaled(l, self.us_inv);
+        // Packets of one RX burst share its stamp: one histogram update per
+        // run of equal stamps (usually one per burst), not per datagram.
+        let now = eal::rdtsc();
+        let mut i = 0;
+        while i < done {
+            let t = stamps[i];
+            let run = stamps[i..done].iter().take_while(|&&x| x == t).count();
+            self.hist.record_scaled_n(now.saturating_sub(t), self.us_inv, run as u64);
+            i += run;
         }
         done
     }
@@ -113,6 +123,8 @@ impl Sink<MbufMeta> for RingSink {
 /// One engine socket.
 pub struct Socket {
     pub id: u32,
+    /// As created. A reload may since have changed rcvbuf, consume_rate_pps
+    /// and the pcap file in place: [`Socket::current_conf`] has those.
     pub conf: SocketConf,
     pub rx: RxSocket<MbufMeta, RingSink>,
     pub ring: Arc<Ring>,
@@ -123,9 +135,15 @@ pub struct Socket {
     /// and a consumer write next to what they read costs them a miss.
     pub consumer_latency: Padded<Histogram>,
     pub consumer: Padded<ConsumerStats>,
-    /// The handler's own state (the pcap writer), touched only by the
-    /// socket's drainer, once per burst: the mutex is never contended.
-    pub handler_state: std::sync::Mutex<crate::handlers::State>,
+    /// The handler's own state (the pcap writer), touched by the socket's
+    /// drainer once per burst: the mutex is contended only while a reload
+    /// replaces the socket by one that keeps writing the same file (the two
+    /// share the state until the old one is gone).
+    pub handler_state: Arc<std::sync::Mutex<crate::handlers::State>>,
+    /// The settings a reload may change in place (rcvbuf, consume_rate_pps,
+    /// pcap_file, pcap_limit_bytes) as they are now; `conf` keeps those it
+    /// was created with. Control path only.
+    live_conf: std::sync::Mutex<SocketConf>,
     /// Bytes consumers freed but did not release to `rx` yet (atomic: a
     /// teardown may empty the ring while the consumer still polls it).
     release_deficit: Padded<std::sync::atomic::AtomicU64>,
@@ -156,6 +174,19 @@ pub enum SocketError {
 impl Socket {
     /// `nodes`: stages per socket (distinct NUMA/virtual nodes of RX lcores).
     pub fn new(id: u32, conf: SocketConf, nodes: usize, socket_id: i32) -> Result<Socket, SocketError> {
+        Socket::with_handler(id, conf, nodes, socket_id, None)
+    }
+
+    /// As [`Socket::new`]; with `handler`, the socket shares that handler
+    /// state (a reload replacing a pcap socket that keeps its file) instead
+    /// of creating its own.
+    pub fn with_handler(
+        id: u32,
+        conf: SocketConf,
+        nodes: usize,
+        socket_id: i32,
+        handler: Option<Arc<std::sync::Mutex<crate::handlers::State>>>,
+    ) -> Result<Socket, SocketError> {
         // rte_ring names are global per process and at most 31 chars.
         let rname = format!("udx_s{id}");
         // Single producer: the delivery lock serialises drainers. Multi-consumer:
@@ -163,8 +194,13 @@ impl Socket {
         let ring = Ring::create(&rname, conf.ring_size.next_power_of_two(), socket_id, ring::SP_ENQ)
             .map_err(|source| SocketError::Ring { name: conf.name.clone(), source })?;
         let ring = Arc::new(ring);
-        let handler_state = crate::handlers::State::for_conf(&conf)
-            .map_err(|source| SocketError::Handler { name: conf.name.clone(), source })?;
+        let handler_state = match handler {
+            Some(h) => h,
+            None => Arc::new(std::sync::Mutex::new(
+                crate::handlers::State::for_conf(&conf)
+                    .map_err(|source| SocketError::Handler { name: conf.name.clone(), source })?,
+            )),
+        };
         let cycles_per_us = (eal::tsc_hz() / 1_000_000).max(1);
         let stage_latency = Arc::new(Histogram::default());
         let us_inv = crate::latency::inverse(cycles_per_us);
@@ -174,15 +210,18 @@ impl Socket {
             sink,
         )
         .map_err(|e| SocketError::Delivery { name: conf.name.clone(), msg: e.to_string() })?;
+        let consumer: Padded<ConsumerStats> = Padded::default();
+        consumer.rate_pps.set(conf.consume_rate_pps);
         Ok(Socket {
             id,
+            live_conf: std::sync::Mutex::new(conf.clone()),
             conf,
             rx,
             ring,
             stage_latency,
             consumer_latency: Padded::default(),
-            consumer: Padded::default(),
-            handler_state: std::sync::Mutex::new(handler_state),
+            consumer,
+            handler_state,
             release_deficit: Padded(std::sync::atomic::AtomicU64::new(0)),
             empty_streak: Padded::default(),
             us_inv,
@@ -204,6 +243,42 @@ impl Socket {
 
     pub fn stats(&self) -> SocketStats {
         self.rx.stats()
+    }
+
+    /// The consumer's rate limit now (datagrams per second, 0: none).
+    #[inline]
+    pub fn consume_rate_pps(&self) -> u64 {
+        self.consumer.rate_pps.get()
+    }
+
+    /// The socket's settings as they are now (after in-place reloads).
+    pub fn current_conf(&self) -> SocketConf {
+        let mut c = self.live_conf.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        c.rcvbuf = u32::try_from(self.rx.rcvbuf()).unwrap_or(u32::MAX);
+        c.consume_rate_pps = self.consume_rate_pps();
+        c
+    }
+
+    /// Apply the settings a reload may change without unbinding: rcvbuf,
+    /// `consume_rate_pps`, and (with `handler`) a new handler state for a
+    /// changed pcap file. Nothing queued is dropped: a lower rcvbuf only
+    /// refuses new datagrams until the consumer has freed enough.
+    pub fn change_in_place(&self, conf: &SocketConf, handler: Option<crate::handlers::State>) {
+        self.rx.set_rcvbuf(conf.rcvbuf as usize);
+        self.consumer.rate_pps.set(conf.consume_rate_pps);
+        {
+            let mut st = self.handler_state.lock().unwrap_or_else(|p| p.into_inner());
+            match handler {
+                // The old writer is flushed and closed when it drops here.
+                Some(h) => *st = h,
+                None => {
+                    if let crate::handlers::State::Pcap(sink) = &mut *st {
+                        sink.set_limit(conf.pcap_limit_bytes);
+                    }
+                }
+            }
+        }
+        *self.live_conf.lock().unwrap_or_else(|p| p.into_inner()) = conf.clone();
     }
 
     /// Dequeue up to `out.len()` mbufs from the delivery ring. Once the

@@ -91,6 +91,36 @@ impl<P: StagePacket> Stage<P> {
         }
     }
 
+    /// `llist_add_batch`: pushes a chain the caller linked itself, `first`
+    /// (the newest) through `last` (the oldest), with one compare-and-swap,
+    /// and returns `true` if the stage was empty (the caller is elected).
+    /// The chain must run newest to oldest, as single pushes would have
+    /// left it, so that [`Chain::reverse`] after [`Stage::take_all`] still
+    /// gives arrival order.
+    ///
+    /// # Safety
+    /// `first ..= last` must be an owned chain (see [`Batch`]) of live
+    /// packets on no stage; ownership of all of them passes to the stage.
+    #[inline]
+    pub unsafe fn push_batch(&self, first: NonNull<P>, last: NonNull<P>) -> bool {
+        let mut old = self.head.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: we still own `last`; it becomes visible only on success.
+            unsafe { set_next(last, old) };
+            // Release publishes every link of the chain (written before,
+            // by this thread) together with the packets' contents.
+            match self.head.compare_exchange_weak(
+                old,
+                first.as_ptr(),
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return old.is_null(),
+                Err(cur) => old = cur,
+            }
+        }
+    }
+
     /// `llist_del_all`: detaches everything, newest first.
     #[inline]
     #[must_use = "the chain owns the packets; dropping it leaks them"]
@@ -106,6 +136,63 @@ impl<P: StagePacket> Stage<P> {
     /// diagnostics and for checks after all producers have stopped.
     pub fn is_empty(&self) -> bool {
         self.head.load(Ordering::Acquire).is_null()
+    }
+}
+
+/// A chain a producer builds privately before pushing it with
+/// [`Stage::push_batch`]: packets are added in arrival order, linked newest
+/// first, so the stage sees exactly what one push per packet would leave.
+/// It does not free on drop: a batch must end in [`Batch::push_onto`].
+#[derive(Debug)]
+#[must_use = "the batch owns its packets; push it onto a stage"]
+pub struct Batch<P> {
+    first: Option<NonNull<P>>,
+    last: Option<NonNull<P>>,
+}
+
+impl<P: StagePacket> Default for Batch<P> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<P: StagePacket> Batch<P> {
+    pub const fn new() -> Self {
+        Self {
+            first: None,
+            last: None,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    /// Appends `p` (the newest so far).
+    ///
+    /// # Safety
+    /// `p` must be a live packet owned by the caller and on no stage or
+    /// chain; ownership passes to the batch.
+    #[inline]
+    pub unsafe fn push(&mut self, p: NonNull<P>) {
+        let prev = self.first.map_or(ptr::null_mut(), NonNull::as_ptr);
+        // SAFETY: the caller owns `p`.
+        unsafe { set_next(p, prev) };
+        self.first = Some(p);
+        if self.last.is_none() {
+            self.last = Some(p);
+        }
+    }
+
+    /// Pushes the whole batch onto `stage` with one compare-and-swap.
+    /// Returns `None` for an empty batch, else whether the stage was empty
+    /// (the caller is elected to drain it).
+    #[inline]
+    pub fn push_onto(self, stage: &Stage<P>) -> Option<bool> {
+        let (first, last) = (self.first?, self.last?);
+        // SAFETY: the batch owns its chain (built by `push` from owned
+        // packets) and gives all of it up here.
+        Some(unsafe { stage.push_batch(first, last) })
     }
 }
 
@@ -248,6 +335,45 @@ mod tests {
             assert!(s.push(v[1]), "empty again after take_all: new election");
         }
         assert_eq!(ids(s.take_all()), [1]);
+        free(v);
+    }
+
+    #[test]
+    fn batch_push_is_one_election_and_keeps_arrival_order() {
+        let s = Stage::<Node>::new();
+        let v = nodes(5);
+        let mut b = Batch::new();
+        assert!(b.is_empty());
+        // SAFETY: each node is given to one batch or push once.
+        unsafe {
+            b.push(v[0]);
+            b.push(v[1]);
+        }
+        assert_eq!(
+            b.push_onto(&s),
+            Some(true),
+            "empty stage: the batch's producer is elected"
+        );
+        // A single push behind it, then a second batch: neither is elected.
+        // SAFETY: as above.
+        assert!(!unsafe { s.push(v[2]) });
+        let mut b = Batch::new();
+        // SAFETY: as above.
+        unsafe {
+            b.push(v[3]);
+            b.push(v[4]);
+        }
+        assert_eq!(b.push_onto(&s), Some(false));
+        assert_eq!(
+            Batch::<Node>::new().push_onto(&s),
+            None,
+            "an empty batch elects nobody"
+        );
+        assert_eq!(
+            ids(s.take_all().reverse()),
+            [0, 1, 2, 3, 4],
+            "FIFO across batches and pushes"
+        );
         free(v);
     }
 

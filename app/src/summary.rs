@@ -71,6 +71,8 @@ pub struct PoolSummary {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SocketSummary {
     pub name: String,
+    /// The engine's socket id: unchanged by an in-place reload, new on a replacement.
+    pub id: u32,
     pub local: String,
     pub handler: String,
     pub removed: bool,
@@ -163,6 +165,7 @@ pub(crate) fn socket_summary(e: &SocketEntry, removed: bool) -> SocketSummary {
     let (floor_delivered, floor_ring_full) = (e.sock.floor.delivered(), e.sock.floor.ring_full());
     SocketSummary {
         name: e.sock.name().to_string(),
+        id: e.sock.id,
         local: e.sock.conf.local.to_string(),
         handler: format!("{:?}", e.sock.handler()).to_lowercase(),
         removed,

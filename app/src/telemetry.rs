@@ -194,6 +194,7 @@ pub fn stats_entries(s: &Summary) -> Vec<(String, u64)> {
 /// The u64 fields of one socket, as in the JSON's `sockets[]` (drops as `drop_REASON`).
 pub fn socket_entries(k: &SocketSummary) -> Vec<(String, u64)> {
     let mut v: Vec<(String, u64)> = [
+        ("id", k.id as u64),
         ("offered", k.offered),
         ("delivered", k.delivered),
         ("consumed", k.consumed),

@@ -157,8 +157,15 @@ fn direct_tight() {
 fn numa_queues_deferred_burst() {
     builder().check(|| {
         let s: Arc<Sock> = Arc::new(
-            RxSocket::new(SocketConfig { nodes: 2, rcvbuf: 1 << 20, drop_snapshot: true }, VecSink::with_capacity(8))
-                .unwrap(),
+            RxSocket::new(
+                SocketConfig {
+                    nodes: 2,
+                    rcvbuf: 1 << 20,
+                    drop_snapshot: true,
+                },
+                VecSink::with_capacity(8),
+            )
+            .unwrap(),
         );
         let pkts: Vec<NonNull<HeapPacket>> = (0..3).map(|i| HeapPacket::alloc(i, 100)).collect();
         let burst = |s: Arc<Sock>, ps: Vec<SendPtr<HeapPacket>>| {
@@ -166,7 +173,9 @@ fn numa_queues_deferred_burst() {
                 let mut elected = false;
                 for p in ps {
                     // SAFETY: each packet is enqueued once.
-                    let v = unsafe { s.enqueue_deferred(0, p.0, Strategy::NumaQueues, &mut NoCondense, &mut free) };
+                    let v = unsafe {
+                        s.enqueue_deferred(0, p.0, Strategy::NumaQueues, &mut NoCondense, &mut free)
+                    };
                     elected |= v == Verdict::Elected;
                 }
                 if elected {
@@ -185,7 +194,11 @@ fn numa_queues_deferred_burst() {
         consumer.join().unwrap();
         while consume_one(&s) {}
         assert!(ea || eb, "someone must have been elected");
-        assert_eq!(s.stage_is_empty(0), Some(true), "stranded (elected a={ea} b={eb})");
+        assert_eq!(
+            s.stage_is_empty(0),
+            Some(true),
+            "stranded (elected a={ea} b={eb})"
+        );
         assert_eq!(s.node_rmem(0), Some(0));
         assert_eq!(s.rmem(), 0);
         let st = s.stats();
@@ -200,4 +213,93 @@ fn numa_queues_deferred_burst() {
             }
         }
     });
+}
+
+/// Burst-wise admission and staging (`enqueue_batch_deferred`, the kernel's
+/// `llist_add_batch`): producer 0 pushes a group of two and producer 1 a
+/// group of one onto the same node while a consumer runs; each drains if
+/// its push found the stage empty. Checked: nothing stranded, lost or
+/// doubled; exactly one drain per election and every drain takes at least
+/// one packet (an election is never spent on an empty stage); memory back
+/// to zero. Roomy: both groups on one node, so one may be pushed behind the
+/// other's election. Tight (`rcvbuf` 200, ring 2, the second group on the
+/// other node): admission, drain-time and ring-full drops are reachable.
+fn batch_model(rcvbuf: usize, ring: usize, node_b: usize) {
+    builder().check(move || {
+        let s: Arc<Sock> = Arc::new(
+            RxSocket::new(
+                SocketConfig {
+                    nodes: 2,
+                    rcvbuf,
+                    drop_snapshot: true,
+                },
+                VecSink::with_capacity(ring),
+            )
+            .unwrap(),
+        );
+        let pkts: Vec<NonNull<HeapPacket>> = (0..3).map(|i| HeapPacket::alloc(i, 100)).collect();
+        let group = |s: Arc<Sock>, node: usize, ps: Vec<SendPtr<HeapPacket>>| {
+            thread::spawn(move || {
+                let ps: Vec<NonNull<HeapPacket>> = ps.into_iter().map(|p| p.0).collect();
+                // SAFETY: each packet is in one group, enqueued once.
+                let elected = unsafe {
+                    s.enqueue_batch_deferred(
+                        node,
+                        &ps,
+                        Strategy::NumaQueues,
+                        &mut NoCondense,
+                        &mut free,
+                    )
+                };
+                if elected {
+                    let out = s.drain(node, &mut free);
+                    assert!(out.taken >= 1, "an elected drain found the stage empty");
+                }
+                elected
+            })
+        };
+        let a = group(Arc::clone(&s), 0, vec![SendPtr(pkts[0]), SendPtr(pkts[1])]);
+        let b = group(Arc::clone(&s), node_b, vec![SendPtr(pkts[2])]);
+        let consumer = {
+            let s = Arc::clone(&s);
+            thread::spawn(move || consume_one(&s))
+        };
+        let (ea, eb) = (a.join().unwrap(), b.join().unwrap());
+        consumer.join().unwrap();
+        while consume_one(&s) {}
+        let st = s.stats();
+        for n in 0..2 {
+            assert_eq!(
+                s.stage_is_empty(n),
+                Some(true),
+                "stranded on {n} (elected a={ea} b={eb}) {st:?}"
+            );
+            assert_eq!(s.node_rmem(n), Some(0));
+        }
+        assert_eq!(s.rmem(), 0);
+        assert_eq!(st.offered, 3);
+        assert!(st.books_balance(), "{st:?}");
+        // One drain per election: an election nobody honours would strand
+        // packets, two drainers per election would mean "was empty" lied.
+        assert_eq!(st.batches, u64::from(ea) + u64::from(eb), "{st:?}");
+        assert_eq!(st.batches, st.delivery_lock_acquisitions);
+        assert_eq!(st.batch_pkts, st.staged);
+        for p in pkts {
+            // SAFETY: all threads joined; nothing refers to the packet.
+            unsafe {
+                assert_eq!(HeapPacket::get(p).fates(), 1, "lost or doubled: {st:?}");
+                HeapPacket::dealloc(p);
+            }
+        }
+    });
+}
+
+#[test]
+fn numa_queues_batch_roomy() {
+    batch_model(1 << 20, 8, 0);
+}
+
+#[test]
+fn numa_queues_batch_tight() {
+    batch_model(200, 2, 1);
 }

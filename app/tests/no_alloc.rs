@@ -144,3 +144,76 @@ fn enqueue_drain_release_allocate_nothing() {
         }
     }
 }
+
+/// The RX lcore's burst path: groups admitted and staged at once
+/// (`enqueue_batch_deferred`), drained by the elected producer, released by
+/// the consumer: no allocation either, through pressure and full budgets.
+#[test]
+fn batch_enqueue_drain_release_allocate_nothing() {
+    const N: u32 = 512;
+    for st in [Strategy::NumaQueues, Strategy::Busylock, Strategy::Direct] {
+        let pkts: Vec<NonNull<HeapPacket>> = (0..N).map(|i| HeapPacket::alloc(i, 200)).collect();
+        let sock = RxSocket::new(
+            SocketConfig {
+                nodes: 2,
+                rcvbuf: 200 * 40,
+                drop_snapshot: true,
+            },
+            VecSink::with_capacity(24),
+        )
+        .unwrap();
+        let mut freed = 0u64;
+        let mut to_free = |p: NonNull<HeapPacket>, _r: DropReason| {
+            // SAFETY: packets live until the end of the test.
+            unsafe { HeapPacket::get(p) }.mark_done();
+            freed += 1;
+        };
+        let mut shrink = ShrinkTo(150);
+        let (consumed, allocs) = armed(|| {
+            let mut consumed = 0u64;
+            for (i, group) in pkts.chunks(8).enumerate() {
+                let node = i % 2;
+                // SAFETY: every packet is in one group, enqueued once.
+                if unsafe {
+                    sock.enqueue_batch_deferred(node, group, st, &mut shrink, &mut to_free)
+                } {
+                    sock.drain(node, &mut to_free);
+                }
+                if i % 8 == 7 {
+                    while let Some(q) = sock.with_sink(|k| k.pop()) {
+                        // SAFETY: live until the end of the test.
+                        let h = unsafe { HeapPacket::get(q) };
+                        h.mark_done();
+                        sock.release(h.truesize());
+                        consumed += 1;
+                    }
+                }
+            }
+            while let Some(q) = sock.with_sink(|k| k.pop()) {
+                // SAFETY: live until the end of the test.
+                let h = unsafe { HeapPacket::get(q) };
+                h.mark_done();
+                sock.release(h.truesize());
+                consumed += 1;
+            }
+            consumed
+        });
+        assert_eq!(allocs, 0, "{st:?} allocated on the batch path");
+        let s = sock.stats();
+        assert!(s.books_balance(), "{st:?}: {s:?}");
+        assert_eq!(s.delivered, consumed);
+        assert_eq!(s.drops_total(), freed);
+        assert!(
+            s.condensed > 0 && freed > 0,
+            "{st:?} did not exercise pressure: {s:?}"
+        );
+        assert_eq!(sock.rmem(), 0);
+        for p in pkts {
+            // SAFETY: all packets are out of the socket; nothing refers to them.
+            unsafe {
+                assert_eq!(HeapPacket::get(p).fates(), 1);
+                HeapPacket::dealloc(p);
+            }
+        }
+    }
+}

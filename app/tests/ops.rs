@@ -375,6 +375,31 @@ fn check_accepts_a_good_config_and_warns_without_failing() {
 }
 
 #[test]
+fn check_names_the_rcvbuf_a_full_burst_rate_needs() {
+    // The default rcvbuf (212 992 B) holds 89 datagrams of the default pool's
+    // truesize (2368 B): fewer than 4 bursts of 32 from the one RX lcore.
+    let sock = "\n[[socket]]\nname = \"dns4\"\nlocal = \"198.18.1.1:53\"\n";
+    let o = check(&format!("{}{sock}", base("rcvbuf", "")));
+    assert!(
+        o.status.success(),
+        "a warning only: {}\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    let out = stdout(&o);
+    assert!(
+        out.lines().any(|l| l
+            .starts_with("warning: socket \"dns4\": rcvbuf = 212992 holds 89 datagrams")
+            && l.contains("rcvbuf >= 303104 is needed")),
+        "{out}"
+    );
+    assert!(out.contains(": ok (1 warning(s))"), "{out}");
+    // The rcvbuf it names is enough.
+    let o = check(&format!("{}{sock}rcvbuf = 303104\n", base("rcvbuf2", "")));
+    assert!(stdout(&o).contains(": ok (0 warning(s))"), "{}", stdout(&o));
+}
+
+#[test]
 fn check_rejects_each_bad_config_class() {
     // EAL-backed classes.
     expect_check_error(

@@ -49,6 +49,12 @@ impl PcapSink {
         &self.path
     }
 
+    /// A new size limit (reload). A file that already reached its old limit
+    /// stays closed, so it remains a clean prefix of the stream.
+    pub fn set_limit(&mut self, limit_bytes: u64) {
+        self.w.set_size_limit(Some(limit_bytes));
+    }
+
     /// Wall-clock nanoseconds of a TSC stamp.
     fn ts_ns(&self, tsc: u64) -> u64 {
         let d = tsc.saturating_sub(self.base_tsc) as u128 * 1_000_000_000 / self.tsc_hz as u128;
