@@ -264,6 +264,14 @@ pub fn process_burst<C: Condense<MbufMeta>>(
     // stay alive until we drop it.
     let snap = shared.table.snapshot();
     let mut elected = Elected::default();
+    // The PMD wrote the mbufs' first two lines and the data; the private
+    // area, where pass 3 writes the metadata, is the one line nobody has
+    // touched since the buffer went round the pool (cold: a store miss per
+    // datagram that the stage's atomics then wait for). Ask for it now, so
+    // it arrives while the burst is parsed and looked up.
+    for &m in bufs {
+        MbufMeta::prefetch(m);
+    }
     for chunk in bufs.chunks(CHUNK) {
         process_chunk(shared, me, port_id, chunk, tsc, free, condense, &snap, &mut elected);
     }
