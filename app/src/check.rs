@@ -1,9 +1,11 @@
 //! `udpdemux check --config FILE`: validate a config without starting
 //! traffic. Two passes, one line per problem:
 //!
-//! * without the EAL: [`Config::problems`] (keys, queue ownership, sockets),
-//!   socket collisions (the flow table's own `EADDRINUSE` rule, so `check`
-//!   and `run` can never disagree), and sizes (rcvbuf against one mbuf's
+//! * without the EAL: [`Config::problems`] (keys, queue ownership, sockets)
+//!   and [`Config::start_problems`] (memory, file prefixes, socket and filler
+//!   counts, pcap paths, socket collisions by the flow table's own
+//!   `EADDRINUSE` rule): the lists `run` refuses to start with, so `check`
+//!   and `run` print the same line; then sizes (rcvbuf against one mbuf's
 //!   truesize, the pool against DPDK's usual sizing rule, the delivery ring
 //!   against what the rcvbuf admits);
 //! * with the EAL (initialised with the config's devices, but no hugepages,
@@ -16,7 +18,6 @@ use std::path::Path;
 use dpdk_sys::{lcore, port, Eal};
 
 use crate::config::{self, Config, Role};
-use crate::flow_table::FlowTable;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Severity {
@@ -79,18 +80,15 @@ pub const BURSTS_PER_RCVBUF: u64 = 4;
 
 /// Every problem that needs no EAL.
 pub fn check_static(cfg: &Config) -> Vec<Problem> {
-    let mut out: Vec<Problem> = cfg.problems().into_iter().map(Problem::error).collect();
-
-    // Collisions: insert every socket into a real flow table.
-    let table: FlowTable<usize> = FlowTable::new();
-    for (i, s) in cfg.sockets.iter().enumerate() {
-        if let Err(e) = table.insert(crate::socket::binding_of(s), i) {
-            out.push(Problem::error(format!(
-                "socket {:?}: {e} (only sockets that all set reuseport = true may share an address and port)",
-                s.name
-            )));
-        }
-    }
+    // The same two lists `run` refuses to start with (Config::load_for_start),
+    // so both print the same line: structure first, then what start needs
+    // (memory, prefixes, counts, pcap paths, collisions).
+    let mut out: Vec<Problem> = cfg
+        .problems()
+        .into_iter()
+        .chain(cfg.start_problems())
+        .map(Problem::error)
+        .collect();
 
     let ts = truesize(cfg);
     let rx_lcores = cfg.lcores.iter().filter(|l| l.role == Role::Rx).count() as u64;
@@ -312,9 +310,11 @@ pub fn run(path: &Path) -> Result<Vec<Problem>, CheckError> {
 mod tests {
     use super::*;
 
+    // no_huge: the memory check against free hugepages depends on the machine.
     const BASE: &str = r#"
 [eal]
 lcores = "0,1"
+no_huge = true
 vdevs = ["net_null0"]
 [mempool]
 mbufs = 8191

@@ -104,7 +104,7 @@ mod cli {
             } => (|| -> anyhow::Result<()> {
                 // First: a SIGINT from now on stops the run with a summary.
                 udpdemux::signals::install();
-                let cfg = Config::load(&config)?;
+                let cfg = Config::load_for_start(&config)?;
                 if let Some(d) = duration {
                     if !(d.is_finite() && d > 0.0) {
                         anyhow::bail!("--duration must be a positive number of seconds");
