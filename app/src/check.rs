@@ -58,7 +58,7 @@ impl std::fmt::Display for Problem {
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
-    #[error("{0}")]
+    #[error(transparent)]
     Config(#[from] config::ConfigError),
     #[error("config {path}: {errors} error(s), {warnings} warning(s)")]
     Failed {
@@ -188,12 +188,18 @@ pub fn check_eal(cfg: &Config) -> Vec<Problem> {
     let mut out = Vec::new();
     // The EAL leaves its (empty) runtime directory behind: remove it on return.
     let _rundir = crate::instance::RemoveDirOnDrop(crate::instance::runtime_dir(&check_prefix()));
-    let eal = match Eal::init(&check_eal_args(cfg)) {
+    let capture = crate::eal_log::Capture::start();
+    let res = Eal::init(&check_eal_args(cfg));
+    let logged = capture
+        .map(crate::eal_log::Capture::finish)
+        .unwrap_or_default();
+    let eal = match res {
         Ok(e) => e,
         Err(e) => {
+            // The same words `run` uses: the EAL's own reason, then a hint.
             out.push(Problem::error(format!(
-                "EAL init failed: {e}; check eal.lcores ({:?}), eal.vdevs, eal.allow and eal.extra_args",
-                cfg.eal.lcores
+                "EAL init failed: {}",
+                crate::engine::eal_failure(cfg, &e, &logged)
             )));
             return out;
         }

@@ -401,6 +401,7 @@ impl Config {
         Ok(cfg)
     }
 
+    #[cfg(not(loom))]
     /// [`Config::load`] plus [`Config::start_problems`]: what `run` loads
     /// with, so that it refuses, before the EAL, everything `check` does.
     pub fn load_for_start(path: &Path) -> Result<Config, ConfigError> {
@@ -634,11 +635,13 @@ pub const EAL_OVERHEAD_MB: u64 = 28;
 /// Bytes per mbuf of a pool: the `rte_mbuf` (128), our private area
 /// ([`crate::meta::PRIV_SIZE`]), the data room, and the mempool's object
 /// header (64).
+#[cfg(not(loom))]
 fn mbuf_bytes(data_room: u16) -> u64 {
     128 + u64::from(crate::meta::PRIV_SIZE) + u64::from(data_room) + 64
 }
 
 /// Free hugepage memory in MiB, over every hugepage size.
+#[cfg(not(loom))]
 pub fn free_hugepage_mb() -> u64 {
     let Ok(dir) = std::fs::read_dir("/sys/kernel/mm/hugepages") else {
         return 0;
@@ -661,6 +664,7 @@ pub fn free_hugepage_mb() -> u64 {
         .sum()
 }
 
+#[cfg(not(loom))]
 fn mem_total_mb() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
@@ -674,6 +678,7 @@ fn mem_total_mb() -> u64 {
 
 /// An EAL file prefix: it names a directory under the runtime directory and
 /// the hugepage files, and keys the one-instance lock.
+#[cfg(not(loom))]
 pub fn file_prefix_problem(what: &str, prefix: &str) -> Option<String> {
     let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
     if prefix.is_empty() {
@@ -690,6 +695,7 @@ pub fn file_prefix_problem(what: &str, prefix: &str) -> Option<String> {
     None
 }
 
+#[cfg(not(loom))]
 impl Config {
     /// MiB of `-m` the pools, the small-buffer pool and the delivery rings
     /// need, EAL overhead included (one pool: a lower bound when RX lcores
@@ -728,7 +734,7 @@ impl Config {
         let need = self.memory_needed_mb();
         if u64::from(e.memory_mb) < need {
             out.push(format!(
-                "eal.memory_mb = {} is too small: the pools ({} + small-buffer cache) and rings need about {need} MB with the EAL's own: raise eal.memory_mb to at least {need}, or lower mempool.mbufs",
+                "eal.memory_mb = {} is too small: the pools ({} + small-buffer cache) and rings need about {need} MB with the EAL's own: lower mempool.mbufs or raise eal.memory_mb to at least {need}",
                 e.memory_mb, self.mempool.mbufs
             ));
         } else if e.no_huge {
@@ -809,6 +815,7 @@ impl Config {
 
 /// A pcap file the engine must create at start: its directory must exist
 /// and it must not be a directory.
+#[cfg(not(loom))]
 pub fn pcap_path_problem(socket: &str, f: &Path) -> Option<String> {
     if f.is_dir() {
         return Some(format!(
