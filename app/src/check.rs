@@ -207,13 +207,14 @@ pub fn check_eal(cfg: &Config) -> Vec<Problem> {
     let main = lcore::main_lcore();
     for l in &cfg.lcores {
         if !lcore::is_enabled(l.id) {
+            // The words `run` uses (Engine::setup).
             out.push(Problem::error(format!(
-                "lcore {} is not enabled by eal.lcores = {:?}",
+                "lcore {} is not enabled by eal.lcores = {:?}: add it there or change [[lcore]] id",
                 l.id, cfg.eal.lcores
             )));
         } else if l.id == main {
             out.push(Problem::error(format!(
-                "lcore {} is the main lcore: give [[lcore]] a worker lcore id",
+                "lcore {} is the main lcore (it prints stats and handles signals): give [[lcore]] a worker lcore id",
                 l.id
             )));
         } else if let Some(n) = l.node {
@@ -228,14 +229,14 @@ pub fn check_eal(cfg: &Config) -> Vec<Problem> {
     }
     if port::count() == 0 {
         out.push(Problem::error(format!(
-            "no ports found: the EAL probed no device (vdevs {:?}, allow {:?})",
+            "no ports found: the EAL probed no device (vdevs {:?}, allow {:?}); check eal.vdevs / eal.allow and that the PMD is installed (apt-get install dpdk)",
             cfg.eal.vdevs, cfg.eal.allow
         )));
     }
     for p in &cfg.ports {
         let Some(id) = port::by_name(&p.name) else {
             out.push(Problem::error(format!(
-                "port {:?} not found: no such device was probed",
+                "port {:?} not found: no such device was probed; its PMD may be missing or its eal.vdevs/eal.allow entry is wrong",
                 p.name
             )));
             continue;
