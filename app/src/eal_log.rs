@@ -28,8 +28,9 @@ impl Capture {
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
             return None;
         }
+        let mode = std::ffi::CString::new("w").unwrap_or_default();
         // SAFETY: fds[1] is the write end we just made; "w" matches it.
-        let file = unsafe { libc::fdopen(fds[1], b"w\0".as_ptr().cast()) };
+        let file = unsafe { libc::fdopen(fds[1], mode.as_ptr()) };
         if file.is_null() {
             // SAFETY: both descriptors are ours and used nowhere else.
             unsafe {
