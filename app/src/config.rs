@@ -1024,10 +1024,12 @@ queues = ["net_null0:0"]
         assert!(load(&sock("z", "[fe80::1]:53")).is_ok());
     }
 
+    #[cfg(not(loom))]
     fn start(s: &str) -> Vec<String> {
         load(s).unwrap().start_problems()
     }
 
+    #[cfg(not(loom))]
     #[test]
     fn start_problems_memory_prefix_counts_pcap_collisions() {
         let nohuge = MIN.replace("[eal]\n", "[eal]\nno_huge = true\n");
