@@ -5,28 +5,40 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { echo; echo "=== $* ($(date +%T))"; }
+# Every step runs under `timeout` (generous limits, minutes, overridable), so
+# a hung test fails the run with a message instead of holding CI until its
+# own limit. `timeout -k` kills what ignores the TERM.
+limit() {
+  local mins=$1; shift
+  local rc=0
+  timeout -k 30 "${mins}m" "$@" || rc=$?
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    echo "=== TIMEOUT after ${mins} min: $*" >&2
+  fi
+  return "$rc"
+}
 
 step "setup (scripts/setup.sh)"
-bash scripts/setup.sh
+limit "${T_SETUP:-15}" bash scripts/setup.sh
 
 step "build"
-cargo build --workspace --all-targets
+limit "${T_BUILD:-30}" cargo build --workspace --all-targets
 
 step "clippy -D warnings"
-cargo clippy --workspace --all-targets -- -D warnings
+limit "${T_CLIPPY:-20}" cargo clippy --workspace --all-targets -- -D warnings
 
 step "tests (cargo test --workspace: unit, proptest, EAL-backed subprocess tests)"
-cargo test --workspace
+limit "${T_TEST:-45}" cargo test --workspace
 
 if [ -f app/tests/loom_stage.rs ]; then
   step "loom model check of the stage/election/drain protocol"
   RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2} \
-    cargo test -p udpdemux --release --test loom_stage
+    limit "${T_LOOM:-30}" cargo test -p udpdemux --release --test loom_stage
 fi
 
 if [ -d fuzz ]; then
   step "fuzz the parser and demux (${FUZZ_SECS:-60} s per target)"
-  bash scripts/fuzz.sh "${FUZZ_SECS:-60}"
+  limit "${T_FUZZ:-20}" bash scripts/fuzz.sh "${FUZZ_SECS:-60}"
 fi
 
 step "all tests passed"

@@ -1,9 +1,11 @@
 //! `udpdemux check --config FILE`: validate a config without starting
 //! traffic. Two passes, one line per problem:
 //!
-//! * without the EAL: [`Config::problems`] (keys, queue ownership, sockets),
-//!   socket collisions (the flow table's own `EADDRINUSE` rule, so `check`
-//!   and `run` can never disagree), and sizes (rcvbuf against one mbuf's
+//! * without the EAL: [`Config::problems`] (keys, queue ownership, sockets)
+//!   and [`Config::start_problems`] (memory, file prefixes, socket and filler
+//!   counts, pcap paths, socket collisions by the flow table's own
+//!   `EADDRINUSE` rule): the lists `run` refuses to start with, so `check`
+//!   and `run` print the same line; then sizes (rcvbuf against one mbuf's
 //!   truesize, the pool against DPDK's usual sizing rule, the delivery ring
 //!   against what the rcvbuf admits);
 //! * with the EAL (initialised with the config's devices, but no hugepages,
@@ -16,7 +18,6 @@ use std::path::Path;
 use dpdk_sys::{lcore, port, Eal};
 
 use crate::config::{self, Config, Role};
-use crate::flow_table::FlowTable;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Severity {
@@ -57,7 +58,7 @@ impl std::fmt::Display for Problem {
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
-    #[error("{0}")]
+    #[error(transparent)]
     Config(#[from] config::ConfigError),
     #[error("config {path}: {errors} error(s), {warnings} warning(s)")]
     Failed {
@@ -79,18 +80,15 @@ pub const BURSTS_PER_RCVBUF: u64 = 4;
 
 /// Every problem that needs no EAL.
 pub fn check_static(cfg: &Config) -> Vec<Problem> {
-    let mut out: Vec<Problem> = cfg.problems().into_iter().map(Problem::error).collect();
-
-    // Collisions: insert every socket into a real flow table.
-    let table: FlowTable<usize> = FlowTable::new();
-    for (i, s) in cfg.sockets.iter().enumerate() {
-        if let Err(e) = table.insert(crate::socket::binding_of(s), i) {
-            out.push(Problem::error(format!(
-                "socket {:?}: {e} (only sockets that all set reuseport = true may share an address and port)",
-                s.name
-            )));
-        }
-    }
+    // The same two lists `run` refuses to start with (Config::load_for_start),
+    // so both print the same line: structure first, then what start needs
+    // (memory, prefixes, counts, pcap paths, collisions).
+    let mut out: Vec<Problem> = cfg
+        .problems()
+        .into_iter()
+        .chain(cfg.start_problems())
+        .map(Problem::error)
+        .collect();
 
     let ts = truesize(cfg);
     let rx_lcores = cfg.lcores.iter().filter(|l| l.role == Role::Rx).count() as u64;
@@ -190,12 +188,18 @@ pub fn check_eal(cfg: &Config) -> Vec<Problem> {
     let mut out = Vec::new();
     // The EAL leaves its (empty) runtime directory behind: remove it on return.
     let _rundir = crate::instance::RemoveDirOnDrop(crate::instance::runtime_dir(&check_prefix()));
-    let eal = match Eal::init(&check_eal_args(cfg)) {
+    let capture = crate::eal_log::Capture::start();
+    let res = Eal::init(&check_eal_args(cfg));
+    let logged = capture
+        .map(crate::eal_log::Capture::finish)
+        .unwrap_or_default();
+    let eal = match res {
         Ok(e) => e,
         Err(e) => {
+            // The same words `run` uses: the EAL's own reason, then a hint.
             out.push(Problem::error(format!(
-                "EAL init failed: {e}; check eal.lcores ({:?}), eal.vdevs, eal.allow and eal.extra_args",
-                cfg.eal.lcores
+                "EAL init failed: {}",
+                crate::engine::eal_failure(cfg, &e, &logged)
             )));
             return out;
         }
@@ -203,13 +207,14 @@ pub fn check_eal(cfg: &Config) -> Vec<Problem> {
     let main = lcore::main_lcore();
     for l in &cfg.lcores {
         if !lcore::is_enabled(l.id) {
+            // The words `run` uses (Engine::setup).
             out.push(Problem::error(format!(
-                "lcore {} is not enabled by eal.lcores = {:?}",
+                "lcore {} is not enabled by eal.lcores = {:?}: add it there or change [[lcore]] id",
                 l.id, cfg.eal.lcores
             )));
         } else if l.id == main {
             out.push(Problem::error(format!(
-                "lcore {} is the main lcore: give [[lcore]] a worker lcore id",
+                "lcore {} is the main lcore (it prints stats and handles signals): give [[lcore]] a worker lcore id",
                 l.id
             )));
         } else if let Some(n) = l.node {
@@ -224,14 +229,14 @@ pub fn check_eal(cfg: &Config) -> Vec<Problem> {
     }
     if port::count() == 0 {
         out.push(Problem::error(format!(
-            "no ports found: the EAL probed no device (vdevs {:?}, allow {:?})",
+            "no ports found: the EAL probed no device (vdevs {:?}, allow {:?}); check eal.vdevs / eal.allow and that the PMD is installed (apt-get install dpdk)",
             cfg.eal.vdevs, cfg.eal.allow
         )));
     }
     for p in &cfg.ports {
         let Some(id) = port::by_name(&p.name) else {
             out.push(Problem::error(format!(
-                "port {:?} not found: no such device was probed",
+                "port {:?} not found: no such device was probed; its PMD may be missing or its eal.vdevs/eal.allow entry is wrong",
                 p.name
             )));
             continue;
@@ -312,9 +317,11 @@ pub fn run(path: &Path) -> Result<Vec<Problem>, CheckError> {
 mod tests {
     use super::*;
 
+    // no_huge: the memory check against free hugepages depends on the machine.
     const BASE: &str = r#"
 [eal]
 lcores = "0,1"
+no_huge = true
 vdevs = ["net_null0"]
 [mempool]
 mbufs = 8191

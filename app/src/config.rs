@@ -401,6 +401,17 @@ impl Config {
         Ok(cfg)
     }
 
+    #[cfg(not(loom))]
+    /// [`Config::load`] plus [`Config::start_problems`]: what `run` loads
+    /// with, so that it refuses, before the EAL, everything `check` does.
+    pub fn load_for_start(path: &Path) -> Result<Config, ConfigError> {
+        let cfg = Config::load(path)?;
+        if let Some(msg) = cfg.start_problems().into_iter().next() {
+            return Err(ConfigError::Invalid { path: path.into(), msg });
+        }
+        Ok(cfg)
+    }
+
     /// Read and parse (vdev paths resolved) without the semantic checks:
     /// `udpdemux check` lists every problem instead of stopping at the first.
     pub fn load_unvalidated(path: &Path) -> Result<Config, ConfigError> {
@@ -523,6 +534,23 @@ impl Config {
         }
         let mut snames = std::collections::HashSet::new();
         for s in &self.sockets {
+            if let Some(p) = socket_name_problem(&s.name) {
+                out.push(p);
+                // The other checks would repeat the unusable name.
+                continue;
+            }
+            for (what, a) in [("local", Some(s.local)), ("remote", s.remote)] {
+                if let Some(SocketAddr::V6(v6)) = a {
+                    if v6.scope_id() != 0 {
+                        out.push(format!(
+                            "socket {:?}: {what} {v6} has an IPv6 zone (%{}): zones are not supported, remove the %{} (the engine serves every port alike)",
+                            s.name,
+                            v6.scope_id(),
+                            v6.scope_id()
+                        ));
+                    }
+                }
+            }
             if !snames.insert(s.name.as_str()) {
                 out.push(format!("socket {:?} is listed twice", s.name));
             }
@@ -557,6 +585,257 @@ impl Config {
         self.address_problems(&mut out);
         out
     }
+}
+
+/// Longest socket name: an interface name's limit is 15, a DPDK telemetry
+/// key's parameter is a short word; 63 leaves room for descriptive names
+/// and keeps log lines and telemetry replies readable.
+pub const SOCKET_NAME_MAX: usize = 63;
+
+/// A socket name is 1..=[`SOCKET_NAME_MAX`] characters from `A-Z a-z 0-9 _
+/// . -`, like an interface name or a DPDK telemetry key: it goes into log
+/// lines, JSON and telemetry parameters, where spaces, quotes, control
+/// characters or a name telemetry truncates would lose the socket.
+pub fn socket_name_problem(name: &str) -> Option<String> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
+    if !name.is_empty() && name.len() <= SOCKET_NAME_MAX && name.chars().all(ok) {
+        return None;
+    }
+    // Show a bounded, escaped prefix: the name itself may be huge or hold a newline.
+    let shown: String = name.chars().take(24).collect();
+    let more = if name.chars().count() > 24 { "..." } else { "" };
+    let why = if name.is_empty() {
+        "is empty".to_string()
+    } else if name.len() > SOCKET_NAME_MAX {
+        format!("is {} bytes long", name.len())
+    } else {
+        let bad = name.chars().find(|&c| !ok(c)).unwrap_or(' ');
+        format!("contains {bad:?}")
+    };
+    Some(format!(
+        "socket name {shown:?}{more} {why}: use 1..={SOCKET_NAME_MAX} characters from A-Z a-z 0-9 _ . -"
+    ))
+}
+
+/// Most delivery rings (one DPDK memzone each) a config may ask for: DPDK's
+/// `RTE_MAX_MEMZONE` is 2560 per process, and the pools (two memzones
+/// each), ports, the EAL and telemetry take a few; ring creation failed at
+/// socket 2553 of 100 000. 2048 leaves that headroom with room to spare.
+pub const MAX_SOCKETS: usize = 2048;
+
+/// Most `engine.filler_sockets`: each binding costs flow-table memory and
+/// start-up time (measured, debug build: 10 000 000 take 2 GB of RSS and
+/// 22 s to bind; 100 000 000 had not finished starting after a minute).
+/// Ten million is a demux table far beyond any real socket count.
+pub const MAX_FILLER_SOCKETS: u32 = 10_000_000;
+
+/// What the EAL and DPDK's own structures take of `-m` besides our pools and
+/// rings (measured with the no-huge default pool: 64 MB fails, 72 MB works).
+pub const EAL_OVERHEAD_MB: u64 = 28;
+
+/// Bytes per mbuf of a pool: the `rte_mbuf` (128), our private area
+/// ([`crate::meta::PRIV_SIZE`]), the data room, and the mempool's object
+/// header (64).
+#[cfg(not(loom))]
+fn mbuf_bytes(data_room: u16) -> u64 {
+    128 + u64::from(crate::meta::PRIV_SIZE) + u64::from(data_room) + 64
+}
+
+/// Free hugepage memory in MiB, over every hugepage size.
+#[cfg(not(loom))]
+pub fn free_hugepage_mb() -> u64 {
+    let Ok(dir) = std::fs::read_dir("/sys/kernel/mm/hugepages") else {
+        return 0;
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let kb: u64 = name
+                .strip_prefix("hugepages-")?
+                .strip_suffix("kB")?
+                .parse()
+                .ok()?;
+            let free: u64 = std::fs::read_to_string(e.path().join("free_hugepages"))
+                .ok()?
+                .trim()
+                .parse()
+                .ok()?;
+            Some(kb * free / 1024)
+        })
+        .sum()
+}
+
+#[cfg(not(loom))]
+fn mem_total_mb() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(u64::MAX, |kb| kb / 1024)
+}
+
+/// An EAL file prefix: it names a directory under the runtime directory and
+/// the hugepage files, and keys the one-instance lock.
+#[cfg(not(loom))]
+pub fn file_prefix_problem(what: &str, prefix: &str) -> Option<String> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
+    if prefix.is_empty() {
+        return Some(format!(
+            "{what} is empty: set a name of 1..=64 characters from A-Z a-z 0-9 _ . - (e.g. \"udpdemux\")"
+        ));
+    }
+    if prefix.len() > 64 || !prefix.chars().all(ok) || prefix == "." || prefix == ".." {
+        let shown: String = prefix.chars().take(24).collect();
+        return Some(format!(
+            "{what} = {shown:?}: use 1..=64 characters from A-Z a-z 0-9 _ . - (it names the EAL's runtime directory and hugepage files)"
+        ));
+    }
+    None
+}
+
+#[cfg(not(loom))]
+impl Config {
+    /// MiB of `-m` the pools, the small-buffer pool and the delivery rings
+    /// need, EAL overhead included (one pool: a lower bound when RX lcores
+    /// sit on several NUMA nodes).
+    pub fn memory_needed_mb(&self) -> u64 {
+        let rx = self.lcores.iter().filter(|l| l.role == Role::Rx).count().max(1) as u64;
+        let mut bytes = u64::from(self.mempool.mbufs) * mbuf_bytes(self.mempool.data_room);
+        if self.small_cache.enabled {
+            bytes += rx * u64::from(self.small_cache.entries) * mbuf_bytes(self.small_cache.data_room);
+        }
+        bytes += self
+            .sockets
+            .iter()
+            .map(|s| u64::from(s.ring_size.max(2)).next_power_of_two() * 8)
+            .sum::<u64>();
+        bytes.div_ceil(1 << 20) + EAL_OVERHEAD_MB
+    }
+
+    /// What `run` would refuse at start that is knowable before it: memory
+    /// against the pools and free hugepages, file prefixes, socket and
+    /// filler counts, pcap paths, and socket collisions (the flow table's
+    /// own rule). `run` and `check` both call this (after [`Config::problems`]),
+    /// so both print the same line. A reload does not: its transaction
+    /// checks pcap files and collisions itself and names every rejected socket.
+    pub fn start_problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let e = &self.eal;
+        if let Some(p) = file_prefix_problem("eal.file_prefix", &e.file_prefix) {
+            out.push(p);
+        }
+        if let Some(p) = crate::instance::effective_prefix(&e.extra_args) {
+            if let Some(p) = file_prefix_problem("--file-prefix in eal.extra_args", &p) {
+                out.push(p);
+            }
+        }
+        let need = self.memory_needed_mb();
+        if u64::from(e.memory_mb) < need {
+            out.push(format!(
+                "eal.memory_mb = {} is too small: the pools ({} + small-buffer cache) and rings need about {need} MB with the EAL's own: lower mempool.mbufs or raise eal.memory_mb to at least {need}",
+                e.memory_mb, self.mempool.mbufs
+            ));
+        } else if e.no_huge {
+            let total = mem_total_mb();
+            if u64::from(e.memory_mb) > total {
+                out.push(format!(
+                    "eal.memory_mb = {} is more than this machine's memory ({total} MB): lower eal.memory_mb (about {need} is enough for this config)",
+                    e.memory_mb
+                ));
+            }
+        } else {
+            let free = free_hugepage_mb();
+            if u64::from(e.memory_mb) > free {
+                out.push(format!(
+                    "eal.memory_mb = {} is more than the free hugepages ({free} MB): lower eal.memory_mb (about {need} is enough), add hugepages (`sudo bash scripts/setup.sh`), or set eal.no_huge = true",
+                    e.memory_mb
+                ));
+            }
+        }
+        if self.sockets.len() > MAX_SOCKETS {
+            out.push(format!(
+                "{} sockets: at most {MAX_SOCKETS} (each socket's delivery ring is one DPDK memzone and DPDK allows 2560 per process, some taken by pools and ports); for a large demux table use engine.filler_sockets",
+                self.sockets.len()
+            ));
+        }
+        if self.engine.filler_sockets > MAX_FILLER_SOCKETS {
+            out.push(format!(
+                "engine.filler_sockets = {}: at most {MAX_FILLER_SOCKETS} (each binding costs flow-table memory and start-up time: 10 million take about 2 GB and 20 s to bind)",
+                self.engine.filler_sockets
+            ));
+        }
+        for s in &self.sockets {
+            if s.handler != Handler::Pcap {
+                continue;
+            }
+            if let Some(p) = s.pcap_file.as_deref().and_then(|f| pcap_path_problem(&s.name, f)) {
+                out.push(p);
+            }
+        }
+        out.extend(self.collisions());
+        out
+    }
+
+    /// Socket collisions: every socket inserted into a real flow table (the
+    /// `EADDRINUSE` rule `run` applies), naming the other socket by name.
+    pub fn collisions(&self) -> Vec<String> {
+        use crate::flow_table::{FlowError, FlowTable};
+        let mut out = Vec::new();
+        let table: FlowTable<usize> = FlowTable::new();
+        let mut names: Vec<(u64, &str)> = Vec::new();
+        for (i, s) in self.sockets.iter().enumerate() {
+            if socket_name_problem(&s.name).is_some() {
+                continue;
+            }
+            match table.insert(crate::socket::binding_of(s), i) {
+                Ok(h) => names.push((h.id(), s.name.as_str())),
+                Err(FlowError::AddrInUse { new, existing }) => {
+                    let other = names
+                        .iter()
+                        .find(|(id, _)| *id == existing.id())
+                        .map_or_else(|| existing.to_string(), |(_, n)| format!("socket {n:?} ({})", existing.binding()));
+                    let hint = if new.remote.is_none() && existing.binding().remote.is_none() {
+                        "choose another local address or port, or set reuseport = true on both"
+                    } else {
+                        "choose another local address or port"
+                    };
+                    out.push(format!(
+                        "socket {:?}: address in use: {new} collides with {other}: {hint}",
+                        s.name
+                    ));
+                }
+                Err(e) => out.push(format!("socket {:?}: {e}", s.name)),
+            }
+        }
+        out
+    }
+}
+
+/// A pcap file the engine must create at start: its directory must exist
+/// and it must not be a directory.
+#[cfg(not(loom))]
+pub fn pcap_path_problem(socket: &str, f: &Path) -> Option<String> {
+    if f.is_dir() {
+        return Some(format!(
+            "socket {socket:?}: pcap_file {} is a directory: name a file in it",
+            f.display()
+        ));
+    }
+    let dir = match f.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Some(format!(
+            "socket {socket:?}: pcap_file {}: directory {} does not exist: create it or choose another path",
+            f.display(),
+            dir.display()
+        ));
+    }
+    None
 }
 
 impl Config {
@@ -706,5 +985,86 @@ queues = ["net_null0:0"]
         assert_eq!(c.sockets[0].pcap_limit_bytes, 100_000);
         let s = format!("{MIN}\n[[socket]]\nname = \"c\"\nlocal = \"198.18.0.1:9\"\npcap_file = \"/tmp/x.pcap\"\n");
         assert!(load(&s).unwrap_err().to_string().contains("only for handler"));
+    }
+
+    fn sock(name: &str, local: &str) -> String {
+        let name = toml::Value::String(name.into());
+        format!("{MIN}\n[[socket]]\nname = {name}\nlocal = {local:?}\n")
+    }
+
+    #[test]
+    fn socket_names_are_short_words() {
+        for ok in ["a", "dns4", "app_6.x-y", &"n".repeat(SOCKET_NAME_MAX)] {
+            assert!(load(&sock(ok, "198.18.0.1:53")).is_ok(), "{ok}");
+        }
+        for (bad, why) in [
+            ("", "is empty"),
+            ("a b", "contains ' '"),
+            ("a\nb", "contains '\\n'"),
+            ("a\0b", "contains '\\0'"),
+            ("\"q\"", "contains '\"'"),
+            ("dns/4", "contains '/'"),
+            ("déjà", "contains 'é'"),
+        ] {
+            let e = load(&sock(bad, "198.18.0.1:53")).unwrap_err().to_string();
+            assert!(e.contains(why) && e.contains("1..=63 characters"), "{bad:?}: {e}");
+            assert!(!e.contains('\n'), "one line: {e:?}");
+        }
+        let long = "x".repeat(5000);
+        let e = load(&sock(&long, "198.18.0.1:53")).unwrap_err().to_string();
+        assert!(e.contains("is 5000 bytes long") && e.len() < 300, "{e}");
+    }
+
+    #[test]
+    fn ipv6_zones_are_refused() {
+        let e = load(&sock("z", "[fe80::1%2]:53")).unwrap_err().to_string();
+        assert!(e.contains("IPv6 zone (%2)") && e.contains("remove"), "{e}");
+        let s = format!("{MIN}\n[[socket]]\nname = \"z\"\nlocal = \"[fd00::1]:53\"\nremote = \"[fe80::9%7]:9\"\n");
+        let e = load(&s).unwrap_err().to_string();
+        assert!(e.contains("remote [fe80::9%7]:9 has an IPv6 zone"), "{e}");
+        assert!(load(&sock("z", "[fe80::1]:53")).is_ok());
+    }
+
+    #[cfg(not(loom))]
+    fn start(s: &str) -> Vec<String> {
+        load(s).unwrap().start_problems()
+    }
+
+    #[cfg(not(loom))]
+    #[test]
+    fn start_problems_memory_prefix_counts_pcap_collisions() {
+        let nohuge = MIN.replace("[eal]\n", "[eal]\nno_huge = true\n");
+        assert_eq!(start(&nohuge), Vec::<String>::new());
+        let m = |mb: u32| nohuge.replace("[eal]\n", &format!("[eal]\nmemory_mb = {mb}\n"));
+        let need = load(&nohuge).unwrap().memory_needed_mb();
+        assert!((60..80).contains(&need), "{need}");
+        assert!(start(&m(1))[0].contains("eal.memory_mb = 1 is too small"));
+        assert!(start(&m(need as u32)).is_empty());
+        assert!(start(&m(9_999_999))[0].contains("more than this machine's memory"));
+        let e = start(&nohuge.replace("[eal]\n", "[eal]\nfile_prefix = \"\"\n"));
+        assert!(e[0].contains("eal.file_prefix is empty"), "{e:?}");
+        let e = start(&nohuge.replace("[eal]\n", "[eal]\nfile_prefix = \"a/b\"\n"));
+        assert!(e[0].contains("eal.file_prefix = \"a/b\""), "{e:?}");
+        let e = start(&nohuge.replace("[eal]\n", "[eal]\nextra_args = [\"--file-prefix=\"]\n"));
+        assert!(e[0].contains("--file-prefix in eal.extra_args is empty"), "{e:?}");
+        let e = start(&format!("{nohuge}\n[engine]\nfiller_sockets = 100000000\n"));
+        assert!(e[0].contains("at most 10000000"), "{e:?}");
+        let many: String = (0..=MAX_SOCKETS)
+            .map(|i| format!("[[socket]]\nname = \"s{i}\"\nlocal = \"198.18.{}.{}:53\"\nring_size = 2\n", i / 250, i % 250 + 1))
+            .collect();
+        let e = start(&format!("{nohuge}\n{many}"));
+        assert!(e[0].contains("2049 sockets: at most 2048"), "{e:?}");
+        let pcap = |f: &str| format!("{nohuge}\n[[socket]]\nname = \"p\"\nlocal = \"198.18.0.1:9\"\nhandler = \"pcap\"\npcap_file = {f:?}\n");
+        let e = start(&pcap("/proc/nope/x.pcap"));
+        assert!(e[0].contains("directory /proc/nope does not exist"), "{e:?}");
+        let e = start(&pcap("/tmp"));
+        assert!(e[0].contains("pcap_file /tmp is a directory"), "{e:?}");
+        assert!(start(&pcap("/tmp/udpdemux-x.pcap")).is_empty());
+        let two = format!("{nohuge}\n[[socket]]\nname = \"a\"\nlocal = \"198.18.0.1:53\"\n[[socket]]\nname = \"b\"\nlocal = \"198.18.0.1:53\"\n");
+        let e = start(&two);
+        assert!(
+            e[0].starts_with("socket \"b\": address in use") && e[0].contains("collides with socket \"a\" (") && e[0].contains("reuseport = true on both"),
+            "{e:?}"
+        );
     }
 }

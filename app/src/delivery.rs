@@ -1353,13 +1353,32 @@ mod tests {
         }
     }
 
+    /// Enqueues `pkts` on `node` (numa-queues) from another thread and
+    /// returns their verdicts, within 10 s. For callers that hold the
+    /// delivery lock: a producer wrongly elected behind the elected one
+    /// would block on that lock, and this must fail, not hang.
+    fn enq_elsewhere(s: &Arc<Sock>, node: usize, pkts: &[NonNull<HeapPacket>]) -> Vec<Verdict> {
+        let (tx, rx) = mpsc::channel();
+        let s2 = Arc::clone(s);
+        let pkts: Vec<SendPtr<HeapPacket>> = pkts.iter().map(|&p| SendPtr(p)).collect();
+        std::thread::spawn(move || {
+            let v: Vec<Verdict> = pkts
+                .into_iter()
+                .map(|p| enq(&s2, node, p.0, Strategy::NumaQueues))
+                .collect();
+            let _ = tx.send(v);
+        });
+        rx.recv_timeout(Duration::from_secs(10)).expect(
+            "a producer behind the elected one was elected too (it blocks on the held delivery lock)",
+        )
+    }
+
     /// Holds the delivery lock so that one producer is elected and stuck
     /// waiting for it, then lets `extra` more producers push behind it.
     /// Returns the elected producer's verdict.
     fn elected_waits_while_others_push(s: &Arc<Sock>, pkts: &[NonNull<HeapPacket>]) -> Verdict {
         let (first, rest) = pkts.split_first().unwrap();
         let first = SendPtr(*first);
-        let (tx, rx) = mpsc::channel();
         let elected = s.with_sink(|_| {
             let s2 = Arc::clone(s);
             let h = std::thread::spawn(move || {
@@ -1369,20 +1388,9 @@ mod tests {
             // The elected producer has pushed and now spins on our lock.
             wait_until("the elected push", || s.stage_is_empty(0) == Some(false));
             // Others push from another thread: if any of them were elected
-            // it would block on our lock and the timeout below would fire
-            // instead of the test hanging.
-            let s3 = Arc::clone(s);
-            let rest: Vec<SendPtr<HeapPacket>> = rest.iter().map(|&p| SendPtr(p)).collect();
-            std::thread::spawn(move || {
-                let v: Vec<Verdict> = rest
-                    .into_iter()
-                    .map(|p| enq(&s3, 0, p.0, Strategy::NumaQueues))
-                    .collect();
-                tx.send(v).unwrap();
-            });
-            let vs = rx
-                .recv_timeout(Duration::from_secs(10))
-                .expect("a follower was elected");
+            // it would block on our lock and the timeout would fire instead
+            // of the test hanging.
+            let vs = enq_elsewhere(s, 0, rest);
             assert!(vs.iter().all(|v| *v == Verdict::Staged), "{vs:?}");
             assert_eq!(
                 s.stats().delivered,
@@ -1482,7 +1490,8 @@ mod tests {
             let mut hs = Vec::new();
             for node in 0..2 {
                 // The elected producer blocks on our lock; the two others
-                // are not elected and return at once from this thread.
+                // are not elected and return at once (from another thread,
+                // so that a wrong election fails instead of deadlocking).
                 let first = SendPtr(pkts[node * 3]);
                 let s2 = Arc::clone(&s);
                 hs.push(std::thread::spawn(move || {
@@ -1490,9 +1499,8 @@ mod tests {
                     enq(&s2, node, first.0, Strategy::NumaQueues)
                 }));
                 wait_until("elected push", || s.stage_is_empty(node) == Some(false));
-                for &p in &pkts[node * 3 + 1..node * 3 + 3] {
-                    assert_eq!(enq(&s, node, p, Strategy::NumaQueues), Verdict::Staged);
-                }
+                let vs = enq_elsewhere(&s, node, &pkts[node * 3 + 1..node * 3 + 3]);
+                assert_eq!(vs, [Verdict::Staged; 2]);
                 assert_eq!(s.node_rmem(node), Some(300));
             }
             hs
@@ -1568,14 +1576,13 @@ mod tests {
                 enq(&s2, 0, first.0, Strategy::NumaQueues)
             });
             wait_until("the elected push", || s.stage_is_empty(0) == Some(false));
-            for &p in &pkts[1..3] {
-                assert_eq!(enq(&s, 0, p, Strategy::NumaQueues), Verdict::Staged);
-            }
+            let vs = enq_elsewhere(&s, 0, &pkts[1..3]);
+            assert_eq!(vs, [Verdict::Staged; 2]);
             s.close();
             tx.send(s.drain_closed(&mut free)).unwrap();
             h
         });
-        assert_eq!(rx.recv().unwrap(), 3);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), 3);
         assert_eq!(h.join().unwrap(), Verdict::Drained(BatchOutcome::default()));
         assert_eq!(
             enq(&s, 0, pkts[3], Strategy::NumaQueues),
@@ -1586,6 +1593,185 @@ mod tests {
         assert_eq!(s.drain_closed(&mut free), 0);
         assert_quiescent(&s);
         sweep(pkts);
+    }
+
+    /// A condense hook that plays racing producers: each call enqueues the
+    /// next packet of `racers` (with itself as the hook), so each of them
+    /// passes the admission test before any of them charges the socket, as
+    /// producers on several lcores can.
+    struct Racers<'a> {
+        s: &'a Sock,
+        st: Strategy,
+        racers: Vec<NonNull<HeapPacket>>,
+        verdicts: Vec<Verdict>,
+    }
+
+    // SAFETY: returns the packet it was given, untouched.
+    unsafe impl Condense<HeapPacket> for Racers<'_> {
+        fn condense(&mut self, p: NonNull<HeapPacket>) -> NonNull<HeapPacket> {
+            if let Some(q) = self.racers.pop() {
+                let (s, st) = (self.s, self.st);
+                // SAFETY: each racer is enqueued exactly once.
+                let v = unsafe { s.enqueue(0, q, st, self, &mut free) };
+                self.verdicts.push(v);
+            }
+            p
+        }
+    }
+
+    /// Busylock/direct: three producers pass the admission test at the same
+    /// `rmem` (200 of 300); the first to charge lands at 300, the second
+    /// overshoots to 400 (the one packet each the kernel allows), and the
+    /// third finds the meter already over rcvbuf: it is dropped and its
+    /// charge taken back, so the meter holds exactly what the ring holds.
+    #[test]
+    fn overshoot_recheck_drops_and_refunds_the_charge() {
+        for st in [Strategy::Busylock, Strategy::Direct] {
+            let s = sock(1, 300, 16);
+            let pkts: Vec<_> = (0..5).map(|i| HeapPacket::alloc(i, TS)).collect();
+            for &p in &pkts[..2] {
+                assert_eq!(enq(&s, 0, p, st), Verdict::Delivered, "{st:?}");
+            }
+            // 200 > 150: under pressure, so the hook runs between each
+            // producer's admission and its charge.
+            let mut race = Racers {
+                s: &s,
+                st,
+                racers: vec![pkts[4], pkts[3]],
+                verdicts: Vec::new(),
+            };
+            // SAFETY: enqueued once.
+            let v = unsafe { s.enqueue(0, pkts[2], st, &mut race, &mut free) };
+            assert_eq!(
+                race.verdicts,
+                [Verdict::Delivered, Verdict::Delivered],
+                "{st:?}"
+            );
+            assert_eq!(v, Verdict::Dropped(DropReason::RcvbufFull), "{st:?}");
+            assert_eq!(
+                s.rmem(),
+                400,
+                "{st:?}: the dropped packet's charge was taken back"
+            );
+            assert_eq!(s.stats().rmem_high_water, 400, "{st:?}");
+            let x = s.stats();
+            assert_eq!(
+                (x.offered, x.delivered, x.drop(DropReason::RcvbufFull)),
+                (5, 4, 1),
+                "{st:?}"
+            );
+            assert_eq!(consume(&s), 4);
+            assert_quiescent(&s);
+            sweep(pkts);
+        }
+    }
+
+    /// The RX lcore's burst mode (`enqueue_deferred`): the elected producer
+    /// does not drain at once; followers stage behind it; nothing reaches
+    /// the ring and no lock is taken until the elected producer calls
+    /// `drain`, which takes its node's whole stage in arrival order in one
+    /// lock hold; the next push after it is a new election. Busylock and
+    /// direct deliver at once.
+    #[test]
+    fn deferred_election_drains_only_when_asked() {
+        let s = sock(2, 10_000, 16);
+        let pkts: Vec<_> = (0..7).map(|i| HeapPacket::alloc(i, TS)).collect();
+        let def = |node: usize, p: NonNull<HeapPacket>, st: Strategy| {
+            // SAFETY: each packet is enqueued exactly once.
+            unsafe { s.enqueue_deferred(node, p, st, &mut NoCondense, &mut free) }
+        };
+        let nq = Strategy::NumaQueues;
+        assert_eq!(def(1, pkts[0], nq), Verdict::Elected);
+        assert_eq!(def(1, pkts[1], nq), Verdict::Staged);
+        assert_eq!(def(1, pkts[2], nq), Verdict::Staged);
+        assert_eq!(
+            def(0, pkts[3], nq),
+            Verdict::Elected,
+            "another node: its own election"
+        );
+        let x = s.stats();
+        assert_eq!(
+            (x.delivered, x.delivery_lock_acquisitions, x.batches),
+            (0, 0, 0),
+            "nothing drained before the drain"
+        );
+        assert_eq!((s.node_rmem(0), s.node_rmem(1)), (Some(100), Some(300)));
+        assert_eq!(s.rmem(), 0, "charged to the socket at the drain");
+        assert_eq!(
+            s.drain(1, &mut free),
+            BatchOutcome {
+                taken: 3,
+                delivered: 3,
+                dropped: 0
+            }
+        );
+        assert_eq!(s.stage_is_empty(1), Some(true));
+        assert_eq!(s.stage_is_empty(0), Some(false), "node 0 untouched");
+        assert_eq!((s.node_rmem(1), s.rmem()), (Some(0), 300));
+        assert_eq!(s.stats().delivery_lock_acquisitions, 1);
+        assert_eq!(
+            def(1, pkts[4], nq),
+            Verdict::Elected,
+            "drained: the next push is elected again"
+        );
+        assert_eq!(s.drain(0, &mut free).taken, 1);
+        assert_eq!(s.drain(1, &mut free).taken, 1);
+        assert_eq!(def(0, pkts[5], Strategy::Busylock), Verdict::Delivered);
+        assert_eq!(def(1, pkts[6], Strategy::Direct), Verdict::Delivered);
+        let ids = sink_ids(&s);
+        assert_eq!(ids, [0, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(s.stats().batches, 3);
+        s.release(700);
+        assert_quiescent(&s);
+        sweep_after_consume(pkts, &ids);
+    }
+
+    /// The ring refuses the tail of a drained batch, in the drain's second
+    /// burst (past `DRAIN_BURST`), with mixed truesizes: exactly the refused
+    /// packets' bytes are refunded, they are counted `RingFull` and freed,
+    /// and the meter (and its high-water mark) equals what the ring holds.
+    #[test]
+    fn ring_full_refund_in_a_later_drain_burst_is_exact() {
+        let n = DRAIN_BURST + 20;
+        let cap = DRAIN_BURST + 5;
+        let s = sock(1, 1 << 20, cap);
+        let pkts: Vec<_> = (0..n as u32)
+            .map(|i| HeapPacket::alloc(i, TS + (i % 7) * 10))
+            .collect();
+        assert!(enq_batch(
+            &s,
+            0,
+            &pkts,
+            Strategy::NumaQueues,
+            &mut NoCondense
+        ));
+        let out = s.drain(0, &mut free);
+        assert_eq!(
+            out,
+            BatchOutcome {
+                taken: n as u32,
+                delivered: cap as u32,
+                dropped: (n - cap) as u32
+            }
+        );
+        // SAFETY: live until the sweep.
+        let size = |p: &NonNull<HeapPacket>| unsafe { HeapPacket::get(*p) }.truesize() as usize;
+        let held: usize = pkts[..cap].iter().map(size).sum();
+        assert_eq!(s.rmem(), held, "the refused packets' bytes were refunded");
+        assert_eq!(s.stats().rmem_high_water, held as u64);
+        assert_eq!(
+            s.node_drops(0, DropReason::RingFull),
+            Some((n - cap) as u64)
+        );
+        for p in &pkts[cap..] {
+            // SAFETY: live until the sweep.
+            assert_eq!(unsafe { HeapPacket::get(*p) }.fates(), 1, "freed once");
+        }
+        let ids = sink_ids(&s);
+        assert_eq!(ids, (0..cap as u32).collect::<Vec<_>>());
+        s.release(held as u32);
+        assert_quiescent(&s);
+        sweep_after_consume(pkts, &ids);
     }
 
     /// 4 producers on 2 nodes and a consumer, 100k packets per strategy,

@@ -22,8 +22,10 @@ use crate::{rx, signals};
 pub enum EngineError {
     #[error("{0}")]
     Setup(String),
-    #[error("EAL init failed: {err}; {hint}")]
-    Eal { err: DpdkError, hint: String },
+    /// `msg`: the EAL's own words first, then `err`, then a hint matched to
+    /// the argument that failed (see `eal_hint`).
+    #[error("EAL init failed: {msg}")]
+    Eal { err: DpdkError, msg: String },
     #[error("{0}")]
     Dpdk(#[from] DpdkError),
     #[error("cannot write {path}: {source}")]
@@ -260,21 +262,75 @@ fn proc_number(path: &str, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn eal_hint(cfg: &Config, err: &DpdkError) -> String {
-    if err.errno() == Some(libc::ENODEV) {
+/// "EAL init failed: " and then this: the EAL's own reason (from its log),
+/// the errno, and the hint.
+pub fn eal_failure(cfg: &Config, err: &DpdkError, logged: &[String]) -> String {
+    let why = crate::eal_log::reason(logged);
+    let hint = eal_hint(cfg, err, &why);
+    if why.is_empty() {
+        format!("{err}; {hint}")
+    } else {
+        format!("{why} ({err}); {hint}")
+    }
+}
+
+/// A hint matched to what the EAL said failed (`why`, its own words) and
+/// to the errno, naming the config key to change.
+pub fn eal_hint(cfg: &Config, err: &DpdkError, why: &str) -> String {
+    let w = why.to_ascii_lowercase();
+    if err.errno() == Some(libc::EALREADY) {
+        return "the EAL was already initialised in this process".into();
+    }
+    if err.errno() == Some(libc::ENODEV) || w.contains("parse device") || w.contains("vdev") {
         return format!(
             "a device in eal.vdevs {:?} / eal.allow {:?} was not recognised: its PMD is not installed (apt-get install dpdk) or the name is misspelt",
             cfg.eal.vdevs, cfg.eal.allow
         );
     }
-    if err.errno() == Some(libc::EALREADY) {
-        return "the EAL was already initialised in this process".into();
+    if w.contains("lcore") || (w.contains("core ") && w.contains("unavailable")) {
+        let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+        return format!(
+            "eal.lcores = {:?} must name CPUs that exist (this machine has {cpus}: 0..{})",
+            cfg.eal.lcores,
+            cpus.saturating_sub(1)
+        );
+    }
+    if w.contains("hugepage") || w.contains("hugetlbfs") || w.contains("huge-dir") {
+        return "run `sudo bash scripts/setup.sh` (hugepages mounted at /dev/hugepages), or set eal.no_huge = true".into();
+    }
+    if w.contains("cannot init memory") || w.contains("memory") || w.contains("-m ") {
+        return format!(
+            "lower eal.memory_mb = {} (or free hugepages: scripts/setup.sh), or set eal.no_huge = true",
+            cfg.eal.memory_mb
+        );
+    }
+    if w.contains("prefix") || w.contains("primary process") || w.contains("lock") {
+        return format!(
+            "another DPDK process may use eal.file_prefix = {:?}: stop it or choose another prefix",
+            cfg.eal.file_prefix
+        );
+    }
+    if w.contains("command line") || w.contains("option") || w.contains("argument") {
+        return if cfg.eal.extra_args.is_empty() {
+            format!(
+                "check eal.lcores {:?}, eal.vdevs and eal.allow (the EAL's usage text above lists its options)",
+                cfg.eal.lcores
+            )
+        } else {
+            format!(
+                "check eal.extra_args {:?}: an option the EAL does not know or a bad value (the EAL's usage text above lists its options)",
+                cfg.eal.extra_args
+            )
+        };
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return "run as root (the EAL needs CAP_SYS_ADMIN, CAP_IPC_LOCK and CAP_NET_RAW)".into();
     }
     if cfg.eal.no_huge {
-        "check eal.lcores names CPUs that exist and that you run as root".into()
+        "check eal.lcores, eal.vdevs and eal.extra_args".into()
     } else {
-        "run `sudo bash scripts/setup.sh` (hugepages), or set eal.no_huge = true; check eal.lcores and that you run as root"
-            .into()
+        "run `sudo bash scripts/setup.sh` (hugepages), or set eal.no_huge = true; check eal.lcores".into()
     }
 }
 
@@ -285,7 +341,10 @@ impl Engine {
         preflight(cfg)?;
         let prefix = crate::instance::effective_prefix(&cfg.eal.args()).unwrap_or_else(|| cfg.eal.file_prefix.clone());
         let instance = crate::instance::lock(&prefix).map_err(EngineError::Setup)?;
-        let eal = Eal::init(&cfg.eal.args()).map_err(|err| EngineError::Eal { hint: eal_hint(cfg, &err), err })?;
+        let capture = crate::eal_log::Capture::start();
+        let res = Eal::init(&cfg.eal.args());
+        let logged = capture.map(crate::eal_log::Capture::finish).unwrap_or_default();
+        let eal = res.map_err(|err| EngineError::Eal { msg: eal_failure(cfg, &err, &logged), err })?;
         log::info!("{} up, TSC {} MHz", eal::version(), eal::tsc_hz() / 1_000_000);
         let mut e = Engine::setup(cfg, opts)?;
         e.eal = Some(eal);

@@ -31,6 +31,9 @@ pub mod handlers;
 pub mod consumer;
 #[cfg(not(loom))]
 pub mod engine;
+/// The EAL's own message when its init fails.
+#[cfg(not(loom))]
+pub mod eal_log;
 #[cfg(not(loom))]
 pub mod bench;
 #[cfg(not(loom))]

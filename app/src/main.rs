@@ -107,7 +107,7 @@ mod cli {
             } => (|| -> anyhow::Result<()> {
                 // First: a SIGINT from now on stops the run with a summary.
                 udpdemux::signals::install();
-                let cfg = Config::load(&config)?;
+                let cfg = Config::load_for_start(&config)?;
                 if let Some(d) = duration {
                     if !(d.is_finite() && d > 0.0) {
                         anyhow::bail!("--duration must be a positive number of seconds");
@@ -152,9 +152,19 @@ mod cli {
         match res {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                // One line: the chain joined, never a backtrace.
-                let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-                eprintln!("udpdemux: error: {}", msg.join(": "));
+                // One line: the chain joined, never a backtrace, and no cause
+                // twice (an error's text often already ends with its source's).
+                let mut msg = String::new();
+                for c in e.chain().map(|c| c.to_string()) {
+                    if msg.contains(&c) {
+                        continue;
+                    }
+                    if !msg.is_empty() {
+                        msg.push_str(": ");
+                    }
+                    msg.push_str(&c);
+                }
+                eprintln!("udpdemux: error: {msg}");
                 ExitCode::from(1)
             }
         }

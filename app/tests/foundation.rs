@@ -123,7 +123,7 @@ fn vdev_whose_pmd_is_missing() {
 fn eal_init_failure_without_hugepages_names_the_fix() {
     let d = scratch("nohuge");
     let text = format!(
-        "[eal]\nlcores = \"0,1\"\nmemory_mb = 64\nno_pci = true\nfile_prefix = \"{}\"\nvdevs = [\"net_null0\"]\nextra_args = [\"--huge-dir=/nonexistent-hugepage-dir\"]\n\n[[port]]\nname = \"net_null0\"\n\n[[lcore]]\nid = 1\nrole = \"rx\"\nqueues = [\"net_null0:0\"]\n",
+        "[eal]\nlcores = \"0,1\"\nmemory_mb = 128\nno_pci = true\nfile_prefix = \"{}\"\nvdevs = [\"net_null0\"]\nextra_args = [\"--huge-dir=/nonexistent-hugepage-dir\"]\n\n[[port]]\nname = \"net_null0\"\n\n[[lcore]]\nid = 1\nrole = \"rx\"\nqueues = [\"net_null0:0\"]\n",
         prefix("nohuge")
     );
     let p = write(&d, "c.toml", &text);

@@ -4,6 +4,17 @@
 //! A counting global allocator counts allocations made by the current
 //! thread while it is armed (the test harness's own threads allocate
 //! freely and must not be counted).
+//!
+//! `rx.rs`'s burst processing (`process_burst`: parse, demux, group, stage,
+//! deferred drains, `FreeList`) is not covered here: it cannot run without
+//! the EAL. Its sockets' delivery rings are `rte_ring`s (memzones), the
+//! packets must be `rte_mbuf`s from an engine pool (the metadata lives in
+//! the private area the pool reserves), and what it drops is returned with
+//! `rte_pktmbuf_free_bulk` to those pools. It is covered instead by the
+//! binary itself: `rx_loop` runs inside an `alloc_guard::HotSection` under
+//! the binary's counting allocator, and the EAL-backed tests
+//! (`pipeline.rs` for every strategy and small-cache setting,
+//! `foundation.rs`) require `hot_path_allocations == 0` in the run's JSON.
 #![cfg(not(loom))]
 
 use std::alloc::{GlobalAlloc, Layout, System};

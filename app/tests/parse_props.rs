@@ -200,6 +200,31 @@ fn write(s: &Spec) -> Vec<u8> {
     f
 }
 
+/// Where the UDP header starts in `write(s)`.
+fn l4_offset(s: &Spec) -> usize {
+    let l3 = 14 + 4 * s.vlans.len();
+    l3 + match &s.l3 {
+        L3::V4 { options, .. } => 20 + options.len(),
+        L3::V6 { ext, .. } => {
+            40 + ext
+                .iter()
+                .map(|e| match e {
+                    Ext::Dest(o) => (2 + o.len()).div_ceil(8) * 8,
+                    Ext::Routing(_, d) => (4 + d.len()).div_ceil(8) * 8,
+                    Ext::AtomicFrag(_) => 8,
+                })
+                .sum::<usize>()
+        }
+    }
+}
+
+fn family(s: &Spec) -> Family {
+    match s.l3 {
+        L3::V4 { .. } => Family::V4,
+        L3::V6 { .. } => Family::V6,
+    }
+}
+
 fn arb_hint() -> impl Strategy<Value = CsumHint> {
     prop_oneof![
         Just(CsumHint::Unknown),
@@ -272,6 +297,11 @@ proptest! {
         let before = f[i];
         f[i] = v;
         let r = parse(&f, h);
+        // Whatever was accepted lies inside the frame (no hint or zero
+        // checksum lets a UDP length run past what was received).
+        if let Ok(d) = &r {
+            prop_assert!(d.payload(&f).is_some(), "payload past the frame: {:?}", d);
+        }
         // With software checks, any change to a checksummed byte (addresses,
         // ports, payload) must be caught: mutating only payload bytes may
         // never yield Ok with a different payload than the frame holds.
@@ -282,5 +312,51 @@ proptest! {
                     "payload byte {} changed yet checksum passed", i);
             }
         }
+    }
+
+    /// A UDP length past the IP payload is refused under every offload hint
+    /// (a "good" checksum hint means nothing sums `ulen` bytes, so the length
+    /// check is all that stands between the datagram and memory past it),
+    /// with or without an IPv4 zero checksum, and with Ethernet padding that
+    /// puts the claimed bytes inside the frame but outside the IP payload.
+    #[test]
+    fn udp_length_past_the_ip_payload_is_refused_under_every_hint(
+        s in arb_spec(),
+        pad in 0usize..64,
+        over in 1usize..70_000,
+        h in arb_offload(),
+    ) {
+        let mut f = write(&s);
+        let l4 = l4_offset(&s);
+        let span = f.len() - l4;
+        let ulen = (span + over).min(usize::from(u16::MAX));
+        prop_assume!(ulen > span);
+        f[l4 + 4..l4 + 6].copy_from_slice(&(ulen as u16).to_be_bytes());
+        f.resize(f.len() + pad, 0x5a);
+        let fam = family(&s);
+        let want = if fam == Family::V4 && h.ip == CsumHint::Bad {
+            udpdemux::parse::ParseError::BadIpChecksum
+        } else {
+            udpdemux::parse::ParseError::BadUdpLength { family: fam }
+        };
+        prop_assert_eq!(parse(&f, h), Err(want), "ulen {} span {} pad {}", ulen, span, pad);
+    }
+
+    /// IPv6 has no "no checksum": a zero UDP checksum field is refused
+    /// (RFC 8200 §8.1, Linux `udp6_csum_init`) whatever the NIC says, while
+    /// the same frame with its checksum is accepted.
+    #[test]
+    fn ipv6_zero_udp_checksum_is_refused_under_every_hint(s in arb_spec(), h in arb_offload()) {
+        if family(&s) != Family::V6 {
+            // Not prop_assume: half the specs are IPv4, too many rejects.
+            return Ok(());
+        }
+        let mut f = write(&s);
+        if h.l4 != CsumHint::Bad {
+            prop_assert!(parse(&f, h).is_ok());
+        }
+        let l4 = l4_offset(&s);
+        f[l4 + 6..l4 + 8].copy_from_slice(&[0, 0]);
+        prop_assert_eq!(parse(&f, h), Err(udpdemux::parse::ParseError::Udp6ZeroChecksum));
     }
 }

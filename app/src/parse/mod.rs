@@ -959,6 +959,80 @@ mod tests {
         assert_eq!(p(&f), Err(ParseError::BadUdpLength { family: Family::V4 }));
     }
 
+    /// The UDP length is checked against the IP payload whatever happens to
+    /// the checksum afterwards: when the offload hint says "good" (nothing is
+    /// summed, so nothing else reads `ulen` bytes), when an IPv4 checksum is 0
+    /// ("none"), and with Ethernet padding behind the datagram (the frame has
+    /// the bytes, the IP payload does not).
+    #[test]
+    fn udp_length_past_ip_payload_whatever_the_checksum_says() {
+        let good = Offload {
+            ip: CsumHint::Good,
+            l4: CsumHint::Good,
+        };
+        let ip_good = Offload {
+            ip: CsumHint::Good,
+            l4: CsumHint::Unknown,
+        };
+        let mut s4 = v4(b"abcd", &[], &[], FragSpec::default());
+        let v4_sum = build::to_vec(&s4).unwrap();
+        s4.udp_csum = CsumMode::Zero;
+        let v4_zero = build::to_vec(&s4).unwrap();
+        let mut s6 = v6(b"abcd", &[]);
+        let v6_sum = build::to_vec(&s6).unwrap();
+        s6.udp_csum = CsumMode::Wrong;
+        let v6_wrong = build::to_vec(&s6).unwrap();
+        for (frame, l4, fam, hints) in [
+            (&v4_sum, 34usize, Family::V4, good),
+            (&v4_zero, 34, Family::V4, NONE),
+            (&v4_zero, 34, Family::V4, good),
+            (&v4_zero, 34, Family::V4, ip_good),
+            (&v6_sum, 54, Family::V6, good),
+            // The hint decides, not the field: a wrong sum the NIC vouched for.
+            (&v6_wrong, 54, Family::V6, good),
+        ] {
+            let what = format!("{fam:?} {hints:?} csum {:02x?}", &frame[l4 + 6..l4 + 8]);
+            assert!(
+                parse(frame, hints).is_ok(),
+                "{what}: the frame itself is fine"
+            );
+            // What the IP header says follows the UDP header's start.
+            let ip_payload = if fam == Family::V4 {
+                usize::from(u16::from_be_bytes([frame[16], frame[17]])) - 20
+            } else {
+                usize::from(u16::from_be_bytes([frame[18], frame[19]]))
+            };
+            assert_eq!(ip_payload, 12, "{what}");
+            for pad in [0usize, 1, 64] {
+                for ulen in [ip_payload + 1, ip_payload + pad.max(1), 0xffff] {
+                    let mut f = frame.clone();
+                    f.resize(f.len() + pad, 0);
+                    f[l4 + 4..l4 + 6].copy_from_slice(&(ulen as u16).to_be_bytes());
+                    assert_eq!(
+                        parse(&f, hints),
+                        Err(ParseError::BadUdpLength { family: fam }),
+                        "{what}: UDP length {ulen} with {ip_payload} bytes of IP payload, {pad} of padding"
+                    );
+                }
+            }
+            // Below the UDP header (0 is "the rest of the payload" on IPv6).
+            let short: &[u16] = if fam == Family::V4 {
+                &[0, 1, 7]
+            } else {
+                &[1, 7]
+            };
+            for &ulen in short {
+                let mut f = frame.clone();
+                f[l4 + 4..l4 + 6].copy_from_slice(&ulen.to_be_bytes());
+                assert_eq!(
+                    parse(&f, hints),
+                    Err(ParseError::BadUdpLength { family: fam }),
+                    "{what}: UDP length {ulen}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn v6_udp_length_zero_means_rest_of_payload() {
         // Linux __udp6_lib_rcv treats UDP length 0 as "IP payload length".

@@ -1,0 +1,135 @@
+//! The EAL's own words when `rte_eal_init` fails.
+//!
+//! `rte_eal_init` reports failure as an errno (often `EINVAL` or even 0)
+//! and explains itself only in its log ("core 7 unavailable", "no mounted
+//! hugetlbfs found", "failed to parse device"). While it runs, its log
+//! stream is pointed at a pipe: a thread copies every line to stderr as
+//! before and keeps it, so a failure can quote the EAL's message first and
+//! match a hint to the argument that failed.
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::os::fd::FromRawFd;
+use std::thread::JoinHandle;
+
+use dpdk_sys::ffi;
+
+/// The EAL log redirected into our pipe until [`Capture::finish`].
+pub struct Capture {
+    file: *mut libc::FILE,
+    reader: JoinHandle<Vec<String>>,
+}
+
+impl Capture {
+    /// Redirects the EAL log (call before `rte_eal_init`). `None` when a
+    /// pipe cannot be had: the EAL then logs to stderr as usual.
+    pub fn start() -> Option<Capture> {
+        let mut fds = [0i32; 2];
+        // SAFETY: pipe2 writes two new descriptors into the array.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return None;
+        }
+        let mode = std::ffi::CString::new("w").unwrap_or_default();
+        // SAFETY: fds[1] is the write end we just made; "w" matches it.
+        let file = unsafe { libc::fdopen(fds[1], mode.as_ptr()) };
+        if file.is_null() {
+            // SAFETY: both descriptors are ours and used nowhere else.
+            unsafe {
+                libc::close(fds[0]);
+                libc::close(fds[1]);
+            }
+            return None;
+        }
+        // SAFETY: `file` is a valid stream not yet written to; line
+        // buffering lets the copy to stderr keep pace with the EAL.
+        unsafe { libc::setvbuf(file, std::ptr::null_mut(), libc::_IOLBF, 0) };
+        // SAFETY: fds[0] is the read end we own; File takes it over.
+        let read = unsafe { File::from_raw_fd(fds[0]) };
+        let reader = std::thread::spawn(move || {
+            let mut lines = Vec::new();
+            for l in BufReader::new(read).split(b'\n') {
+                let Ok(l) = l else { break };
+                let l = String::from_utf8_lossy(&l).into_owned();
+                eprintln!("{l}");
+                lines.push(l);
+            }
+            lines
+        });
+        // SAFETY: `file` stays open until `finish`, which switches the EAL
+        // back to its default stream before closing it.
+        unsafe { ffi::rte_openlog_stream(file.cast()) };
+        Some(Capture { file, reader })
+    }
+
+    /// Gives the EAL its default stream back and returns the lines logged.
+    pub fn finish(self) -> Vec<String> {
+        // SAFETY: NULL selects the EAL's default stream; after that nothing
+        // writes to `file`, which we opened and close once here.
+        unsafe {
+            ffi::rte_openlog_stream(std::ptr::null_mut());
+            libc::fclose(self.file);
+        }
+        self.reader.join().unwrap_or_default()
+    }
+}
+
+/// Lines the EAL logs on every start (not the reason for a failure).
+const ROUTINE: &[&str] = &[
+    "Detected ",
+    "Multi-process socket",
+    "Selected IOVA",
+    "Physical addresses are unavailable",
+    "VFIO support",
+    "Probe PCI",
+    "No legacy callbacks",
+    "Using IOMMU",
+    "Ask a virtual area",
+    "Virtual area found",
+    "Setting up physically contiguous",
+    "Detected shared linkage",
+];
+
+/// The EAL's explanation of a failed init: its last few distinct
+/// non-routine lines, `FATAL:` and `EAL:` prefixes dropped, in order.
+pub fn reason(lines: &[String]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    for l in lines {
+        let t = l.trim();
+        let t = t.strip_prefix("EAL:").map(str::trim).unwrap_or(t);
+        let t = t.strip_prefix("FATAL:").map(str::trim).unwrap_or(t);
+        let t = t.trim_end_matches('.');
+        if t.is_empty() || ROUTINE.iter().any(|r| t.contains(r)) || t.starts_with("TELEMETRY") {
+            continue;
+        }
+        if !out.iter().any(|o| o == t) {
+            out.push(t.to_string());
+        }
+    }
+    let start = out.len().saturating_sub(3);
+    out[start..].join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(l: &[&str]) -> Vec<String> {
+        l.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn reason_keeps_the_cause_not_the_routine() {
+        let l = v(&[
+            "EAL: Detected CPU lcores: 2",
+            "EAL: Detected NUMA nodes: 1",
+            "EAL: core 7 unavailable",
+            "EAL: invalid parameter for --lcores",
+            "EAL: FATAL: Invalid 'command line' arguments.",
+            "EAL: Invalid 'command line' arguments.",
+        ]);
+        assert_eq!(
+            reason(&l),
+            "core 7 unavailable; invalid parameter for --lcores; Invalid 'command line' arguments"
+        );
+        assert_eq!(reason(&v(&["EAL: Detected CPU lcores: 2"])), "");
+    }
+}
