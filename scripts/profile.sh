@@ -13,8 +13,10 @@
 # BIN (default target/release/udpdemux) chooses the binary, so two builds can
 # be profiled on the same config. Needs perf (Debian: linux-perf) and jq.
 # Stage, drain and metadata code is inlined into the RX loop, so it shows as
-# one row ("rx loop: stage, drain, metadata, counters"); parse, lookup, the
-# PMD, ring operations and frees keep their own symbols.
+# one row ("rx loop: stage, drain, metadata, counters"; with `--floor
+# pipeline`, the floor's own loop); parse, lookup, the PMD, ring operations
+# and frees keep their own symbols. On the main lcore, the consumer row holds
+# the per-poll work of draining (burst arrays, registry loads) as well.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CFG=${1:?usage: profile.sh CONFIG [SECS] [-- run flags]}
@@ -46,20 +48,24 @@ perf report -i "$W/perf.data" --no-children --sort comm,dso,sym --stdio -F overh
     else if (sym ~ /ring_enqueue/) cat = "delivery ring enqueue"
     else if (sym ~ /ring_dequeue|looks_empty/) cat = "delivery ring dequeue"
     else if (sym ~ /free_bulk|pktmbuf_free|refcnt/) cat = "mbuf free"
-    else if (sym ~ /rx_loop|process_|Elected|drain_node|enqueue_batch|RingSink|delivery::/) cat = "rx loop: stage, drain, metadata, counters"
-    else if (sym ~ /consum|drain_socket|Drain|Socket::/) cat = "consumer: dequeue, count, release"
+    else if (sym ~ /rx_loop|process_|Elected|drain_node|enqueue_batch|RingSink|delivery::|pipeline_floor/ || (thread == "RX lcore" && sym ~ /call_once/)) cat = "rx loop: stage, drain, metadata, counters"
+    else if (sym ~ /consum|drain_socket|Drain|Socket::|memset|arc_swap/) cat = "consumer: dequeue, count, release"
     else if (sym ~ /clock_gettime|Instant|Timespec|main_loop|engine::run/) cat = "main loop (timers, polling)"
     else cat = "other"
     key = thread "\t" cat; share[key] += pct; tot[thread] += pct
   }
   END {
-    printf "| thread | where | share of the thread | ns per delivered datagram |\n|---|---|---:|---:|\n"
-    n = asorti(share, keys)
-    for (i = 1; i <= n; i++) {
-      split(keys[i], k, "\t"); if (k[1] == "other") continue
-      s = share[keys[i]] / tot[k[1]]
+    for (key in share) {
+      split(key, k, "\t"); if (k[1] == "other") continue
+      s = share[key] / tot[k[1]]
       if (s < 0.01) continue
-      printf "| %s | %s | %.0f%% | %.1f |\n", k[1], k[2], s * 100, s * sec * 1e9 / del
+      printf "%s\t%09.4f\t| %s | %s | %.0f%% | %.1f |\n", k[1], 1 - s, k[1], k[2], s * 100, s * sec * 1e9 / del
     }
-    printf "\nRun: %.2f s, %d received (%.2f Mpps), %d delivered (%.2f Mpps); each thread is one CPU for the run, so its total is %.1f ns per delivered datagram.\n", sec, rx, rx / sec / 1e6, del, del / sec / 1e6, sec * 1e9 / del
-  }'
+    printf "~\tRun: %.2f s, %d received (%.2f Mpps), %d delivered (%.2f Mpps); each thread is one CPU for the run, so its total is %.1f ns per delivered datagram.\n", sec, rx, rx / sec / 1e6, del, del / sec / 1e6, sec * 1e9 / del
+  }' | sort | {
+    echo "| thread | where | share of the thread | ns per delivered datagram |"
+    echo "|---|---|---:|---:|"
+    while IFS=$'\t' read -r a b c; do
+      if [ "$a" = "~" ]; then echo; echo "$b"; else echo "$c"; fi
+    done
+  }
