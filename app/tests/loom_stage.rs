@@ -43,6 +43,32 @@ fn consume_one(s: &Sock) -> bool {
     }
 }
 
+/// A socket on two nodes with budget `rcvbuf` and a ring of `ring`.
+fn new_sock(rcvbuf: usize, ring: usize) -> Arc<Sock> {
+    Arc::new(
+        RxSocket::new(
+            SocketConfig {
+                nodes: 2,
+                rcvbuf,
+                drop_snapshot: true,
+            },
+            VecSink::with_capacity(ring),
+        )
+        .unwrap(),
+    )
+}
+
+/// Every packet ended exactly once; frees them.
+fn sweep(pkts: Vec<NonNull<HeapPacket>>, st: &udpdemux::delivery::SocketStats) {
+    for p in pkts {
+        // SAFETY: all threads joined; nothing refers to the packet.
+        unsafe {
+            assert_eq!(HeapPacket::get(p).fates(), 1, "lost or doubled: {st:?}");
+            HeapPacket::dealloc(p);
+        }
+    }
+}
+
 fn builder() -> loom::model::Builder {
     let mut b = loom::model::Builder::new();
     if b.preemption_bound.is_none() {
@@ -59,17 +85,7 @@ fn builder() -> loom::model::Builder {
 /// `rcvbuf` and `ring` choose which drop paths the model can reach.
 fn model(strategy: Strategy, rcvbuf: usize, ring: usize) {
     builder().check(move || {
-        let s: Arc<Sock> = Arc::new(
-            RxSocket::new(
-                SocketConfig {
-                    nodes: 2,
-                    rcvbuf,
-                    drop_snapshot: true,
-                },
-                VecSink::with_capacity(ring),
-            )
-            .unwrap(),
-        );
+        let s = new_sock(rcvbuf, ring);
         let pkts: Vec<NonNull<HeapPacket>> = (0..3).map(|i| HeapPacket::alloc(i, 100)).collect();
         let producers: Vec<_> = pkts
             .iter()
@@ -156,17 +172,7 @@ fn direct_tight() {
 #[test]
 fn numa_queues_deferred_burst() {
     builder().check(|| {
-        let s: Arc<Sock> = Arc::new(
-            RxSocket::new(
-                SocketConfig {
-                    nodes: 2,
-                    rcvbuf: 1 << 20,
-                    drop_snapshot: true,
-                },
-                VecSink::with_capacity(8),
-            )
-            .unwrap(),
-        );
+        let s = new_sock(1 << 20, 8);
         let pkts: Vec<NonNull<HeapPacket>> = (0..3).map(|i| HeapPacket::alloc(i, 100)).collect();
         let burst = |s: Arc<Sock>, ps: Vec<SendPtr<HeapPacket>>| {
             thread::spawn(move || {
@@ -205,13 +211,7 @@ fn numa_queues_deferred_burst() {
         assert_eq!(st.offered, 3);
         assert!(st.books_balance(), "{st:?}");
         assert_eq!(st.batches, st.delivery_lock_acquisitions);
-        for p in pkts {
-            // SAFETY: all threads joined; nothing refers to the packet.
-            unsafe {
-                assert_eq!(HeapPacket::get(p).fates(), 1, "lost or doubled: {st:?}");
-                HeapPacket::dealloc(p);
-            }
-        }
+        sweep(pkts, &st);
     });
 }
 
@@ -226,17 +226,7 @@ fn numa_queues_deferred_burst() {
 /// other node): admission, drain-time and ring-full drops are reachable.
 fn batch_model(rcvbuf: usize, ring: usize, node_b: usize) {
     builder().check(move || {
-        let s: Arc<Sock> = Arc::new(
-            RxSocket::new(
-                SocketConfig {
-                    nodes: 2,
-                    rcvbuf,
-                    drop_snapshot: true,
-                },
-                VecSink::with_capacity(ring),
-            )
-            .unwrap(),
-        );
+        let s = new_sock(rcvbuf, ring);
         let pkts: Vec<NonNull<HeapPacket>> = (0..3).map(|i| HeapPacket::alloc(i, 100)).collect();
         let group = |s: Arc<Sock>, node: usize, ps: Vec<SendPtr<HeapPacket>>| {
             thread::spawn(move || {
@@ -284,13 +274,7 @@ fn batch_model(rcvbuf: usize, ring: usize, node_b: usize) {
         assert_eq!(st.batches, u64::from(ea) + u64::from(eb), "{st:?}");
         assert_eq!(st.batches, st.delivery_lock_acquisitions);
         assert_eq!(st.batch_pkts, st.staged);
-        for p in pkts {
-            // SAFETY: all threads joined; nothing refers to the packet.
-            unsafe {
-                assert_eq!(HeapPacket::get(p).fates(), 1, "lost or doubled: {st:?}");
-                HeapPacket::dealloc(p);
-            }
-        }
+        sweep(pkts, &st);
     });
 }
 

@@ -75,6 +75,19 @@ fn armed<R>(f: impl FnOnce() -> R) -> (R, u64) {
     (r, ALLOCS.load(Ordering::Relaxed) - before)
 }
 
+/// The consumer: takes everything out of the sink, marks it, releases it.
+fn consume_all(sock: &RxSocket<HeapPacket, VecSink<HeapPacket>>) -> u64 {
+    let mut n = 0;
+    while let Some(q) = sock.with_sink(|k| k.pop()) {
+        // SAFETY: test packets live until the end of their test.
+        let h = unsafe { HeapPacket::get(q) };
+        h.mark_done();
+        sock.release(h.truesize());
+        n += 1;
+    }
+    n
+}
+
 #[test]
 fn the_counter_can_fail() {
     let (_, n) = armed(|| std::hint::black_box(Box::new(7u64)));
@@ -116,22 +129,10 @@ fn enqueue_drain_release_allocate_nothing() {
                 // Consume in bursts now and then so the socket cycles
                 // between empty, under pressure and full.
                 if i % 64 == 63 {
-                    while let Some(q) = sock.with_sink(|k| k.pop()) {
-                        // SAFETY: live until the end of the test.
-                        let h = unsafe { HeapPacket::get(q) };
-                        h.mark_done();
-                        sock.release(h.truesize());
-                        consumed += 1;
-                    }
+                    consumed += consume_all(&sock);
                 }
             }
-            while let Some(q) = sock.with_sink(|k| k.pop()) {
-                // SAFETY: live until the end of the test.
-                let h = unsafe { HeapPacket::get(q) };
-                h.mark_done();
-                sock.release(h.truesize());
-                consumed += 1;
-            }
+            consumed += consume_all(&sock);
             let _ = sock.stats();
             consumed
         });
@@ -191,22 +192,10 @@ fn batch_enqueue_drain_release_allocate_nothing() {
                     sock.drain(node, &mut to_free);
                 }
                 if i % 8 == 7 {
-                    while let Some(q) = sock.with_sink(|k| k.pop()) {
-                        // SAFETY: live until the end of the test.
-                        let h = unsafe { HeapPacket::get(q) };
-                        h.mark_done();
-                        sock.release(h.truesize());
-                        consumed += 1;
-                    }
+                    consumed += consume_all(&sock);
                 }
             }
-            while let Some(q) = sock.with_sink(|k| k.pop()) {
-                // SAFETY: live until the end of the test.
-                let h = unsafe { HeapPacket::get(q) };
-                h.mark_done();
-                sock.release(h.truesize());
-                consumed += 1;
-            }
+            consumed += consume_all(&sock);
             consumed
         });
         assert_eq!(allocs, 0, "{st:?} allocated on the batch path");
