@@ -3,7 +3,7 @@
 //!
 //! | command | params | reply |
 //! |---|---|---|
-//! | `/udpdemux/stats` | - | kernel-named UDP MIB, totals, parse drops (`parse_FAM_REASON`), per node drops (`node_N_REASON`), per RX lcore and consumer lcore loop counters |
+//! | `/udpdemux/stats` | - | kernel-named UDP MIB, totals, RX pool watch (`pool_free`, `pool_low_water`, `pool_low_ms` ...), `memzones` and `heap_alloc_*`, parse drops (`parse_FAM_REASON`), per node drops (`node_N_REASON`), per RX lcore and consumer lcore loop counters |
 //! | `/udpdemux/sockets` | socket name (optional) | per socket: offered, delivered, consumed, drops by reason, rmem and its high-water mark, condensed ... |
 //! | `/udpdemux/latency` | socket name (optional) | log2 µs histograms: all sockets' RX-to-consumer buckets, or one socket's stage and consumer buckets with p50/p99 |
 //!
@@ -157,6 +157,23 @@ pub fn stats_entries(s: &Summary) -> Vec<(String, u64)> {
     v.push(("lookups".into(), s.lookups));
     v.push(("control".into(), s.control));
     v.push(("hot_path_allocations".into(), s.hot_path_allocations));
+    let p = &s.rx_pool;
+    for (name, x) in [
+        ("pool_size", p.size),
+        ("pool_free", p.free),
+        ("pool_low_water", p.low_water),
+        ("pool_min_free", p.min_free),
+        ("pool_low_samples", p.low_samples),
+        ("pool_low_polls", p.low_polls),
+        ("pool_low_ms", p.low_ms),
+        ("pool_low_episodes", p.episodes),
+        ("pool_warnings", p.warnings),
+        ("memzones", s.memzones),
+        ("heap_alloc_bytes", s.heap_alloc_bytes),
+        ("heap_alloc_count", s.heap_alloc_count),
+    ] {
+        v.push((name.into(), x));
+    }
     v.push((
         "sockets".into(),
         s.sockets.iter().filter(|k| !k.removed).count() as u64,
