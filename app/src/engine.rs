@@ -713,8 +713,13 @@ impl Engine {
         let ms_ticks = (hz / 1000).max(1);
         let interval_ticks = self.cfg.engine.stats_interval_ms.max(1).saturating_mul(ms_ticks);
         let idle_ticks = self.cfg.engine.stop_when_idle_ms.saturating_mul(hz) / 1000;
-        // Out of its cell for the loop (SIGHUP handling borrows self).
-        let mut drain = std::mem::replace(self.main_drain.get_mut(), consumer::Drain::new(&shared, None));
+        // Out of its cell for the loop (SIGHUP handling borrows self). The
+        // placeholder left in the cell holds no registry: one that did would
+        // keep the sockets of that moment, and their rings (memzones), alive
+        // until the loop ends, however many reloads retired them.
+        let mut placeholder = consumer::Drain::new(&shared, None);
+        placeholder.release();
+        let mut drain = std::mem::replace(self.main_drain.get_mut(), placeholder);
         // Duration counts from `started` (set when the lcores were launched).
         let start_tsc = eal::rdtsc();
         let left = duration.map(|d| (d - self.started.elapsed().as_secs_f64()).max(0.0));

@@ -216,6 +216,34 @@ fn telemetry(prefix: &str) -> Option<(Value, Value)> {
     (st.is_object() && so.is_object()).then_some((st, so))
 }
 
+/// `/udpdemux/memory`: memzones by name (for a leak's failure message).
+fn telemetry_memory(prefix: &str) -> Value {
+    let mut child = Command::new("python3")
+        .args([TELEMETRY_PY, "-f", prefix])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dpdk-telemetry.py");
+    writeln!(child.stdin.take().unwrap(), "/udpdemux/memory").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Value::Null;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["/udpdemux/memory"].clone())
+        .find(|v| v.is_object())
+        .unwrap_or(Value::Null)
+}
+
 /// Poll telemetry (20 s at most) until `done` holds.
 fn wait_telemetry(
     prefix: &str,
@@ -781,6 +809,8 @@ fn two_hundred_random_reloads_leak_no_memzone_and_balance() {
     r.wait_line("socket(s), strategy", 20);
     let (st0, _) = baseline(&prefix);
     let (mz0, heap0) = (u(&st0["memzones"]), u(&st0["heap_alloc_bytes"]));
+    let zones0 = telemetry_memory(&prefix);
+    assert_eq!(u(&zones0["memzones"]), mz0, "{zones0}");
     assert!(mz0 > SOCKETS.len() as u64, "a ring per socket at least: {st0}");
 
     #[derive(Clone)]
@@ -900,9 +930,21 @@ fn two_hundred_random_reloads_leak_no_memzone_and_balance() {
     r.signal(libc::SIGHUP);
     let line = reload_result(&mut r);
     assert!(line.contains("socket(s) removed"), "{line}");
-    let (st1, so1) = wait_telemetry(&prefix, "memzones and heap back at baseline", |st, _| {
-        u(&st["memzones"]) == mz0 && u(&st["heap_alloc_bytes"]) == heap0
-    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (st1, so1) = loop {
+        let (st, so) = wait_telemetry(&prefix, "counters", |_, _| true);
+        if u(&st["memzones"]) == mz0 && u(&st["heap_alloc_bytes"]) == heap0 {
+            break (st, so);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "memzones {} heap {} B, baseline {mz0} and {heap0} B: before {zones0}, now {}",
+            st["memzones"],
+            st["heap_alloc_bytes"],
+            telemetry_memory(&prefix)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
     assert_eq!(u(&st1["sockets"]), SOCKETS.len() as u64, "{so1}");
 
     let (status, out, log) = r.stop();

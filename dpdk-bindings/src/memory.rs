@@ -25,6 +25,31 @@ pub fn memzone_count() -> Option<u64> {
     Some(n)
 }
 
+/// Every reserved memzone's name and length in bytes (for diagnostics:
+/// which ring or pool is still there), or `None` when the EAL is not up.
+pub fn memzones() -> Option<Vec<(String, u64)>> {
+    unsafe extern "C" fn one(mz: *const ffi::rte_memzone, arg: *mut c_void) {
+        // SAFETY: `arg` is the `&mut Vec` `memzones` passes; it outlives the
+        // walk and only this walk touches it.
+        let v = unsafe { &mut *(arg as *mut Vec<(String, u64)>) };
+        // SAFETY: the walk passes a live memzone (under the list's read
+        // lock); its name is a NUL-terminated array the EAL filled.
+        let (name, len) = unsafe {
+            let name = std::ffi::CStr::from_ptr((*mz).name.as_ptr()).to_string_lossy().into_owned();
+            (name, (*mz).len as u64)
+        };
+        v.push((name, len));
+    }
+    if !crate::eal::is_up() {
+        return None;
+    }
+    let mut v: Vec<(String, u64)> = Vec::new();
+    // SAFETY: the EAL is up; the callback only pushes onto the Vec `arg`
+    // points at, which outlives the walk.
+    unsafe { ffi::rte_memzone_walk(Some(one), &mut v as *mut Vec<(String, u64)> as *mut c_void) };
+    Some(v)
+}
+
 /// The DPDK heap summed over NUMA sockets (`rte_malloc_get_socket_stats`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HeapStats {
