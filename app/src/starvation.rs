@@ -81,7 +81,11 @@ impl PoolWatch {
             size: self.size.get(),
             free: self.free.get(),
             low_water: self.low_water.get(),
-            min_free: if min == u64::MAX { self.free.get() } else { min },
+            min_free: if min == u64::MAX {
+                self.free.get()
+            } else {
+                min
+            },
             samples: self.samples.get(),
             low_samples: self.low_samples.get(),
             low_polls: self.low_polls.get(),
@@ -121,7 +125,10 @@ pub struct Sampler {
 
 impl Sampler {
     pub fn new(now: u64) -> Sampler {
-        Sampler { last_tsc: now, ..Default::default() }
+        Sampler {
+            last_tsc: now,
+            ..Default::default()
+        }
     }
 
     /// One sample: `free` (sum of the pools' free counts), `low` (some pool
@@ -173,11 +180,22 @@ impl Sampler {
 /// The `n` live sockets with the most `rmem`: `name rmem B ring N`, joined.
 pub fn top_holders(shared: &Shared, n: usize) -> String {
     let socks = shared.sockets.load();
-    let mut v: Vec<(u64, u32, &str)> =
-        socks.iter().map(|e| (e.sock.stats().rmem as u64, e.sock.ring.count(), e.sock.name())).collect();
+    let mut v: Vec<(u64, u32, &str)> = socks
+        .iter()
+        .map(|e| {
+            (
+                e.sock.stats().rmem as u64,
+                e.sock.ring.count(),
+                e.sock.name(),
+            )
+        })
+        .collect();
     v.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
-    let parts: Vec<String> =
-        v.iter().take(n).map(|(rmem, ring, name)| format!("socket {name:?} rmem {rmem} B ring {ring}")).collect();
+    let parts: Vec<String> = v
+        .iter()
+        .take(n)
+        .map(|(rmem, ring, name)| format!("socket {name:?} rmem {rmem} B ring {ring}"))
+        .collect();
     if parts.is_empty() {
         "no socket".into()
     } else {
@@ -203,7 +221,10 @@ mod tests {
         w.set_pools(1023, 64, 1000);
         let mut s = Sampler::new(0);
         s.sample(&w, 1000, 500, false, 10);
-        assert_eq!((w.low_samples.get(), w.episodes.get(), w.low_ms()), (0, 0, 0));
+        assert_eq!(
+            (w.low_samples.get(), w.episodes.get(), w.low_ms()),
+            (0, 0, 0)
+        );
         s.sample(&w, 3000, 10, true, 30);
         s.sample(&w, 4000, 0, true, 45);
         assert_eq!(w.low_samples.get(), 2);
@@ -216,6 +237,9 @@ mod tests {
         assert_eq!(w.episodes.get(), 2);
         assert_eq!(w.free.get(), 1);
         let sum = w.summary();
-        assert_eq!((sum.low_ms, sum.min_free, sum.samples, sum.size), (4, 0, 5, 1023));
+        assert_eq!(
+            (sum.low_ms, sum.min_free, sum.samples, sum.size),
+            (4, 0, 5, 1023)
+        );
     }
 }

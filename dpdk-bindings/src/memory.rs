@@ -35,7 +35,9 @@ pub fn memzones() -> Option<Vec<(String, u64)>> {
         // SAFETY: the walk passes a live memzone (under the list's read
         // lock); its name is a NUL-terminated array the EAL filled.
         let (name, len) = unsafe {
-            let name = std::ffi::CStr::from_ptr((*mz).name.as_ptr()).to_string_lossy().into_owned();
+            let name = std::ffi::CStr::from_ptr((*mz).name.as_ptr())
+                .to_string_lossy()
+                .into_owned();
             (name, (*mz).len as u64)
         };
         v.push((name, len));
