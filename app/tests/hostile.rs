@@ -748,6 +748,22 @@ fn pool_exhaustion_is_reported_within_one_interval_and_recovers() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no duration in {warn}"));
     assert!(ms <= 350, "reported within one interval: {warn}");
+    // No interval went by starving without its warning: every stats line
+    // before the first warning had the pool at or above its mark, and the
+    // warning is followed by its own interval's stats line, pool below it.
+    let pool = |l: &str| -> Option<(u64, u64)> {
+        let t = l.split("| pool free ").nth(1)?;
+        let (free, rest) = t.split_once('/')?;
+        let low = rest.split("low-water ").nth(1)?.trim();
+        Some((free.parse().ok()?, low.parse().ok()?))
+    };
+    for l in r.log.iter().filter(|l| l.contains("| pool free ")) {
+        let (f, low) = pool(l).unwrap_or_else(|| panic!("stats line: {l}"));
+        assert!(f >= low, "a starving interval without a warning: {l}");
+    }
+    let next = r.wait_line("| pool free ", 5);
+    let (f, low) = pool(&next).unwrap_or_else(|| panic!("stats line: {next}"));
+    assert!(f < low, "the warning's interval: {next}");
     let (st, so) = wait_telemetry(&prefix, "the pool below its low-water mark", |st, _| {
         u(&st["pool_low_ms"]) > 0 && u(&st["pool_free"]) < u(&st["pool_low_water"])
     });
@@ -755,7 +771,9 @@ fn pool_exhaustion_is_reported_within_one_interval_and_recovers() {
     assert!(u(&st["pool_low_polls"]) > 0, "RX kept polling: {st}");
     assert!(u(&st["pool_low_episodes"]) >= 1, "{st}");
     assert_eq!(u(&st["pool_size"]), 1023, "{st}");
-    assert!(u(&so["dns4"]["rmem"]) > 1 << 20, "dns4 holds the pool: {}", so["dns4"]);
+    // More than four times any other socket's rcvbuf: ~200+ of the ~767 mbufs
+    // left (the rest sit in the main lcore's mempool cache, out of RX's reach).
+    assert!(u(&so["dns4"]["rmem"]) > 4 * 131072, "dns4 holds the pool: {}", so["dns4"]);
 
     // The consumer resumes: rate unlimited, rcvbuf 128 KiB, changed in place.
     std::fs::write(&cfg, format!("{head}{}", starve_sockets(131072, 0))).unwrap();
