@@ -115,6 +115,9 @@ pub struct Shared {
     pub main_tx_queue: Option<u16>,
     /// What the RX lcores do (`RunOptions::mode`).
     pub mode: crate::rx::Mode,
+    /// The RX pools' free count and time below the low-water mark, as the
+    /// main lcore samples them (issue 14: starvation made visible).
+    pub pool_watch: crate::starvation::PoolWatch,
 }
 
 /// One RX lcore's assignment and counters.
@@ -162,6 +165,9 @@ pub struct Engine {
     histograms: bool,
     /// RX pools' free mbufs per stats interval (main lcore only, not per packet).
     pool_samples: Vec<u32>,
+    /// Each RX pool's low-water mark and the RX lcores that allocate from
+    /// it (same order as `pools`).
+    pool_marks: Vec<(u32, Vec<u32>)>,
     /// The main lcore's consumer state ([`Engine::poll_main`], `main_loop`):
     /// its burst array and registry survive between polls.
     main_drain: std::cell::RefCell<consumer::Drain>,
@@ -592,7 +598,22 @@ impl Engine {
             ifaces: crate::control::Ifaces(ifaces),
             main_tx_queue,
             mode: opts.mode,
+            pool_watch: Default::default(),
         });
+        // Each RX pool's low-water mark, from the RX lcores that take from it.
+        let pool_marks: Vec<(u32, Vec<u32>)> = pools
+            .iter()
+            .map(|(sock, mp)| {
+                let pollers: Vec<u32> =
+                    shared.rx.iter().filter(|l| lcore::socket_id(l.lcore) == *sock).map(|l| l.lcore).collect();
+                (crate::starvation::low_water(mp.size(), cfg.engine.burst, pollers.len()), pollers)
+            })
+            .collect();
+        shared.pool_watch.set_pools(
+            pools.iter().map(|(_, mp)| mp.size() as u64).sum(),
+            pool_marks.iter().map(|(m, _)| *m as u64).sum(),
+            eal::tsc_hz() / 1000,
+        );
         for (i, s) in cfg.sockets.iter().enumerate() {
             // A SIGINT during setup: stop creating sockets, run on to the summary.
             if signals::stop_requested() {
@@ -625,6 +646,7 @@ impl Engine {
             stats_format: opts.stats_format,
             histograms: opts.histograms,
             pool_samples: Vec::new(),
+            pool_marks,
             main_drain: std::cell::RefCell::new(consumer::Drain::new(&shared, None)),
             eal: None,
             instance: None,
@@ -691,8 +713,13 @@ impl Engine {
         let ms_ticks = (hz / 1000).max(1);
         let interval_ticks = self.cfg.engine.stats_interval_ms.max(1).saturating_mul(ms_ticks);
         let idle_ticks = self.cfg.engine.stop_when_idle_ms.saturating_mul(hz) / 1000;
-        // Out of its cell for the loop (SIGHUP handling borrows self).
-        let mut drain = std::mem::replace(self.main_drain.get_mut(), consumer::Drain::new(&shared, None));
+        // Out of its cell for the loop (SIGHUP handling borrows self). The
+        // placeholder left in the cell holds no registry: one that did would
+        // keep the sockets of that moment, and their rings (memzones), alive
+        // until the loop ends, however many reloads retired them.
+        let mut placeholder = consumer::Drain::new(&shared, None);
+        placeholder.release();
+        let mut drain = std::mem::replace(self.main_drain.get_mut(), placeholder);
         // Duration counts from `started` (set when the lcores were launched).
         let start_tsc = eal::rdtsc();
         let left = duration.map(|d| (d - self.started.elapsed().as_secs_f64()).max(0.0));
@@ -709,6 +736,9 @@ impl Engine {
         let mut last_drops = 0u64;
         let mut last_nstat: Option<crate::nstat::Counters> = None;
         let mut polls = 0u32;
+        // The RX pools' free counts, once per millisecond at most (TSC).
+        let mut sampler = crate::starvation::Sampler::new(start_tsc);
+        let mut next_sample = start_tsc;
         loop {
             // The poll re-reads the registry when it changed: sockets added
             // on SIGHUP are drained too.
@@ -749,6 +779,10 @@ impl Engine {
                 shared.table.collect_garbage();
                 next_gc = now + hz;
             }
+            if now >= next_sample {
+                next_sample = now + ms_ticks;
+                self.sample_pools(&mut sampler, now);
+            }
             if now >= next_print {
                 let secs = now.saturating_sub(last_print) as f64 / hz as f64;
                 last_print = now;
@@ -767,20 +801,30 @@ impl Engine {
                     socks.iter().map(|e| e.sock.stats().drops_total() + e.sock.floor.ring_full()).sum::<u64>()
                         + removed.iter().map(|s| s.drops.values().sum::<u64>()).sum::<u64>();
                 drop(removed);
+                // A fresh sample for the line, then the warning if the pool
+                // was below its mark at any sample of the interval.
+                self.sample_pools(&mut sampler, now);
+                if let Some(w) = sampler.check(&shared.pool_watch, &shared) {
+                    log::warn!("{w}");
+                }
+                let pw = &shared.pool_watch;
                 if self.stats_format == crate::nstat::StatsFormat::Nstat {
                     let now = crate::nstat::counters(&snapshot(&shared, self.started.elapsed().as_secs_f64()));
                     print!("{}", crate::nstat::render(&now, last_nstat.as_ref(), secs));
                     last_nstat = Some(now);
                 } else {
                     log::info!(
-                        "rx {} pps {} bit/s | delivered {}/s drops {}/s | total rx {} delivered {} drops {}",
+                        "rx {} pps {} bit/s | delivered {}/s drops {}/s | total rx {} delivered {} drops {} | pool free {}/{} low-water {}",
                         stats::human(stats::rate(pkts, last_pkts, secs)),
                         stats::human(stats::rate(bytes, last_bytes, secs) * 8.0),
                         stats::human(stats::rate(delivered, last_delivered, secs)),
                         stats::human(stats::rate(drops, last_drops, secs)),
                         pkts,
                         delivered,
-                        drops
+                        drops,
+                        pw.free.get(),
+                        pw.size.get(),
+                        pw.low_water.get()
                     );
                 }
                 last_pkts = pkts;
@@ -791,6 +835,21 @@ impl Engine {
             }
         }
         *self.main_drain.get_mut() = drain;
+    }
+
+    /// One starvation sample (main lcore): the RX pools' free counts
+    /// against their marks, and the RX lcores' poll counters.
+    fn sample_pools(&self, sampler: &mut crate::starvation::Sampler, now: u64) {
+        let mut free = 0u64;
+        let mut low = false;
+        for ((_, mp), (mark, pollers)) in self.pools.iter().zip(&self.pool_marks) {
+            // What RX can still allocate: not what sits in consumers' caches.
+            let a = mp.avail_to(pollers);
+            free += a as u64;
+            low |= a < *mark;
+        }
+        let polls: u64 = self.shared.rx.iter().map(|l| l.lstats.polls.get()).sum();
+        sampler.sample(&self.shared.pool_watch, now, free, low, polls);
     }
 
     /// Stop RX, drain every stage, let consumers finish, check the books.

@@ -55,6 +55,8 @@ pub mod small_cache;
 #[cfg(not(loom))]
 pub mod socket;
 #[cfg(not(loom))]
+pub mod starvation;
+#[cfg(not(loom))]
 pub mod summary;
 #[cfg(not(loom))]
 pub mod check;

@@ -61,6 +61,21 @@ pub fn counters(s: &Summary) -> Counters {
     out.push(("UdpDemuxLookups".into(), s.lookups));
     out.push(("UdpDemuxControl".into(), s.control));
     out.push(("UdpDemuxHotPathAllocations".into(), s.hot_path_allocations));
+    let p = &s.rx_pool;
+    for (name, v) in [
+        ("UdpDemuxPoolSize", p.size),
+        ("UdpDemuxPoolFree", p.free),
+        ("UdpDemuxPoolLowWater", p.low_water),
+        ("UdpDemuxPoolMinFree", p.min_free),
+        ("UdpDemuxPoolLowPolls", p.low_polls),
+        ("UdpDemuxPoolLowMs", p.low_ms),
+        ("UdpDemuxPoolLowEpisodes", p.episodes),
+        ("UdpDemuxPoolWarnings", p.warnings),
+        ("UdpDemuxMemzones", s.memzones),
+        ("UdpDemuxHeapAllocBytes", s.heap_alloc_bytes),
+    ] {
+        out.push((name.into(), v));
+    }
     for (fam, m) in &s.reasons {
         for (r, v) in m {
             out.push((format!("UdpDemuxParse{}{}", camel(fam), camel(r)), *v));

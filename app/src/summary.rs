@@ -48,6 +48,15 @@ pub struct Summary {
     /// Free mbufs in the RX pools (summed), sampled once per stats interval:
     /// the NIC pool's level over time (issue 5).
     pub pool_avail_samples: Vec<u32>,
+    /// The RX pools' starvation watch: free count, low-water mark, time,
+    /// RX polls and episodes below it, warnings logged (issue 14).
+    pub rx_pool: crate::starvation::PoolWatchSummary,
+    /// Memzones reserved in the process (every ring and pool is one), when
+    /// the summary was taken: a reload must leave this where it was.
+    pub memzones: u64,
+    /// The DPDK malloc heap: bytes and elements allocated (memzones included).
+    pub heap_alloc_bytes: u64,
+    pub heap_alloc_count: u64,
     pub books_balanced: bool,
     pub problems: Vec<String>,
 }
@@ -407,6 +416,7 @@ fn summarize_inner(
             // Every stage and ring is empty (checked above by drain_closed / free_ring).
         }
     }
+    let heap = dpdk_sys::memory::heap_stats().unwrap_or_default();
     Summary {
         seconds,
         strategy: shared.strategy.as_str().to_string(),
@@ -436,6 +446,10 @@ fn summarize_inner(
         pools: Vec::new(),
         peak_rss_kb: 0,
         pool_avail_samples: Vec::new(),
+        rx_pool: shared.pool_watch.summary(),
+        memzones: dpdk_sys::memory::memzone_count().unwrap_or(0),
+        heap_alloc_bytes: heap.alloc_bytes,
+        heap_alloc_count: heap.alloc_count,
         books_balanced: problems.is_empty(),
         problems,
     }
@@ -507,6 +521,12 @@ pub(crate) fn print_summary(s: &Summary) {
             p.name, p.driver, p.ipackets, p.imissed, p.ierrors, p.rx_nombuf
         );
     }
+    let p = &s.rx_pool;
+    println!(
+        "  rx pool: free {} of {} (low-water {}, lowest {}): below low-water for {} ms, {} RX polls, {} episode(s); {} warning(s)",
+        p.free, p.size, p.low_water, p.min_free, p.low_ms, p.low_polls, p.episodes, p.warnings
+    );
+    println!("  dpdk memory: {} memzones, heap {} B in {} elements", s.memzones, s.heap_alloc_bytes, s.heap_alloc_count);
     let c = &s.small_cache;
     if c.enabled {
         println!("  small cache: condensed {} busy {} too big {} bytes saved {}", c.condensed, c.busy, c.too_big, c.bytes_saved);

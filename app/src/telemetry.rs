@@ -3,8 +3,9 @@
 //!
 //! | command | params | reply |
 //! |---|---|---|
-//! | `/udpdemux/stats` | - | kernel-named UDP MIB, totals, parse drops (`parse_FAM_REASON`), per node drops (`node_N_REASON`), per RX lcore and consumer lcore loop counters |
+//! | `/udpdemux/stats` | - | kernel-named UDP MIB, totals, RX pool watch (`pool_free`, `pool_low_water`, `pool_low_ms` ...), `memzones` and `heap_alloc_*`, parse drops (`parse_FAM_REASON`), per node drops (`node_N_REASON`), per RX lcore and consumer lcore loop counters |
 //! | `/udpdemux/sockets` | socket name (optional) | per socket: offered, delivered, consumed, drops by reason, rmem and its high-water mark, condensed ... |
+//! | `/udpdemux/memory` | - | `memzones`, `heap_alloc_bytes`, `heap_alloc_count`, then each memzone's name and length in bytes (leak hunting) |
 //! | `/udpdemux/latency` | socket name (optional) | log2 µs histograms: all sockets' RX-to-consumer buckets, or one socket's stage and consumer buckets with p50/p99 |
 //!
 //! Every reply is built from [`engine::snapshot`], the code path of the
@@ -46,11 +47,12 @@ const fn cstr(b: &'static [u8]) -> &'static CStr {
 pub const CMD_STATS: &CStr = cstr(b"/udpdemux/stats\0");
 pub const CMD_SOCKETS: &CStr = cstr(b"/udpdemux/sockets\0");
 pub const CMD_LATENCY: &CStr = cstr(b"/udpdemux/latency\0");
+pub const CMD_MEMORY: &CStr = cstr(b"/udpdemux/memory\0");
 
 /// Register the commands (once per process) and publish `shared` to them.
 pub fn start(shared: &Arc<Shared>) {
     REGISTER.call_once(|| {
-        let cmds: [(&CStr, tel::Callback, &CStr); 3] = [
+        let cmds: [(&CStr, tel::Callback, &CStr); 4] = [
             (
                 CMD_STATS,
                 cb_stats,
@@ -65,6 +67,11 @@ pub fn start(shared: &Arc<Shared>) {
                 CMD_LATENCY,
                 cb_latency,
                 cstr(b"Latency log2 us histograms. Param: socket\0"),
+            ),
+            (
+                CMD_MEMORY,
+                cb_memory,
+                cstr(b"DPDK memzones (name: bytes) and heap. No parameters\0"),
             ),
         ];
         for (cmd, cb, help) in cmds {
@@ -148,6 +155,28 @@ unsafe extern "C" fn cb_latency(
     reply(d, params, build_latency)
 }
 
+unsafe extern "C" fn cb_memory(
+    _cmd: *const c_char,
+    params: *const c_char,
+    d: *mut ffi::rte_tel_data,
+) -> c_int {
+    reply(d, params, build_memory)
+}
+
+/// `/udpdemux/memory`: the memzone count, the heap, then every memzone by
+/// name with its length (as many as a dict holds), so a leak names itself.
+fn build_memory(s: &Summary, _p: &str, t: &mut TelData) -> dpdk_sys::Result<bool> {
+    t.start_dict()?;
+    t.add_u64("memzones", s.memzones)?;
+    t.add_u64("heap_alloc_bytes", s.heap_alloc_bytes)?;
+    t.add_u64("heap_alloc_count", s.heap_alloc_count)?;
+    let zones = dpdk_sys::memory::memzones().unwrap_or_default();
+    for (name, len) in zones.into_iter().take(tel::MAX_DICT_ENTRIES - 3) {
+        t.add_u64(&name, len)?;
+    }
+    Ok(true)
+}
+
 /// Every u64 of `/udpdemux/stats`, flat (DPDK 22.11 nests containers one level
 /// only, and a flat dict is what `jq` users want). Shared with tests.
 pub fn stats_entries(s: &Summary) -> Vec<(String, u64)> {
@@ -157,6 +186,23 @@ pub fn stats_entries(s: &Summary) -> Vec<(String, u64)> {
     v.push(("lookups".into(), s.lookups));
     v.push(("control".into(), s.control));
     v.push(("hot_path_allocations".into(), s.hot_path_allocations));
+    let p = &s.rx_pool;
+    for (name, x) in [
+        ("pool_size", p.size),
+        ("pool_free", p.free),
+        ("pool_low_water", p.low_water),
+        ("pool_min_free", p.min_free),
+        ("pool_low_samples", p.low_samples),
+        ("pool_low_polls", p.low_polls),
+        ("pool_low_ms", p.low_ms),
+        ("pool_low_episodes", p.episodes),
+        ("pool_warnings", p.warnings),
+        ("memzones", s.memzones),
+        ("heap_alloc_bytes", s.heap_alloc_bytes),
+        ("heap_alloc_count", s.heap_alloc_count),
+    ] {
+        v.push((name.into(), x));
+    }
     v.push((
         "sockets".into(),
         s.sockets.iter().filter(|k| !k.removed).count() as u64,

@@ -20,7 +20,6 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use udpdemux::accounting::DropReason;
 use udpdemux::delivery::testkit::{HeapPacket, ShrinkTo, VecSink};
@@ -28,16 +27,17 @@ use udpdemux::delivery::{RxSocket, SocketConfig, Strategy};
 
 struct Counting;
 
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
 thread_local! {
-    // const-initialised: reading it never allocates.
+    // const-initialised: reading them never allocates. The count is per
+    // thread too: with one global counter, a test armed on another thread
+    // (`the_counter_can_fail`'s Box) was counted against this one.
     static ARMED: Cell<bool> = const { Cell::new(false) };
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
 }
 
 fn note() {
     if ARMED.with(Cell::get) {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        ALLOCS.with(|n| n.set(n.get() + 1));
     }
 }
 
@@ -68,11 +68,11 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 fn armed<R>(f: impl FnOnce() -> R) -> (R, u64) {
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = ALLOCS.with(Cell::get);
     ARMED.with(|a| a.set(true));
     let r = f();
     ARMED.with(|a| a.set(false));
-    (r, ALLOCS.load(Ordering::Relaxed) - before)
+    (r, ALLOCS.with(Cell::get) - before)
 }
 
 /// The consumer: takes everything out of the sink, marks it, releases it.

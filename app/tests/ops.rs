@@ -315,6 +315,19 @@ fn nstat_format_prints_kernel_names_with_rates() {
         u(&j["udp"]["Udp6InDatagrams"])
     );
     assert!(f[2].parse::<f64>().unwrap() > 0.0, "a rate: {line}");
+    // The RX pool watch and the DPDK memory counters, as in the JSON.
+    let value = |name: &str| -> u64 {
+        final_block
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} not in {final_block}"))
+    };
+    assert_eq!(value("UdpDemuxPoolSize"), u(&j["rx_pool"]["size"]));
+    assert_eq!(value("UdpDemuxPoolLowWater"), u(&j["rx_pool"]["low_water"]));
+    assert_eq!(value("UdpDemuxMemzones"), u(&j["memzones"]));
+    assert!(u(&j["rx_pool"]["samples"]) > 0, "{}", j["rx_pool"]);
     assert!(
         text.contains("@consumer_us[dns4]:"),
         "histograms printed: {text}"

@@ -6,6 +6,13 @@ use crate::error::{DpdkError, Result};
 use crate::ffi;
 
 static INITIALISED: AtomicBool = AtomicBool::new(false);
+/// Between a successful `rte_eal_init` and `rte_eal_cleanup`.
+static UP: AtomicBool = AtomicBool::new(false);
+
+/// Whether the EAL is initialised and not yet cleaned up.
+pub fn is_up() -> bool {
+    UP.load(Ordering::SeqCst)
+}
 
 /// The DPDK Environment Abstraction Layer. It can be initialised once per
 /// process (a DPDK rule, not ours); `Drop` runs `rte_eal_cleanup`.
@@ -34,6 +41,7 @@ impl Eal {
         if ret < 0 {
             return Err(DpdkError::from_errno("rte_eal_init"));
         }
+        UP.store(true, Ordering::SeqCst);
         Ok(Eal { _not_send: std::marker::PhantomData })
     }
 
@@ -44,6 +52,7 @@ impl Eal {
 
 impl Drop for Eal {
     fn drop(&mut self) {
+        UP.store(false, Ordering::SeqCst);
         // SAFETY: the EAL was initialised by `init` and every lcore was joined by
         // the owner before dropping (launch handles borrow nothing from Eal but
         // the engine joins them first).

@@ -10,6 +10,7 @@ pub mod eal;
 pub mod error;
 pub mod lcore;
 pub mod mbuf;
+pub mod memory;
 pub mod mempool;
 pub mod port;
 pub mod ring;

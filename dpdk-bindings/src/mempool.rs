@@ -42,6 +42,34 @@ impl Mempool {
         unsafe { ffi::rte_mempool_avail_count(self.raw.as_ptr()) }
     }
 
+    /// Mbufs sitting in `lcore`'s per-lcore cache of this pool.
+    pub fn cached(&self, lcore: u32) -> u32 {
+        if lcore >= ffi::RTE_MAX_LCORE {
+            return 0;
+        }
+        let mp = self.raw.as_ptr();
+        // SAFETY: raw is a live pool; `local_cache` is NULL without a cache,
+        // else an array of RTE_MAX_LCORE caches that lives as long as the
+        // pool, and lcore < RTE_MAX_LCORE. The owning lcore may be changing
+        // `len` meanwhile: a volatile read of an aligned u32 gives an old or
+        // new value, as `rte_mempool_avail_count`'s own racy sum does.
+        unsafe {
+            if (*mp).cache_size == 0 || (*mp).local_cache.is_null() {
+                return 0;
+            }
+            std::ptr::read_volatile(std::ptr::addr_of!((*(*mp).local_cache.add(lcore as usize)).len))
+        }
+    }
+
+    /// Free mbufs that the lcores in `lcores` can take: the pool's common
+    /// store plus their own caches. `avail` also counts other lcores'
+    /// caches, which those lcores alone can allocate from: a pool whose
+    /// free mbufs all sit in a consumer's cache is empty for RX.
+    pub fn avail_to(&self, lcores: &[u32]) -> u32 {
+        let others: u32 = (0..ffi::RTE_MAX_LCORE).filter(|l| !lcores.contains(l)).map(|l| self.cached(l)).sum();
+        self.avail().saturating_sub(others)
+    }
+
     pub fn in_use(&self) -> u32 {
         // SAFETY: raw is a live pool.
         unsafe { ffi::rte_mempool_in_use_count(self.raw.as_ptr()) }

@@ -5,7 +5,7 @@ use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use dpdk_sys::{eal, lcore, mbuf, port, ring, DpdkError, Eal, Mempool, Port, PortConf, Ring};
+use dpdk_sys::{eal, lcore, mbuf, memory, port, ring, DpdkError, Eal, Mempool, Port, PortConf, Ring};
 
 #[test]
 fn wrappers_against_real_eal() {
@@ -58,6 +58,16 @@ fn wrappers_against_real_eal() {
     unsafe { mbuf::free_bulk(&mut raw) };
     assert_eq!(mp.in_use(), 0);
     assert!(Mempool::new("test_pool", 1023, 32, 64, 2176, 0).is_err(), "duplicate name is an error");
+    // Per-lcore caches: an mbuf freed on the main lcore stays in its cache;
+    // `avail` counts it, `avail_to` leaves it out for the other lcores.
+    let main = lcore::main_lcore();
+    drop(mp.alloc().expect("mbuf"));
+    let cached = mp.cached(main);
+    assert!(cached >= 1, "the main lcore's cache holds the freed mbuf");
+    assert_eq!(mp.cached(1), 0);
+    assert_eq!(mp.cached(u32::MAX), 0);
+    assert_eq!(mp.avail_to(&[main]), mp.avail());
+    assert_eq!(mp.avail_to(&[1]), mp.avail() - cached);
 
     // ring round trip
     let r = Ring::create("test_ring", 64, 0, ring::SP_ENQ | ring::SC_DEQ).unwrap();
@@ -78,6 +88,19 @@ fn wrappers_against_real_eal() {
     let mut drain = [std::ptr::null_mut(); 64];
     assert_eq!(r.dequeue_burst(&mut drain), 63);
     drop(r);
+
+    // Memzones and the heap: a ring is one memzone, given back on drop.
+    let (mz0, heap0) = (memory::memzone_count().unwrap(), memory::heap_stats().unwrap());
+    assert!(mz0 >= 2 && heap0.alloc_bytes > 0, "the pool's memzones: {mz0} {heap0:?}");
+    let r2 = Ring::create("test_ring_mz", 1024, 0, 0).unwrap();
+    assert_eq!(memory::memzone_count(), Some(mz0 + 1));
+    assert!(memory::heap_stats().unwrap().alloc_bytes > heap0.alloc_bytes);
+    let zones = memory::memzones().unwrap();
+    assert_eq!(zones.len() as u64, mz0 + 1);
+    assert!(zones.iter().any(|(n, len)| n == "RG_test_ring_mz" && *len >= 1024 * 8), "{zones:?}");
+    drop(r2);
+    assert_eq!(memory::memzone_count(), Some(mz0));
+    assert_eq!(memory::heap_stats().unwrap(), heap0, "the heap is back where it was");
 
     // ports: net_null receives, net_ring loops TX back to RX
     assert_eq!(port::count(), 2);
@@ -116,4 +139,6 @@ fn wrappers_against_real_eal() {
     assert_eq!(mp.in_use(), 0, "every mbuf came back");
     drop(mp);
     drop(eal);
+    assert_eq!(memory::memzone_count(), None, "no walk once the EAL is gone");
+    assert_eq!(memory::heap_stats(), None);
 }
