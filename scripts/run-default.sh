@@ -5,6 +5,7 @@
 # prints stats and the per-socket books, and stops when the replay is done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/as-root.sh
 bash scripts/setup.sh
 echo "=== cargo build --release"
 cargo build --release -p udpdemux

@@ -4,6 +4,7 @@
 # model check of the stage protocol, and a bounded fuzz run of the parser.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/as-root.sh
 step() { echo; echo "=== $* ($(date +%T))"; }
 # Every step runs under `timeout` (generous limits, minutes, overridable), so
 # a hung test fails the run with a message instead of holding CI until its
