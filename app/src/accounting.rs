@@ -255,6 +255,7 @@ mod tests {
         assert!(!d.is_empty());
         assert!(d.node(2).is_some());
         assert!(d.node(3).is_none());
+        assert!(DropCounters::new(0).is_empty());
     }
 
     #[test]
