@@ -349,6 +349,7 @@ mod tests {
             b.push(v[0]);
             b.push(v[1]);
         }
+        assert!(!b.is_empty());
         assert_eq!(
             b.push_onto(&s),
             Some(true),
