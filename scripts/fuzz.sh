@@ -7,6 +7,8 @@
 #                                  FUZZ_LONG_MAX_SECS per target, default 3600),
 #                                  then a Markdown table of executions, exec/s
 #                                  and crashes from libFuzzer's final stats
+#                                  (a fuzzer stopped with SIGINT is reported
+#                                  as interrupted, with its figures so far)
 #
 # FUZZ_TARGETS="parse demux" picks targets. cargo-fuzz needs nightly flags;
 # RUSTC_BOOTSTRAP=1 lets the stable toolchain accept them (the only toolchain
@@ -57,12 +59,17 @@ for t in $TARGETS; do
   artifact=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -n 1)
   if [ "$rc" = 0 ]; then
     crashes=none
+  elif grep -q "run interrupted" "$log" && [ -z "$artifact" ]; then
+    # SIGINT to the fuzzer (e.g. a deadline): libFuzzer still prints its stats.
+    crashes="none (interrupted before $RUNS)"
   else
     crashes="1 (exit $rc${artifact:+, $artifact}; see $log)"
     failed=1
   fi
   [ -n "$execs" ] || execs="?"
   [ -n "$rate" ] || rate="?"
+  # An interrupted run prints no "Done" line: its seconds from the rate.
+  if [ -z "$secs" ] && [ "$execs" != "?" ] && [ "$rate" != "?" ] && [ "$rate" != 0 ]; then secs=$((execs / rate)); fi
   [ -n "$secs" ] || secs="?"
   echo "fuzz --long: $t: $execs executions in ${secs}s, $rate exec/s, crashes: $crashes"
   rows+=("| \`$t\` | $execs | $secs | $rate | $crashes |")
