@@ -234,6 +234,30 @@ impl DropCounters {
 mod tests {
     use super::*;
 
+    /// The names are part of the output formats (JSON, nstat, telemetry):
+    /// each reason has its own, fixed, and they line up with `index`.
+    #[test]
+    fn drop_reason_names_are_fixed_and_distinct() {
+        let names: Vec<&str> = DropReason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(
+            names,
+            ["rcvbuf_full", "rcvbuf_full_at_drain", "ring_full", "closed"]
+        );
+        for (i, r) in DropReason::ALL.iter().enumerate() {
+            assert_eq!(r.index(), i);
+        }
+    }
+
+    #[test]
+    fn drop_counters_have_one_line_per_node() {
+        let d = DropCounters::new(3);
+        assert_eq!(d.len(), 3);
+        assert!(!d.is_empty());
+        assert!(d.node(2).is_some());
+        assert!(d.node(3).is_none());
+        assert!(DropCounters::new(0).is_empty());
+    }
+
     #[test]
     fn admission_matches_kernel() {
         // Fits exactly.

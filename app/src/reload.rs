@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use crate::config::{Config, Handler, SocketConf};
 use crate::engine::{self, Engine, Prepared, Shared, SocketEntry};
+use crate::flow_table::{Binding, Editor, FlowError, SocketHandle};
 use crate::handlers;
 
 /// What a successful reload did.
@@ -131,6 +132,112 @@ pub fn classify(live: &SocketConf, new: &SocketConf) -> Change {
     }
 }
 
+/// What a reload does to one socket of the new set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The live socket `live[i]`, unchanged.
+    Keep(usize),
+    /// The live socket `live[i]`, changed in place: same id, binding and ring.
+    InPlace(usize),
+    /// A new socket takes over from `live[i]`: it is bound in the same
+    /// flow-table switch that unbinds `live[i]`.
+    Replace(usize),
+    /// A new socket.
+    Add,
+}
+
+/// The pure part of a reload's decision (no EAL, no files, no rings): how
+/// each socket of the new set relates to the live set, which live sockets
+/// go, and which sockets are refused by name before anything is prepared.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// `(index in new, step)` for every socket of the new set not refused
+    /// in `rejected`, in the new set's order.
+    pub steps: Vec<(usize, Step)>,
+    /// Indexes into the live set of the sockets that are not in the new set
+    /// (the engine's `filler` stays when `keep_filler`).
+    pub removed: Vec<usize>,
+    /// One message per socket refused by name; any refusal rejects the reload.
+    pub rejected: Vec<String>,
+}
+
+impl Plan {
+    /// Live sockets whose binding goes in the switch: the removed ones, then
+    /// the replaced ones (indexes into the live set).
+    pub fn unbinds(&self) -> impl Iterator<Item = usize> + '_ {
+        self.removed
+            .iter()
+            .copied()
+            .chain(self.steps.iter().filter_map(|&(_, s)| match s {
+                Step::Replace(l) => Some(l),
+                _ => None,
+            }))
+    }
+
+    /// Sockets of the new set that get a new binding (and a new id): the
+    /// added and the replacing ones, in the new set's order.
+    pub fn binds(&self) -> impl Iterator<Item = usize> + '_ {
+        self.steps.iter().filter_map(|&(n, s)| match s {
+            Step::Replace(_) | Step::Add => Some(n),
+            _ => None,
+        })
+    }
+}
+
+/// Classify every socket of `new` against `live` (the live sockets' current
+/// settings, by name). `keep_filler`: the engine's own `filler` socket is
+/// not in the config, stays, and its name cannot be taken. A name listed
+/// twice in `new` (the config check refuses that) is refused here too.
+pub fn plan(live: &[SocketConf], new: &[SocketConf], keep_filler: bool) -> Plan {
+    let mut out = Plan::default();
+    for (n, conf) in new.iter().enumerate() {
+        if keep_filler && conf.name == "filler" {
+            out.rejected
+                .push("socket \"filler\": the name is taken by engine.filler_sockets".into());
+            continue;
+        }
+        if new[..n].iter().any(|c| c.name == conf.name) {
+            out.rejected
+                .push(format!("socket {:?} is listed twice", conf.name));
+            continue;
+        }
+        let step = match live.iter().position(|l| l.name == conf.name) {
+            Some(l) => match classify(&live[l], conf) {
+                Change::Same => Step::Keep(l),
+                Change::InPlace => Step::InPlace(l),
+                Change::Replace => Step::Replace(l),
+            },
+            None => Step::Add,
+        };
+        out.steps.push((n, step));
+    }
+    out.removed = live
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !new.iter().any(|c| c.name == l.name))
+        .filter(|(_, l)| !(keep_filler && l.name == "filler"))
+        .map(|(i, _)| i)
+        .collect();
+    out
+}
+
+/// The flow-table half of a reload, checked as a whole inside one edit:
+/// unbind `unbind`, then bind each of `bind` in order (removals first, so a
+/// freed address can be taken by another socket in the same reload).
+/// Returns, per binding, its handle or why it was refused; `Err` only if an
+/// unbind fails (a handle that is not in the table). The caller publishes
+/// the edit only if every binding got a handle.
+pub fn rebind<V: Clone>(
+    ed: &mut Editor<'_, V>,
+    unbind: impl IntoIterator<Item = SocketHandle>,
+    bind: impl IntoIterator<Item = (Binding, V)>,
+) -> Result<Vec<Result<SocketHandle, FlowError>>, FlowError> {
+    for h in unbind {
+        ed.remove(h)?;
+    }
+    Ok(bind.into_iter().map(|(b, v)| ed.insert(b, v)).collect())
+}
+
 /// A new socket waiting for the switch, and the live one it replaces.
 struct Incoming {
     prepared: Prepared,
@@ -167,29 +274,21 @@ pub fn apply(
     keep_filler: bool,
 ) -> Result<Outcome, Vec<String>> {
     let live = shared.sockets.load_full();
-    let mut rejected: Vec<String> = Vec::new();
+    let live_confs: Vec<SocketConf> = live.iter().map(|e| e.sock.current_conf()).collect();
+    let plan = plan(&live_confs, new, keep_filler);
+    let mut rejected: Vec<String> = plan.rejected.clone();
     let mut created = Created::default();
     let mut incoming: Vec<Incoming> = Vec::new();
     let mut in_place: Vec<(SocketEntry, SocketConf, Option<handlers::State>)> = Vec::new();
     let mut out = Outcome::default();
 
     // 1. Prepare: rings, handler files; nothing visible yet.
-    for conf in new {
-        if keep_filler && conf.name == "filler" {
-            rejected.push("socket \"filler\": the name is taken by engine.filler_sockets".into());
-            continue;
-        }
-        let old = live.iter().find(|e| e.sock.name() == conf.name);
-        let (change, cur) = match old {
-            Some(e) => {
-                let cur = e.sock.current_conf();
-                (classify(&cur, conf), Some(cur))
-            }
-            None => (Change::Replace, None),
-        };
-        match (change, old, cur) {
-            (Change::Same, _, _) => {}
-            (Change::InPlace, Some(e), Some(cur)) => {
+    for &(n, step) in &plan.steps {
+        let conf = &new[n];
+        match step {
+            Step::Keep(_) => {}
+            Step::InPlace(l) => {
+                let cur = &live_confs[l];
                 let state = if conf.pcap_file != cur.pcap_file {
                     created.note(conf);
                     match handlers::State::for_conf(conf) {
@@ -202,12 +301,16 @@ pub fn apply(
                 } else {
                     None
                 };
-                in_place.push((e.clone(), conf.clone(), state));
+                in_place.push((live[l].clone(), conf.clone(), state));
             }
-            (_, old, cur) => {
+            Step::Replace(_) | Step::Add => {
+                let old = match step {
+                    Step::Replace(l) => Some((&live[l], &live_confs[l])),
+                    _ => None,
+                };
                 // A pcap socket replaced for another reason keeps its writer.
-                let share = match (old, cur) {
-                    (Some(e), Some(cur))
+                let share = match old {
+                    Some((e, cur))
                         if cur.handler == Handler::Pcap
                             && conf.handler == Handler::Pcap
                             && cur.pcap_file == conf.pcap_file =>
@@ -222,36 +325,33 @@ pub fn apply(
                 match engine::prepare_socket(shared, conf.clone(), share) {
                     Ok(p) => incoming.push(Incoming {
                         prepared: p,
-                        replaces: old.cloned(),
+                        replaces: old.map(|(e, _)| e.clone()),
                     }),
                     Err(err) => rejected.push(err),
                 }
             }
         }
     }
-    let removed: Vec<SocketEntry> = live
-        .iter()
-        .filter(|e| !new.iter().any(|c| c.name == e.sock.name()))
-        .filter(|e| !(keep_filler && e.sock.name() == "filler"))
-        .cloned()
-        .collect();
+    let removed: Vec<SocketEntry> = plan.removed.iter().map(|&l| live[l].clone()).collect();
 
     // 2. Bind: one flow-table edit, checked as a whole (also when a socket
     // was already rejected above, so the error names every one) and
     // published only if nothing was rejected.
-    let mut names: Vec<(u64, String)> = Vec::new();
     let mut refusals: Vec<String> = Vec::new();
     let res = shared.table.update_or_discard(|ed| {
-        for e in removed
+        let unbind = removed
             .iter()
             .chain(incoming.iter().filter_map(|i| i.replaces.as_ref()))
-        {
-            ed.remove(e.handle)?;
-        }
+            .map(|e| e.handle);
+        let bind = incoming
+            .iter()
+            .map(|i| (i.prepared.sock.binding(), Arc::clone(&i.prepared.sock)));
+        let results = rebind(ed, unbind, bind)?;
+        let mut names: Vec<(u64, String)> = Vec::new();
         let mut handles = Vec::with_capacity(incoming.len());
-        for i in &incoming {
+        for (i, r) in incoming.iter().zip(results) {
             let s = &i.prepared.sock;
-            match ed.insert(s.binding(), Arc::clone(s)) {
+            match r {
                 Ok(h) => {
                     names.push((h.id(), s.name().to_string()));
                     handles.push(h);
@@ -337,6 +437,104 @@ mod tests {
 
     fn conf(extra: &str) -> SocketConf {
         toml::from_str(&format!("name = \"a\"\nlocal = \"198.18.0.1:53\"\n{extra}")).unwrap()
+    }
+
+    fn named(name: &str, extra: &str) -> SocketConf {
+        let local = if extra.contains("local") {
+            ""
+        } else {
+            "local = \"198.18.0.1:53\"\n"
+        };
+        toml::from_str(&format!("name = \"{name}\"\n{local}{extra}")).unwrap()
+    }
+
+    #[test]
+    fn plan_classifies_each_socket_and_lists_the_removed() {
+        let live = vec![
+            named("keep", "local = \"198.18.0.1:1\""),
+            named("tune", "local = \"198.18.0.1:2\""),
+            named("move", "local = \"198.18.0.1:3\""),
+            named("gone", "local = \"198.18.0.1:4\""),
+            named("filler", "local = \"198.18.0.1:5\""),
+        ];
+        let new = vec![
+            named("new", "local = \"198.18.0.1:6\""),
+            named("move", "local = \"198.18.0.1:7\""),
+            named("tune", "local = \"198.18.0.1:2\"\nrcvbuf = 65536"),
+            named("keep", "local = \"198.18.0.1:1\""),
+        ];
+        let p = plan(&live, &new, true);
+        assert_eq!(
+            p.steps,
+            vec![
+                (0, Step::Add),
+                (1, Step::Replace(2)),
+                (2, Step::InPlace(1)),
+                (3, Step::Keep(0))
+            ]
+        );
+        assert_eq!(p.removed, vec![3], "filler stays with keep_filler");
+        assert!(p.rejected.is_empty());
+        assert_eq!(p.unbinds().collect::<Vec<_>>(), vec![3, 2]);
+        assert_eq!(p.binds().collect::<Vec<_>>(), vec![0, 1]);
+        // Without filler sockets, "filler" is an ordinary name.
+        assert_eq!(plan(&live, &new, false).removed, vec![3, 4]);
+    }
+
+    #[test]
+    fn plan_refuses_the_filler_name_and_a_name_listed_twice() {
+        let live = vec![named("a", "")];
+        let new = vec![
+            named("filler", "local = \"198.18.0.1:9\""),
+            named("a", ""),
+            named("a", "local = \"198.18.0.1:8\""),
+        ];
+        let p = plan(&live, &new, true);
+        assert_eq!(p.steps, vec![(1, Step::Keep(0))]);
+        assert_eq!(p.rejected.len(), 2, "{:?}", p.rejected);
+        assert!(p.rejected[0].contains("filler_sockets"));
+        assert!(p.rejected[1].contains("listed twice"));
+        let p = plan(&live, &new[..1], false);
+        assert_eq!(p.steps, vec![(0, Step::Add)]);
+        assert_eq!(p.removed, vec![0]);
+    }
+
+    #[test]
+    fn rebind_frees_addresses_before_binding_and_reports_each_refusal() {
+        use crate::flow_table::FlowTable;
+        let a = |s: &str| s.parse::<std::net::SocketAddr>().unwrap();
+        let t: FlowTable<u32> = FlowTable::new();
+        let h1 = t.insert(Binding::bound(a("198.18.0.1:53")), 1).unwrap();
+        t.insert(Binding::bound(a("198.18.0.1:54")), 2).unwrap();
+        // Socket 3 takes 1's address in the same edit that unbinds 1; 4 collides with 2.
+        let res = t
+            .update_or_discard(|ed| {
+                let r = rebind(
+                    ed,
+                    [h1],
+                    [
+                        (Binding::bound(a("198.18.0.1:53")), 3),
+                        (Binding::bound(a("198.18.0.1:54")), 4),
+                    ],
+                )?;
+                assert!(r[0].is_ok());
+                assert!(matches!(r[1], Err(FlowError::AddrInUse { .. })));
+                Ok(None::<()>)
+            })
+            .unwrap();
+        assert_eq!(res, None);
+        // Discarded: the table is as it was.
+        let snap = t.snapshot();
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        assert_eq!(
+            snap.lookup(ip("198.18.0.9"), 1, ip("198.18.0.1"), 53),
+            Some(&1)
+        );
+        // A stale handle fails the whole edit.
+        t.remove(h1).unwrap();
+        assert!(t
+            .update_or_discard(|ed| rebind(ed, [h1], []).map(Some))
+            .is_err());
     }
 
     #[test]

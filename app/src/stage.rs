@@ -315,12 +315,18 @@ mod tests {
         assert_eq!(elected, [true, false, false, false]);
         assert_eq!(ids(s.take_all()), [3, 2, 1, 0], "raw stage is LIFO");
         assert!(s.is_empty());
+        assert!(
+            s.take_all().is_empty(),
+            "an empty stage gives an empty chain"
+        );
 
         for &p in &v {
             // SAFETY: the previous chain was fully consumed.
             unsafe { s.push(p) };
         }
-        assert_eq!(ids(s.take_all().reverse()), [0, 1, 2, 3]);
+        let c = s.take_all();
+        assert!(!c.is_empty());
+        assert_eq!(ids(c.reverse()), [0, 1, 2, 3]);
         free(v);
     }
 
@@ -349,6 +355,7 @@ mod tests {
             b.push(v[0]);
             b.push(v[1]);
         }
+        assert!(!b.is_empty());
         assert_eq!(
             b.push_onto(&s),
             Some(true),
