@@ -8,7 +8,7 @@
 mod common;
 use common::*;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const TELEMETRY_PY: &str = "/usr/bin/dpdk-telemetry.py";
 
 /// The destinations of conf/traffic/flood.toml (victim first).
 const SOCKETS: &[(&str, &str)] = &[
@@ -176,71 +175,18 @@ fn finish(mut r: Running) -> (std::process::ExitStatus, String, Vec<String>) {
 
 /// `/udpdemux/stats` and `/udpdemux/sockets` through DPDK's own client.
 fn telemetry(prefix: &str) -> Option<(Value, Value)> {
-    assert!(
-        Path::new(TELEMETRY_PY).exists(),
-        "{TELEMETRY_PY} missing: apt-get install dpdk (scripts/setup.sh)"
-    );
-    let mut child = Command::new("python3")
-        .args([TELEMETRY_PY, "-f", prefix])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn dpdk-telemetry.py");
-    {
-        let mut stdin = child.stdin.take().unwrap();
-        writeln!(stdin, "/udpdemux/stats").unwrap();
-        writeln!(stdin, "/udpdemux/sockets").unwrap();
-    }
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    let r: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .collect();
+    let r = telemetry_query(prefix, &["/udpdemux/stats", "/udpdemux/sockets"], Duration::from_secs(15))?;
     if r.len() != 2 {
         return None;
     }
-    let (st, so) = (
-        r[0]["/udpdemux/stats"].clone(),
-        r[1]["/udpdemux/sockets"].clone(),
-    );
+    let (st, so) = (r[0]["/udpdemux/stats"].clone(), r[1]["/udpdemux/sockets"].clone());
     (st.is_object() && so.is_object()).then_some((st, so))
 }
 
 /// `/udpdemux/memory`: memzones by name (for a leak's failure message).
 fn telemetry_memory(prefix: &str) -> Value {
-    let mut child = Command::new("python3")
-        .args([TELEMETRY_PY, "-f", prefix])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn dpdk-telemetry.py");
-    writeln!(child.stdin.take().unwrap(), "/udpdemux/memory").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Value::Null;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(|v| v["/udpdemux/memory"].clone())
-        .find(|v| v.is_object())
+    telemetry_query(prefix, &["/udpdemux/memory"], Duration::from_secs(15))
+        .and_then(|r| r.into_iter().map(|v| v["/udpdemux/memory"].clone()).find(|v| v.is_object()))
         .unwrap_or(Value::Null)
 }
 

@@ -5,14 +5,12 @@
 mod common;
 use common::*;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const TELEMETRY_PY: &str = "/usr/bin/dpdk-telemetry.py";
 
 /// The five sockets of conf/default.toml (the manifest's destinations).
 const SOCKETS: &[(&str, &str)] = &[
@@ -78,28 +76,7 @@ fn signal(child: &Child, sig: i32) {
 
 /// Send commands through DPDK's own client; one JSON reply per command.
 fn telemetry(prefix: &str, cmds: &[&str]) -> Vec<Value> {
-    assert!(
-        Path::new(TELEMETRY_PY).exists(),
-        "{TELEMETRY_PY} missing: apt-get install dpdk (scripts/setup.sh)"
-    );
-    let mut child = Command::new("python3")
-        .args([TELEMETRY_PY, "-f", prefix])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn dpdk-telemetry.py");
-    {
-        let mut stdin = child.stdin.take().unwrap();
-        for c in cmds {
-            writeln!(stdin, "{c}").unwrap();
-        }
-    }
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .collect()
+    telemetry_query(prefix, cmds, Duration::from_secs(60)).expect("dpdk-telemetry.py did not finish within 60 s")
 }
 
 /// Poll telemetry until `done` holds on the `/udpdemux/stats` + `/udpdemux/sockets` replies.

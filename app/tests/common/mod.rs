@@ -84,3 +84,44 @@ pub fn run_ok_json(cfg: &Path, extra: &[&str]) -> serde_json::Value {
 pub fn error_line(o: &Output) -> String {
     stderr(o).lines().rfind(|l| l.starts_with("udpdemux: error:")).unwrap_or_default().to_string()
 }
+
+/// DPDK's own telemetry client (package `dpdk`).
+pub const TELEMETRY_PY: &str = "/usr/bin/dpdk-telemetry.py";
+
+/// Sends `cmds` to a running instance's telemetry through DPDK's own client
+/// and returns its JSON replies, one per line; `None` if the client has not
+/// finished within `timeout` (it is killed).
+pub fn telemetry_query(prefix: &str, cmds: &[&str], timeout: std::time::Duration) -> Option<Vec<serde_json::Value>> {
+    use std::io::Write;
+    use std::process::Stdio;
+    assert!(Path::new(TELEMETRY_PY).exists(), "{TELEMETRY_PY} missing: apt-get install dpdk (scripts/setup.sh)");
+    let mut child = Command::new("python3")
+        .args([TELEMETRY_PY, "-f", prefix])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dpdk-telemetry.py");
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        for c in cmds {
+            writeln!(stdin, "{c}").unwrap();
+        }
+    }
+    let deadline = std::time::Instant::now() + timeout;
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .collect(),
+    )
+}
