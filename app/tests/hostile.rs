@@ -897,7 +897,10 @@ fn two_hundred_random_reloads_leak_no_memzone_and_balance() {
     let deadline = Instant::now() + Duration::from_secs(20);
     let (st1, so1) = loop {
         let (st, so) = wait_telemetry(&prefix, "counters", |_, _| true);
-        if u(&st["memzones"]) == mz0 && u(&st["heap_alloc_bytes"]) == heap0 {
+        // The heap's byte count moves by a few alignment pads when the same
+        // rings land at other addresses (seen: +128 B with the same element
+        // count); a leaked ring is 33 KB, so a 1 KiB band still catches it.
+        if u(&st["memzones"]) == mz0 && u(&st["heap_alloc_bytes"]).abs_diff(heap0) <= 1024 {
             break (st, so);
         }
         assert!(
