@@ -326,11 +326,18 @@ RCVBUF_BIG=4194304
 # "[possible values: ..., pipeline]".
 FLOOR_PIPE=false
 if "$BIN" run --help | grep -Eq -- '^ *- pipeline:|possible values:.*\bpipeline\b'; then FLOOR_PIPE=true; fi
+# `--floor pipeline-demux`: the same floor with the engine's parse and lookup
+# choosing the ring (the mandatory part of the pipeline's cost).
+FLOOR_DEMUX=false
+if "$BIN" run --help | grep -Eq -- '^ *- pipeline-demux:|possible values:.*\bpipeline-demux\b'; then FLOOR_DEMUX=true; fi
 if on pipeline; then
   [ "$FLOOR_PIPE" = true ] || log "run --floor pipeline: not in this build (pipeline runs only)"
   for k in $(seq "$PAIRS"); do
     if [ "$FLOOR_PIPE" = true ]; then
       engine "pair-floor-$k" "$(mkcfg "pair-floor-$k" "$(pcapdev plain64)" numa-queues true 0 "" "$RCVBUF_BIG")" "$SECS" --floor pipeline
+    fi
+    if [ "$FLOOR_DEMUX" = true ]; then
+      engine "pair-floordx-$k" "$(mkcfg "pair-floordx-$k" "$(pcapdev plain64)" numa-queues true 0 "" "$RCVBUF_BIG")" "$SECS" --floor pipeline-demux
     fi
     engine "pair-pipe-$k" "$(mkcfg "pair-pipe-$k" "$(pcapdev plain64)" numa-queues true 0 "" "$RCVBUF_BIG")" "$SECS"
     engine "pair-pipedef-$k" "$(mkcfg "pair-pipedef-$k" "$(pcapdev plain64)" numa-queues true 0)" "$SECS"
@@ -586,29 +593,30 @@ fi
 if on pipeline; then
 echo "### The pipeline against its reference: \`run --floor pipeline\` (issue 13)"
 echo
-echo "\`run --floor pipeline\` is the minimal cross-core pipeline: the RX lcore reads the UDP destination port at a fixed offset and puts the mbuf into that socket's delivery ring; the socket's consumer dequeues in bursts, reads \`pkt_len\` and frees in bulk. Same config, lcores and consumers as the pipeline: RX lcore 1 on CPU 1, every consumer on the main lcore on CPU 0, the plain 64-byte replay to 4 sockets (\`$SPEC --flood-share 0\`), \`rcvbuf = $RCVBUF_BIG\` on every socket. $PAIRS alternating pairs (floor, then pipeline); Mpps delivered = datagrams put into the sockets' delivery rings per second. Cross-CPU figures are bimodal on this machine (see DESIGN.md): read the median and the spread, not one pair."
+echo "\`run --floor pipeline\` is the minimal cross-core pipeline: the RX lcore reads the UDP destination port at a fixed offset and puts the mbuf into that socket's delivery ring; the socket's consumer dequeues in bursts, reads \`pkt_len\` and frees in bulk. \`run --floor pipeline-demux\` is the same with the engine's own parser (headers validated; checksums in software, since \`net_pcap\` sets no offload flags) and flow-table lookup choosing the ring: what any validating early demux pays here before staging and accounting. Same config, lcores and consumers as the pipeline: RX lcore 1 on CPU 1, every consumer on the main lcore on CPU 0, the plain 64-byte replay to 4 sockets (\`$SPEC --flood-share 0\`), \`rcvbuf = $RCVBUF_BIG\` on every socket. $PAIRS alternating rounds (floor, floor with demux, pipeline); Mpps delivered = datagrams put into the sockets' delivery rings per second. Cross-CPU figures are bimodal on this machine (see DESIGN.md): read the median and the spread, not one round."
 echo
-FR=(); PD=(); PDD=()
-if [ "$FLOOR_PIPE" = true ]; then
-  echo "| pair | floor pipeline Mpps delivered | pipeline Mpps received | pipeline Mpps delivered | pipeline / floor | pipeline drops by reason | floor drops by reason |"
-  echo "|---:|---:|---:|---:|---:|---|---|"
-else
-  echo "| pair | floor pipeline Mpps delivered | pipeline Mpps received | pipeline Mpps delivered | pipeline / floor | pipeline drops by reason | floor drops by reason |"
-  echo "|---:|---|---:|---:|---|---|---|"
-fi
+FR=(); PD=(); PDD=(); XR=(); PXR=()
+echo "| round | floor pipeline Mpps delivered | floor pipeline-demux Mpps delivered | pipeline Mpps received | pipeline Mpps delivered | floor-demux / floor | pipeline / floor | pipeline / floor-demux | pipeline drops by reason | floor drops by reason |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
 for k in $(seq "$PAIRS"); do
   P=$(delivered_mpps "pair-pipe-$k"); PD+=("$(fmt "$P")")
+  F=-; X=-; R=-; RX=-; RPX=-
   if [ "$FLOOR_PIPE" = true ]; then
     F=$(floor_delivered_mpps "pair-floor-$k"); R=$(ratio "$P" "$F"); [ "$R" = - ] || FR+=("$R")
-    echo "| $k | $(fmt "$F") | $(fmt "$(mpps "pair-pipe-$k")") | $(fmt "$P") | $R | $(drops "pair-pipe-$k") | $(drops "pair-floor-$k") |"
-  else
-    echo "| $k | not in this build | $(fmt "$(mpps "pair-pipe-$k")") | $(fmt "$P") | - | $(drops "pair-pipe-$k") | - |"
   fi
+  if [ "$FLOOR_DEMUX" = true ]; then
+    X=$(floor_delivered_mpps "pair-floordx-$k"); RPX=$(ratio "$P" "$X"); [ "$RPX" = - ] || PXR+=("$RPX")
+    [ "$F" = - ] || { RX=$(ratio "$X" "$F"); [ "$RX" = - ] || XR+=("$RX"); }
+  fi
+  echo "| $k | $( [ "$F" = - ] && echo 'not in this build' || fmt "$F") | $( [ "$X" = - ] && echo 'not in this build' || fmt "$X") | $(fmt "$(mpps "pair-pipe-$k")") | $(fmt "$P") | $RX | $R | $RPX | $(drops "pair-pipe-$k") | $( [ "$FLOOR_PIPE" = true ] && drops "pair-floor-$k" || echo -) |"
 done
 echo
 if [ "$FLOOR_PIPE" = true ]; then
   FRM=$(median "${FR[@]}")
-  echo "Pipeline / floor pipeline, delivered: median **${FRM}**, spread $(spread "${FR[@]}") over ${#FR[@]} pairs (goal ≥ 0.8: $(goal "$FRM" ">=" 0.8))."
+  echo "Pipeline / floor pipeline, delivered: median **${FRM}**, spread $(spread "${FR[@]}") over ${#FR[@]} rounds (goal ≥ 0.8: $(goal "$FRM" ">=" 0.8))."
+  if [ "$FLOOR_DEMUX" = true ]; then
+    echo "Split: the mandatory parse and lookup alone (floor pipeline-demux / floor pipeline) median $(median "${XR[@]}"), spread $(spread "${XR[@]}"); what staging, accounting and delivery add (pipeline / floor pipeline-demux) median $(median "${PXR[@]}"), spread $(spread "${PXR[@]}")."
+  fi
 else
   echo "Pipeline / floor pipeline: \`run --floor pipeline\` is not in this build (\`udpdemux run --help\` lists no such floor): no ratio. Pipeline delivered: median $(fmt "$(median "${PD[@]}")") Mpps, spread $(spread "${PD[@]}")."
 fi

@@ -17,7 +17,6 @@ use crate::alloc_guard::HotSection;
 use crate::config::Handler;
 use crate::engine::{Drainer, Shared, SocketEntry};
 use crate::handlers;
-use crate::rx::{Floor, Mode};
 use crate::stats::{Counter, Padded};
 
 /// Datagrams taken from a ring per dequeue.
@@ -118,7 +117,7 @@ impl Drain {
             socks: Arc::new(Vec::new()),
             gen: NEVER,
             mine: 0,
-            floor: shared.mode == Mode::Floor(Floor::Pipeline),
+            floor: shared.mode.is_pipeline_floor(),
             bufs: [std::ptr::null_mut(); CONSUME_BURST],
         };
         d.refresh(shared);
@@ -214,7 +213,7 @@ fn allowance(e: &SocketEntry, pps: u64, hz: u64, now: u64) -> usize {
 /// caller: the burst array is made here).
 pub fn drain_socket(shared: &Shared, e: &SocketEntry) -> usize {
     let mut bufs: [*mut ffi::rte_mbuf; CONSUME_BURST] = [std::ptr::null_mut(); CONSUME_BURST];
-    if shared.mode == Mode::Floor(Floor::Pipeline) {
+    if shared.mode.is_pipeline_floor() {
         drain_floor(e, &mut bufs)
     } else {
         drain_socket_into(shared, e, &mut bufs)

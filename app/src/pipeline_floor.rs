@@ -10,16 +10,27 @@
 //! Ring full, or no socket: freed and counted. The socket's usual consumer
 //! dequeues in bursts, reads `pkt_len`, frees in bulk (`consumer`).
 //!
+//! `run --floor pipeline-demux` is the same pipeline with the engine's own
+//! parser and flow-table lookup choosing the ring (frames the parser
+//! refuses, or that no socket takes, are freed and counted as no socket;
+//! nothing else is counted): the mandatory work of a validating early demux,
+//! so the pipeline's ratio splits into what any such engine pays here and
+//! what staging and accounting add.
+//!
 //! The tables are built once, when the RX lcore starts, from the sockets
 //! configured then: sockets added or removed later (SIGHUP, the API) are
 //! not seen, and the floor cannot tell apart two sockets of one family on
 //! one port (the first configured gets the port). It is a benchmark mode.
 use std::sync::Arc;
 
+use std::mem::MaybeUninit;
+
 use dpdk_sys::{ffi, mbuf};
 
 use crate::engine::Shared;
-use crate::rx::{FreeList, MAX_BURST};
+use crate::flow_table::Snapshot;
+use crate::parse;
+use crate::rx::{self, FreeList, MAX_BURST};
 use crate::socket::Socket;
 use crate::stats::Counter;
 
@@ -48,12 +59,17 @@ pub struct PipelineFloor {
     /// Several RX lcores enqueue into the same rings: multi-producer
     /// enqueue and atomic counters; one: single-producer, plain adds.
     shared_rings: bool,
+    /// `--floor pipeline-demux`: parse and look up instead of the port tables.
+    demux: bool,
+    /// Socket id -> index + 1 (0: not a socket the floor knows), for the
+    /// lookup's result.
+    by_id: Box<[u32]>,
 }
 
 impl PipelineFloor {
     /// Build the tables from the sockets registered now (allocates: call it
     /// before the loop).
-    pub fn new(shared: &Shared) -> PipelineFloor {
+    pub fn new(shared: &Shared, demux: bool) -> PipelineFloor {
         let socks: Vec<Arc<Socket>> = shared.sockets.load().iter().map(|e| Arc::clone(&e.sock)).collect();
         let mut v4 = vec![0u32; 1 << 16].into_boxed_slice();
         let mut v6 = vec![0u32; 1 << 16].into_boxed_slice();
@@ -72,38 +88,56 @@ impl PipelineFloor {
             // Before the first enqueue: teardown must not release what the floor never charged.
             s.floor.activate();
         }
+        let max_id = socks.iter().map(|s| s.id as usize).max().unwrap_or(0);
+        let mut by_id = vec![0u32; max_id + 1].into_boxed_slice();
+        for (i, s) in socks.iter().enumerate() {
+            by_id[s.id as usize] = i as u32 + 1;
+        }
         let groups = (0..socks.len()).map(|_| Group { pkts: [std::ptr::null_mut(); MAX_BURST], n: 0 }).collect();
         let touched = vec![0u32; socks.len()].into_boxed_slice();
-        PipelineFloor { socks, v4, v6, groups, touched, ntouched: 0, shared_rings: shared.rx.len() > 1 }
+        PipelineFloor { socks, v4, v6, groups, touched, ntouched: 0, shared_rings: shared.rx.len() > 1, demux, by_id }
     }
 
-    /// One burst: demux by port, enqueue per socket, free and count the rest.
+    /// The socket index a frame goes to: by the parser and the flow table
+    /// (`demux`), or by the port tables.
+    #[inline(always)]
+    fn socket_of(&self, m: *mut ffi::rte_mbuf, snap: Option<&Snapshot<Arc<Socket>>>) -> Option<usize> {
+        // SAFETY: rx_burst gave us this mbuf; we read its first segment.
+        let data = unsafe { mbuf::data(m) };
+        if let Some(snap) = snap {
+            let mut d = MaybeUninit::uninit();
+            // SAFETY: as above; the offload flags are a plain field.
+            let ol = unsafe { (*m).ol_flags };
+            let d = parse::parse_into(data, rx::offload_hints(ol), &mut d).ok()?;
+            let sock = snap.lookup(d.src, d.sport, d.dst, d.dport)?;
+            let idx = *self.by_id.get(sock.id as usize)?;
+            return idx.checked_sub(1).map(|i| i as usize);
+        }
+        let (table, at) = match data.get(ETHERTYPE..ETHERTYPE + 2) {
+            Some(&[0x08, 0x00]) => (&self.v4, DPORT_V4),
+            Some(&[0x86, 0xdd]) => (&self.v6, DPORT_V6),
+            _ => return None,
+        };
+        let idx = match data.get(at..at + 2) {
+            Some(&[hi, lo]) => table[usize::from(u16::from_be_bytes([hi, lo]))],
+            _ => 0,
+        };
+        idx.checked_sub(1).map(|i| i as usize)
+    }
+
+    /// One burst: demux, enqueue per socket, free and count the rest.
     #[inline]
-    pub fn burst(&mut self, bufs: &[*mut ffi::rte_mbuf], free: &mut FreeList, no_socket: &Counter) {
+    pub fn burst(&mut self, shared: &Shared, bufs: &[*mut ffi::rte_mbuf], free: &mut FreeList, no_socket: &Counter) {
         debug_assert!(bufs.len() <= MAX_BURST);
+        // One snapshot per burst, as the pipeline takes.
+        let snap = self.demux.then(|| shared.table.snapshot());
         let mut missed = 0u64;
         for &m in bufs {
-            // SAFETY: rx_burst gave us this mbuf; we read its first segment.
-            let data = unsafe { mbuf::data(m) };
-            let (table, at) = match data.get(ETHERTYPE..ETHERTYPE + 2) {
-                Some(&[0x08, 0x00]) => (&self.v4, DPORT_V4),
-                Some(&[0x86, 0xdd]) => (&self.v6, DPORT_V6),
-                _ => {
-                    missed += 1;
-                    free.push(m);
-                    continue;
-                }
-            };
-            let idx = match data.get(at..at + 2) {
-                Some(&[hi, lo]) => table[usize::from(u16::from_be_bytes([hi, lo]))],
-                _ => 0,
-            };
-            if idx == 0 {
+            let Some(i) = self.socket_of(m, snap.as_ref()) else {
                 missed += 1;
                 free.push(m);
                 continue;
-            }
-            let i = (idx - 1) as usize;
+            };
             let g = &mut self.groups[i];
             if g.n == 0 {
                 self.touched[self.ntouched] = i as u32;

@@ -112,6 +112,20 @@ pub enum Floor {
     /// port, port-indexed table per family, per-socket `enqueue_burst` into
     /// the delivery rings; the consumers dequeue, read `pkt_len`, free.
     Pipeline,
+    /// The same pipeline with the engine's own parse (headers validated,
+    /// checksums in software where the port gives no verdict) and flow-table
+    /// lookup choosing the ring: what any validating early demux pays before
+    /// staging and accounting, so the pipeline's ratio can be split into
+    /// the mandatory part and its own.
+    PipelineDemux,
+}
+
+impl Mode {
+    /// `run --floor pipeline` or `run --floor pipeline-demux`: RX lcores put
+    /// mbufs straight into the delivery rings, consumers only read and free.
+    pub fn is_pipeline_floor(self) -> bool {
+        matches!(self, Mode::Floor(Floor::Pipeline | Floor::PipelineDemux))
+    }
 }
 
 /// Poll every queue of RX lcore `idx` until the stop flag is set.
@@ -132,8 +146,9 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
         Mode::Floor(Floor::Minimal | Floor::Checksums) => (0..=u32::from(u16::MAX)).collect(),
         _ => Vec::new(),
     };
-    let mut pipeline_floor =
-        (mode == Mode::Floor(Floor::Pipeline)).then(|| crate::pipeline_floor::PipelineFloor::new(shared));
+    let mut pipeline_floor = mode
+        .is_pipeline_floor()
+        .then(|| crate::pipeline_floor::PipelineFloor::new(shared, mode == Mode::Floor(Floor::PipelineDemux)));
     let _hot = HotSection::enter();
     while !shared.stop.load(Ordering::Relaxed) {
         for (q, qs) in me.queues.iter().zip(&me.qstats) {
@@ -161,9 +176,9 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
                     // SAFETY: we own the n mbufs and give them back.
                     unsafe { mbuf::free_bulk(&mut bufs[..n]) };
                 }
-                (Mode::Floor(Floor::Pipeline), _) => {
+                (Mode::Floor(Floor::Pipeline | Floor::PipelineDemux), _) => {
                     if let Some(pf) = pipeline_floor.as_mut() {
-                        pf.burst(&bufs[..n], &mut free, &me.lstats.floor_no_socket);
+                        pf.burst(shared, &bufs[..n], &mut free, &me.lstats.floor_no_socket);
                         free.flush();
                     }
                 }

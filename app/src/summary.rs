@@ -378,7 +378,7 @@ fn summarize_inner(
         // What the pipeline floor put in rings (or found full) did not go through demux.
         let floor_offered: u64 = sockets.iter().map(|s| s.floor_delivered + s.floor_ring_full).sum();
         let offered: u64 = sockets.iter().map(|s| s.offered).sum::<u64>() - floor_offered;
-        if shared.mode == crate::rx::Mode::Floor(crate::rx::Floor::Pipeline) {
+        if shared.mode.is_pipeline_floor() {
             if rx_packets != floor_offered + floor_no_socket {
                 problems.push(format!(
                     "pipeline floor: received {rx_packets} but put {floor_offered} in rings (or found them full) and freed {floor_no_socket} without a socket"

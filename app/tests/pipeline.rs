@@ -200,14 +200,14 @@ fn floor_frees_every_frame_unclassified() {
 #[test]
 fn pipeline_floor_puts_frames_in_rings_and_balances_the_books() {
     let m = manifest();
-    for consumer_lcore in [false, true] {
-        let cfg = default_cfg(&format!("floor-pipeline-{consumer_lcore}"), "numa-queues");
+    for (floor, consumer_lcore) in [("pipeline", false), ("pipeline", true), ("pipeline-demux", false), ("pipeline-demux", true)] {
+        let cfg = default_cfg(&format!("floor-{floor}-{consumer_lcore}"), "numa-queues");
         if consumer_lcore {
             let text = std::fs::read_to_string(&cfg).unwrap().replace("lcores = \"0,1\"", "lcores = \"0@0,1@1,2@0\"");
             std::fs::write(&cfg, format!("{text}\n[[lcore]]\nid = 2\nrole = \"consumer\"\n")).unwrap();
         }
-        let j = run_ok_json(&cfg, &["--floor", "pipeline"]);
-        let what = if consumer_lcore { "consumer lcore" } else { "main lcore" };
+        let j = run_ok_json(&cfg, &["--floor", floor]);
+        let what = format!("--floor {floor}, {}", if consumer_lcore { "consumer lcore" } else { "main lcore" });
         assert_eq!(j["rx_packets"], m["frames"], "{what}");
         assert_eq!(j["books_balanced"], true, "{what}: {}", j["problems"]);
         assert_eq!(j["lookups"], 0, "{what}: the floor does not look up");
@@ -238,6 +238,15 @@ fn pipeline_floor_puts_frames_in_rings_and_balances_the_books() {
         // cannot tell apart from one (malformed frames to those ports).
         let to_sockets: u64 = m["per_dst"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
         assert!(delivered >= to_sockets, "{what}: {delivered} in rings, {to_sockets} datagrams to sockets");
+        if floor == "pipeline-demux" {
+            // The real parser and lookup: exactly the manifest's datagrams
+            // per socket, and everything else (malformed, not UDP, no port)
+            // freed without a socket.
+            for (addr, n) in m["per_dst"].as_object().unwrap() {
+                assert_eq!(&socket(&j, addr)["floor_delivered"], n, "{what}: {addr}");
+            }
+            assert_eq!(delivered, to_sockets, "{what}");
+        }
         assert_eq!(full, 0, "{what}");
         assert!(no_socket > 0, "{what}: not-IP frames and no-port datagrams match no socket");
         if consumer_lcore {
