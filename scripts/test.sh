@@ -22,6 +22,11 @@ limit() {
 step "setup (scripts/setup.sh)"
 limit "${T_SETUP:-15}" bash scripts/setup.sh
 
+step "formatting (cargo fmt --check: the workspace and fuzz/)"
+command -v rustfmt >/dev/null || { echo "test: rustfmt missing: rustup component add rustfmt" >&2; exit 1; }
+limit 5 cargo fmt --all --check
+if [ -d fuzz ]; then (cd fuzz && limit 5 cargo fmt --check); fi
+
 step "build"
 limit "${T_BUILD:-30}" cargo build --workspace --all-targets
 

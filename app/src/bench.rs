@@ -35,7 +35,10 @@ const PORTS: usize = 50_000;
 
 fn v4_addr(i: usize) -> (Ipv4Addr, u16) {
     let base = u32::from(Ipv4Addr::new(198, 18, 0, 1));
-    (Ipv4Addr::from(base.wrapping_add((i / PORTS) as u32)), 1024 + (i % PORTS) as u16)
+    (
+        Ipv4Addr::from(base.wrapping_add((i / PORTS) as u32)),
+        1024 + (i % PORTS) as u16,
+    )
 }
 
 fn v6_addr(i: usize) -> (Ipv6Addr, u16) {
@@ -50,7 +53,10 @@ fn frames(n_sockets: usize, fam: Family, traffic: Traffic, count: usize) -> Vec<
     let payload = [0x5au8; 64];
     let hbh = [0u8; 6];
     let dst_opts = [0u8; 14];
-    let ext = [ExtSpec::HopByHop { options: &hbh }, ExtSpec::DestOpts { options: &dst_opts }];
+    let ext = [
+        ExtSpec::HopByHop { options: &hbh },
+        ExtSpec::DestOpts { options: &dst_opts },
+    ];
     (0..count)
         .map(|_| {
             let r = rng.next_u64();
@@ -72,7 +78,12 @@ fn frames(n_sockets: usize, fam: Family, traffic: Traffic, count: usize) -> Vec<
                 }
                 Family::V6 => {
                     let (dst, _) = v6_addr(idx);
-                    L3Spec::V6 { src: Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, (r >> 48) as u16), dst, hop_limit: 64, ext: &ext }
+                    L3Spec::V6 {
+                        src: Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, (r >> 48) as u16),
+                        dst,
+                        hop_limit: 64,
+                        ext: &ext,
+                    }
                 }
             };
             let dport = match fam {
@@ -117,7 +128,10 @@ pub fn demux(n_sockets: usize, fam: Family, traffic: Traffic, packets: usize) ->
         .expect("bench table");
     let fr = frames(n_sockets, fam, traffic, 8192.min(packets));
     let soft = Offload::default();
-    let good = Offload { ip: CsumHint::Good, l4: CsumHint::Good };
+    let good = Offload {
+        ip: CsumHint::Good,
+        l4: CsumHint::Good,
+    };
     // As the RX lcore does (rx::process_burst): per burst of 32, parse every
     // frame into an array, then look every datagram up back to back.
     let mut sink = 0u64;

@@ -10,7 +10,10 @@ use serde::Deserialize;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("config {path}: {msg}")]
     Parse { path: PathBuf, msg: String },
     #[error("config {path}: {msg}")]
@@ -61,7 +64,11 @@ fn d_small_data_room() -> u16 {
 
 impl Default for SmallCacheConf {
     fn default() -> Self {
-        SmallCacheConf { enabled: true, entries: d_small_entries(), data_room: d_small_data_room() }
+        SmallCacheConf {
+            enabled: true,
+            entries: d_small_entries(),
+            data_room: d_small_data_room(),
+        }
     }
 }
 
@@ -104,7 +111,12 @@ fn d_file_prefix() -> String {
 impl EalConf {
     /// The argument list for `rte_eal_init`.
     pub fn args(&self) -> Vec<String> {
-        let mut a = vec!["--lcores".to_string(), self.lcores.clone(), "-m".into(), self.memory_mb.to_string()];
+        let mut a = vec![
+            "--lcores".to_string(),
+            self.lcores.clone(),
+            "-m".into(),
+            self.memory_mb.to_string(),
+        ];
         if self.no_huge {
             a.push("--no-huge".into());
             // Without hugepages nothing is shared between processes anyway.
@@ -223,7 +235,11 @@ fn d_data_room() -> u16 {
 
 impl Default for MempoolConf {
     fn default() -> Self {
-        MempoolConf { mbufs: d_mbufs(), cache: d_cache(), data_room: d_data_room() }
+        MempoolConf {
+            mbufs: d_mbufs(),
+            cache: d_cache(),
+            data_room: d_data_room(),
+        }
     }
 }
 
@@ -263,12 +279,20 @@ pub struct IfAddr {
 impl std::str::FromStr for IfAddr {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let (a, p) = s.split_once('/').ok_or_else(|| format!("address {s:?} is not \"ADDR/PREFIXLEN\""))?;
-        let addr: IpAddr = a.parse().map_err(|_| format!("address {s:?}: {a:?} is not an IP address"))?;
-        let prefix: u8 = p.parse().map_err(|_| format!("address {s:?}: prefix length {p:?} is not a number"))?;
+        let (a, p) = s
+            .split_once('/')
+            .ok_or_else(|| format!("address {s:?} is not \"ADDR/PREFIXLEN\""))?;
+        let addr: IpAddr = a
+            .parse()
+            .map_err(|_| format!("address {s:?}: {a:?} is not an IP address"))?;
+        let prefix: u8 = p
+            .parse()
+            .map_err(|_| format!("address {s:?}: prefix length {p:?} is not a number"))?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         if prefix > max {
-            return Err(format!("address {s:?}: prefix length {prefix} is over {max}"));
+            return Err(format!(
+                "address {s:?}: prefix length {prefix} is over {max}"
+            ));
         }
         Ok(IfAddr { addr, prefix })
     }
@@ -397,7 +421,10 @@ pub fn parse_queue_ref(s: &str) -> Option<(&str, u16)> {
 impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let cfg = Config::load_unvalidated(path)?;
-        cfg.validate().map_err(|msg| ConfigError::Invalid { path: path.into(), msg })?;
+        cfg.validate().map_err(|msg| ConfigError::Invalid {
+            path: path.into(),
+            msg,
+        })?;
         Ok(cfg)
     }
 
@@ -407,7 +434,10 @@ impl Config {
     pub fn load_for_start(path: &Path) -> Result<Config, ConfigError> {
         let cfg = Config::load(path)?;
         if let Some(msg) = cfg.start_problems().into_iter().next() {
-            return Err(ConfigError::Invalid { path: path.into(), msg });
+            return Err(ConfigError::Invalid {
+                path: path.into(),
+                msg,
+            });
         }
         Ok(cfg)
     }
@@ -415,7 +445,10 @@ impl Config {
     /// Read and parse (vdev paths resolved) without the semantic checks:
     /// `udpdemux check` lists every problem instead of stopping at the first.
     pub fn load_unvalidated(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
         let mut cfg = Config::parse_at(&text, path)?;
         let dir = path.parent().unwrap_or(Path::new("."));
         for v in &mut cfg.eal.vdevs {
@@ -426,7 +459,10 @@ impl Config {
 
     pub fn from_str_at(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let cfg = Config::parse_at(text, path)?;
-        cfg.validate().map_err(|msg| ConfigError::Invalid { path: path.into(), msg })?;
+        cfg.validate().map_err(|msg| ConfigError::Invalid {
+            path: path.into(),
+            msg,
+        })?;
         Ok(cfg)
     }
 
@@ -461,19 +497,36 @@ impl Config {
             out.push("engine.duration_secs must be >= 0".into());
         }
         if self.mempool.mbufs < 64 {
-            out.push(format!("mempool.mbufs = {}: too small (at least 64)", self.mempool.mbufs));
+            out.push(format!(
+                "mempool.mbufs = {}: too small (at least 64)",
+                self.mempool.mbufs
+            ));
         }
         if self.mempool.data_room < 256 + 128 {
-            out.push(format!("mempool.data_room = {}: too small (at least 384 with headroom)", self.mempool.data_room));
+            out.push(format!(
+                "mempool.data_room = {}: too small (at least 384 with headroom)",
+                self.mempool.data_room
+            ));
         }
-        if self.mempool.cache > 512 || (self.mempool.cache > 0 && self.mempool.cache as u64 * 3 / 2 > self.mempool.mbufs as u64) {
-            out.push(format!("mempool.cache = {}: at most 512 and at most 2/3 of mempool.mbufs", self.mempool.cache));
+        if self.mempool.cache > 512
+            || (self.mempool.cache > 0
+                && self.mempool.cache as u64 * 3 / 2 > self.mempool.mbufs as u64)
+        {
+            out.push(format!(
+                "mempool.cache = {}: at most 512 and at most 2/3 of mempool.mbufs",
+                self.mempool.cache
+            ));
         }
         if self.small_cache.enabled {
             if self.small_cache.entries == 0 || self.small_cache.entries > 1 << 20 {
-                out.push(format!("small_cache.entries = {}: must be 1..=1048576", self.small_cache.entries));
+                out.push(format!(
+                    "small_cache.entries = {}: must be 1..=1048576",
+                    self.small_cache.entries
+                ));
             }
-            if self.small_cache.data_room < 128 + 64 || self.small_cache.data_room >= self.mempool.data_room {
+            if self.small_cache.data_room < 128 + 64
+                || self.small_cache.data_room >= self.mempool.data_room
+            {
                 out.push(format!(
                     "small_cache.data_room = {}: must be at least 192 (128 headroom + a 64-byte frame) and below mempool.data_room",
                     self.small_cache.data_room
@@ -493,26 +546,37 @@ impl Config {
             }
         }
         // Every RX queue has exactly one poller.
-        let mut polled: std::collections::HashMap<(String, u16), u32> = std::collections::HashMap::new();
+        let mut polled: std::collections::HashMap<(String, u16), u32> =
+            std::collections::HashMap::new();
         let mut ids = std::collections::HashSet::new();
         for l in &self.lcores {
             if !ids.insert(l.id) {
                 out.push(format!("lcore {} is listed twice", l.id));
             }
             if l.role == Role::Consumer && !l.queues.is_empty() {
-                out.push(format!("lcore {}: a consumer lcore polls no queues (remove `queues`)", l.id));
+                out.push(format!(
+                    "lcore {}: a consumer lcore polls no queues (remove `queues`)",
+                    l.id
+                ));
             }
             if l.role == Role::Rx && l.queues.is_empty() {
-                out.push(format!("lcore {}: an rx lcore needs `queues = [\"PORT:QUEUE\", ...]`", l.id));
+                out.push(format!(
+                    "lcore {}: an rx lcore needs `queues = [\"PORT:QUEUE\", ...]`",
+                    l.id
+                ));
             }
             for q in &l.queues {
                 match parse_queue_ref(q) {
                     None => out.push(format!("lcore {}: queue {q:?} is not \"PORT:QUEUE\"", l.id)),
                     Some((port, qi)) => match self.ports.iter().find(|p| p.name == port) {
-                        None => out.push(format!("lcore {}: queue {q:?} names port {port:?}, which is not a [[port]]", l.id)),
-                        Some(p) if qi >= p.rx_queues => {
-                            out.push(format!("lcore {}: queue {q:?}: port {port:?} has {} RX queues", l.id, p.rx_queues))
-                        }
+                        None => out.push(format!(
+                            "lcore {}: queue {q:?} names port {port:?}, which is not a [[port]]",
+                            l.id
+                        )),
+                        Some(p) if qi >= p.rx_queues => out.push(format!(
+                            "lcore {}: queue {q:?}: port {port:?} has {} RX queues",
+                            l.id, p.rx_queues
+                        )),
                         Some(_) => {
                             if let Some(other) = polled.insert((port.to_string(), qi), l.id) {
                                 out.push(format!("queue {q:?} is polled by lcores {other} and {}: exactly one poller per queue", l.id));
@@ -525,7 +589,10 @@ impl Config {
         for p in &self.ports {
             for q in 0..p.rx_queues {
                 if !polled.contains_key(&(p.name.clone(), q)) {
-                    out.push(format!("queue \"{}:{q}\" has no rx lcore polling it", p.name));
+                    out.push(format!(
+                        "queue \"{}:{q}\" has no rx lcore polling it",
+                        p.name
+                    ));
                 }
             }
         }
@@ -559,26 +626,49 @@ impl Config {
             }
             if let Some(r) = s.remote {
                 if r.is_ipv4() != s.local.is_ipv4() {
-                    out.push(format!("socket {:?}: local and remote are of different families", s.name));
+                    out.push(format!(
+                        "socket {:?}: local and remote are of different families",
+                        s.name
+                    ));
                 }
                 if r.port() == 0 || r.ip().is_unspecified() {
-                    out.push(format!("socket {:?}: remote must be a specific address and port", s.name));
+                    out.push(format!(
+                        "socket {:?}: remote must be a specific address and port",
+                        s.name
+                    ));
                 }
             }
             if s.rcvbuf < 4096 {
-                out.push(format!("socket {:?}: rcvbuf = {} is below 4096 bytes", s.name, s.rcvbuf));
+                out.push(format!(
+                    "socket {:?}: rcvbuf = {} is below 4096 bytes",
+                    s.name, s.rcvbuf
+                ));
             }
             if s.ring_size < 2 || s.ring_size > (1 << 24) {
-                out.push(format!("socket {:?}: ring_size = {} must be 2..=16777216", s.name, s.ring_size));
+                out.push(format!(
+                    "socket {:?}: ring_size = {} must be 2..=16777216",
+                    s.name, s.ring_size
+                ));
             }
             match (s.handler, &s.pcap_file) {
-                (Handler::Pcap, None) => out.push(format!("socket {:?}: handler \"pcap\" needs pcap_file", s.name)),
+                (Handler::Pcap, None) => out.push(format!(
+                    "socket {:?}: handler \"pcap\" needs pcap_file",
+                    s.name
+                )),
                 (Handler::Pcap, Some(_)) => {
-                    if s.pcap_limit_bytes < (crate::pcap::FILE_HEADER_LEN + crate::pcap::RECORD_HEADER_LEN) as u64 {
-                        out.push(format!("socket {:?}: pcap_limit_bytes = {} is too small", s.name, s.pcap_limit_bytes));
+                    if s.pcap_limit_bytes
+                        < (crate::pcap::FILE_HEADER_LEN + crate::pcap::RECORD_HEADER_LEN) as u64
+                    {
+                        out.push(format!(
+                            "socket {:?}: pcap_limit_bytes = {} is too small",
+                            s.name, s.pcap_limit_bytes
+                        ));
                     }
                 }
-                (_, Some(_)) => out.push(format!("socket {:?}: pcap_file is only for handler \"pcap\"", s.name)),
+                (_, Some(_)) => out.push(format!(
+                    "socket {:?}: pcap_file is only for handler \"pcap\"",
+                    s.name
+                )),
                 (_, None) => {}
             }
         }
@@ -702,10 +792,16 @@ impl Config {
     /// need, EAL overhead included (one pool: a lower bound when RX lcores
     /// sit on several NUMA nodes).
     pub fn memory_needed_mb(&self) -> u64 {
-        let rx = self.lcores.iter().filter(|l| l.role == Role::Rx).count().max(1) as u64;
+        let rx = self
+            .lcores
+            .iter()
+            .filter(|l| l.role == Role::Rx)
+            .count()
+            .max(1) as u64;
         let mut bytes = u64::from(self.mempool.mbufs) * mbuf_bytes(self.mempool.data_room);
         if self.small_cache.enabled {
-            bytes += rx * u64::from(self.small_cache.entries) * mbuf_bytes(self.small_cache.data_room);
+            bytes +=
+                rx * u64::from(self.small_cache.entries) * mbuf_bytes(self.small_cache.data_room);
         }
         bytes += self
             .sockets
@@ -771,7 +867,11 @@ impl Config {
             if s.handler != Handler::Pcap {
                 continue;
             }
-            if let Some(p) = s.pcap_file.as_deref().and_then(|f| pcap_path_problem(&s.name, f)) {
+            if let Some(p) = s
+                .pcap_file
+                .as_deref()
+                .and_then(|f| pcap_path_problem(&s.name, f))
+            {
                 out.push(p);
             }
         }
@@ -796,7 +896,10 @@ impl Config {
                     let other = names
                         .iter()
                         .find(|(id, _)| *id == existing.id())
-                        .map_or_else(|| existing.to_string(), |(_, n)| format!("socket {n:?} ({})", existing.binding()));
+                        .map_or_else(
+                            || existing.to_string(),
+                            |(_, n)| format!("socket {n:?} ({})", existing.binding()),
+                        );
                     let hint = if new.remote.is_none() && existing.binding().remote.is_none() {
                         "choose another local address or port, or set reuseport = true on both"
                     } else {
@@ -845,14 +948,25 @@ impl Config {
         for p in &self.ports {
             for a in &p.addresses {
                 let bad = match a.addr {
-                    IpAddr::V4(v) => v.is_unspecified() || v.is_multicast() || v.is_broadcast() || v.is_loopback(),
+                    IpAddr::V4(v) => {
+                        v.is_unspecified()
+                            || v.is_multicast()
+                            || v.is_broadcast()
+                            || v.is_loopback()
+                    }
                     IpAddr::V6(v) => v.is_unspecified() || v.is_multicast() || v.is_loopback(),
                 };
                 if bad {
-                    out.push(format!("port {:?}: address {a} is not a unicast address", p.name));
+                    out.push(format!(
+                        "port {:?}: address {a} is not a unicast address",
+                        p.name
+                    ));
                 }
                 if let Some(other) = seen.insert(a.addr, p.name.as_str()) {
-                    out.push(format!("address {} is on ports {other:?} and {:?}: one port per address", a.addr, p.name));
+                    out.push(format!(
+                        "address {} is on ports {other:?} and {:?}: one port per address",
+                        a.addr, p.name
+                    ));
                 }
             }
         }
@@ -869,7 +983,11 @@ pub fn resolve_vdev_paths(vdev: &str, dir: &Path) -> String {
         .map(|kv| match kv.split_once('=') {
             Some((k, v)) if matches!(k, "rx_pcap" | "tx_pcap") && !v.starts_with('/') => {
                 let p = dir.join(v);
-                let p = if p.exists() { p.canonicalize().unwrap_or(p) } else { p };
+                let p = if p.exists() {
+                    p.canonicalize().unwrap_or(p)
+                } else {
+                    p
+                };
                 format!("{k}={}", p.display())
             }
             _ => kv.to_string(),
@@ -880,7 +998,9 @@ pub fn resolve_vdev_paths(vdev: &str, dir: &Path) -> String {
 
 fn one_line(s: &str) -> String {
     // toml errors look like "TOML parse error at line 3, column 1\n  |\n3 | foo\n  | ^\nunknown field `foo`, expected ..."
-    let mut lines = s.lines().filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('|') && !l.contains(" | "));
+    let mut lines = s
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('|') && !l.contains(" | "));
     let head = lines.next().unwrap_or_default().trim().to_string();
     let rest: Vec<&str> = lines.map(|l| l.trim()).collect();
     if rest.is_empty() {
@@ -920,17 +1040,28 @@ queues = ["net_null0:0"]
 
     #[test]
     fn unknown_key_is_named() {
-        let e = load(&format!("{MIN}\n[engine]\nbrust = 3\n")).unwrap_err().to_string();
+        let e = load(&format!("{MIN}\n[engine]\nbrust = 3\n"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("brust"), "{e}");
         assert!(!e.contains('\n'), "one line: {e}");
     }
 
     #[test]
     fn queue_without_poller_and_double_poller() {
-        let s = MIN.replace("name = \"net_null0\"", "name = \"net_null0\"\nrx_queues = 2");
-        assert!(load(&s).unwrap_err().to_string().contains("\"net_null0:1\" has no rx lcore"));
+        let s = MIN.replace(
+            "name = \"net_null0\"",
+            "name = \"net_null0\"\nrx_queues = 2",
+        );
+        assert!(load(&s)
+            .unwrap_err()
+            .to_string()
+            .contains("\"net_null0:1\" has no rx lcore"));
         let s2 = format!("{MIN}\n[[lcore]]\nid = 2\nrole = \"rx\"\nqueues = [\"net_null0:0\"]\n");
-        assert!(load(&s2).unwrap_err().to_string().contains("exactly one poller"));
+        assert!(load(&s2)
+            .unwrap_err()
+            .to_string()
+            .contains("exactly one poller"));
     }
 
     #[test]
@@ -947,10 +1078,16 @@ queues = ["net_null0:0"]
     fn vdev_pcap_paths_are_relative_to_the_config() {
         let d = std::env::temp_dir();
         assert_eq!(
-            resolve_vdev_paths("net_pcap0,rx_pcap=x.pcap,infinite_rx=1", Path::new("/etc/u")),
+            resolve_vdev_paths(
+                "net_pcap0,rx_pcap=x.pcap,infinite_rx=1",
+                Path::new("/etc/u")
+            ),
             "net_pcap0,rx_pcap=/etc/u/x.pcap,infinite_rx=1"
         );
-        assert_eq!(resolve_vdev_paths("net_pcap0,rx_pcap=/a/b.pcap", &d), "net_pcap0,rx_pcap=/a/b.pcap");
+        assert_eq!(
+            resolve_vdev_paths("net_pcap0,rx_pcap=/a/b.pcap", &d),
+            "net_pcap0,rx_pcap=/a/b.pcap"
+        );
         assert_eq!(resolve_vdev_paths("net_null0", &d), "net_null0");
     }
 
@@ -958,33 +1095,69 @@ queues = ["net_null0:0"]
     fn sockets_validate() {
         let s = format!("{MIN}\n[[socket]]\nname = \"a\"\nlocal = \"0.0.0.0:0\"\n");
         assert!(load(&s).unwrap_err().to_string().contains("local port 0"));
-        let s = format!("{MIN}\n[[socket]]\nname = \"a\"\nlocal = \"[::]:53\"\nremote = \"198.18.0.1:5\"\n");
-        assert!(load(&s).unwrap_err().to_string().contains("different families"));
+        let s = format!(
+            "{MIN}\n[[socket]]\nname = \"a\"\nlocal = \"[::]:53\"\nremote = \"198.18.0.1:5\"\n"
+        );
+        assert!(load(&s)
+            .unwrap_err()
+            .to_string()
+            .contains("different families"));
         let s = format!("{MIN}\n[[socket]]\nname = \"a\"\nlocal = \"[::]:53\"\nhandler = \"echo\"\nstrategy = 1\n");
         assert!(load(&s).unwrap_err().to_string().contains("strategy"));
     }
 
     #[test]
     fn interface_addresses_parse_and_validate() {
-        let with = |a: &str| MIN.replace("name = \"net_null0\"\n", &format!("name = \"net_null0\"\naddresses = {a}\n"));
+        let with = |a: &str| {
+            MIN.replace(
+                "name = \"net_null0\"\n",
+                &format!("name = \"net_null0\"\naddresses = {a}\n"),
+            )
+        };
         let c = load(&with(r#"["198.18.0.1/24", "fd00::1/64"]"#)).unwrap();
-        assert_eq!(c.ports[0].addresses[0], IfAddr { addr: "198.18.0.1".parse().unwrap(), prefix: 24 });
+        assert_eq!(
+            c.ports[0].addresses[0],
+            IfAddr {
+                addr: "198.18.0.1".parse().unwrap(),
+                prefix: 24
+            }
+        );
         assert_eq!(c.ports[0].addresses[1].prefix, 64);
-        assert!(load(&with(r#"["198.18.0.1/33"]"#)).unwrap_err().to_string().contains("over 32"));
-        assert!(load(&with(r#"["198.18.0.1"]"#)).unwrap_err().to_string().contains("ADDR/PREFIXLEN"));
-        assert!(load(&with(r#"["ff02::1/64"]"#)).unwrap_err().to_string().contains("not a unicast"));
-        assert!(load(&with(r#"["fd00::1/64", "fd00::1/120"]"#)).unwrap_err().to_string().contains("one port per address"));
+        assert!(load(&with(r#"["198.18.0.1/33"]"#))
+            .unwrap_err()
+            .to_string()
+            .contains("over 32"));
+        assert!(load(&with(r#"["198.18.0.1"]"#))
+            .unwrap_err()
+            .to_string()
+            .contains("ADDR/PREFIXLEN"));
+        assert!(load(&with(r#"["ff02::1/64"]"#))
+            .unwrap_err()
+            .to_string()
+            .contains("not a unicast"));
+        assert!(load(&with(r#"["fd00::1/64", "fd00::1/120"]"#))
+            .unwrap_err()
+            .to_string()
+            .contains("one port per address"));
     }
 
     #[test]
     fn pcap_socket_needs_a_file() {
-        let s = format!("{MIN}\n[[socket]]\nname = \"p\"\nlocal = \"198.18.0.1:9\"\nhandler = \"pcap\"\n");
-        assert!(load(&s).unwrap_err().to_string().contains("needs pcap_file"));
+        let s = format!(
+            "{MIN}\n[[socket]]\nname = \"p\"\nlocal = \"198.18.0.1:9\"\nhandler = \"pcap\"\n"
+        );
+        assert!(load(&s)
+            .unwrap_err()
+            .to_string()
+            .contains("needs pcap_file"));
         let ok = format!("{s}pcap_file = \"/tmp/x.pcap\"\npcap_limit_bytes = 100000\n");
         let c = load(&ok).unwrap();
         assert_eq!(c.sockets[0].pcap_limit_bytes, 100_000);
         let s = format!("{MIN}\n[[socket]]\nname = \"c\"\nlocal = \"198.18.0.1:9\"\npcap_file = \"/tmp/x.pcap\"\n");
-        assert!(load(&s).unwrap_err().to_string().contains("only for handler"));
+        assert!(load(&s)
+            .unwrap_err()
+            .to_string()
+            .contains("only for handler"));
     }
 
     fn sock(name: &str, local: &str) -> String {
@@ -1007,7 +1180,10 @@ queues = ["net_null0:0"]
             ("déjà", "contains 'é'"),
         ] {
             let e = load(&sock(bad, "198.18.0.1:53")).unwrap_err().to_string();
-            assert!(e.contains(why) && e.contains("1..=63 characters"), "{bad:?}: {e}");
+            assert!(
+                e.contains(why) && e.contains("1..=63 characters"),
+                "{bad:?}: {e}"
+            );
             assert!(!e.contains('\n'), "one line: {e:?}");
         }
         let long = "x".repeat(5000);
@@ -1046,24 +1222,40 @@ queues = ["net_null0:0"]
         let e = start(&nohuge.replace("[eal]\n", "[eal]\nfile_prefix = \"a/b\"\n"));
         assert!(e[0].contains("eal.file_prefix = \"a/b\""), "{e:?}");
         let e = start(&nohuge.replace("[eal]\n", "[eal]\nextra_args = [\"--file-prefix=\"]\n"));
-        assert!(e[0].contains("--file-prefix in eal.extra_args is empty"), "{e:?}");
+        assert!(
+            e[0].contains("--file-prefix in eal.extra_args is empty"),
+            "{e:?}"
+        );
         let e = start(&format!("{nohuge}\n[engine]\nfiller_sockets = 100000000\n"));
         assert!(e[0].contains("at most 10000000"), "{e:?}");
         let many: String = (0..=MAX_SOCKETS)
-            .map(|i| format!("[[socket]]\nname = \"s{i}\"\nlocal = \"198.18.{}.{}:53\"\nring_size = 2\n", i / 250, i % 250 + 1))
+            .map(|i| {
+                format!(
+                    "[[socket]]\nname = \"s{i}\"\nlocal = \"198.18.{}.{}:53\"\nring_size = 2\n",
+                    i / 250,
+                    i % 250 + 1
+                )
+            })
             .collect();
         let e = start(&format!("{nohuge}\n{many}"));
         assert!(e[0].contains("2049 sockets: at most 2048"), "{e:?}");
-        let pcap = |f: &str| format!("{nohuge}\n[[socket]]\nname = \"p\"\nlocal = \"198.18.0.1:9\"\nhandler = \"pcap\"\npcap_file = {f:?}\n");
+        let pcap = |f: &str| {
+            format!("{nohuge}\n[[socket]]\nname = \"p\"\nlocal = \"198.18.0.1:9\"\nhandler = \"pcap\"\npcap_file = {f:?}\n")
+        };
         let e = start(&pcap("/proc/nope/x.pcap"));
-        assert!(e[0].contains("directory /proc/nope does not exist"), "{e:?}");
+        assert!(
+            e[0].contains("directory /proc/nope does not exist"),
+            "{e:?}"
+        );
         let e = start(&pcap("/tmp"));
         assert!(e[0].contains("pcap_file /tmp is a directory"), "{e:?}");
         assert!(start(&pcap("/tmp/udpdemux-x.pcap")).is_empty());
         let two = format!("{nohuge}\n[[socket]]\nname = \"a\"\nlocal = \"198.18.0.1:53\"\n[[socket]]\nname = \"b\"\nlocal = \"198.18.0.1:53\"\n");
         let e = start(&two);
         assert!(
-            e[0].starts_with("socket \"b\": address in use") && e[0].contains("collides with socket \"a\" (") && e[0].contains("reuseport = true on both"),
+            e[0].starts_with("socket \"b\": address in use")
+                && e[0].contains("collides with socket \"a\" (")
+                && e[0].contains("reuseport = true on both"),
             "{e:?}"
         );
     }

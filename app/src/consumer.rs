@@ -40,13 +40,21 @@ pub struct ConsumerLoopStats {
 
 impl ConsumerLcore {
     pub fn new(lcore: u32, sockets: Vec<String>) -> Self {
-        ConsumerLcore { lcore, sockets, stats: Padded::default(), tx_queue: None }
+        ConsumerLcore {
+            lcore,
+            sockets,
+            stats: Padded::default(),
+            tx_queue: None,
+        }
     }
 }
 
 /// Whether this build can run a handler.
 pub fn handler_available(h: Handler) -> bool {
-    matches!(h, Handler::Count | Handler::None | Handler::Echo | Handler::Pcap)
+    matches!(
+        h,
+        Handler::Count | Handler::None | Handler::Echo | Handler::Pcap
+    )
 }
 
 /// Polls between flushes of a consumer lcore's loop counters.
@@ -166,8 +174,11 @@ impl Drain {
             if e.drainer != self.me {
                 continue;
             }
-            total +=
-                if self.floor { drain_floor(e, &mut self.bufs) } else { drain_socket_into(shared, e, &mut self.bufs) };
+            total += if self.floor {
+                drain_floor(e, &mut self.bufs)
+            } else {
+                drain_socket_into(shared, e, &mut self.bufs)
+            };
         }
         total
     }
@@ -201,8 +212,10 @@ fn allowance(e: &SocketEntry, pps: u64, hz: u64, now: u64) -> usize {
     let earned = (now.saturating_sub(last) as u128 * pps as u128 / hz.max(1) as u128) as u64;
     if earned > 0 {
         // Advance by the time the earned credit covers, keeping the remainder.
-        c.rate_tsc.set(last + (earned as u128 * hz as u128 / pps as u128) as u64);
-        c.rate_credit.set((c.rate_credit.get() + earned).min(CONSUME_BURST as u64));
+        c.rate_tsc
+            .set(last + (earned as u128 * hz as u128 / pps as u128) as u64);
+        c.rate_credit
+            .set((c.rate_credit.get() + earned).min(CONSUME_BURST as u64));
     } else if c.rate_tsc.get() == 0 {
         c.rate_tsc.set(now);
     }
@@ -223,7 +236,11 @@ pub fn drain_socket(shared: &Shared, e: &SocketEntry) -> usize {
 /// Take one burst from a socket's ring into `bufs`, handle it, free it.
 /// An empty ring costs two loads; one TSC read per burst taken.
 #[inline]
-fn drain_socket_into(shared: &Shared, e: &SocketEntry, bufs: &mut [*mut ffi::rte_mbuf; CONSUME_BURST]) -> usize {
+fn drain_socket_into(
+    shared: &Shared,
+    e: &SocketEntry,
+    bufs: &mut [*mut ffi::rte_mbuf; CONSUME_BURST],
+) -> usize {
     if e.sock.poll_empty() {
         return 0;
     }
@@ -232,7 +249,11 @@ fn drain_socket_into(shared: &Shared, e: &SocketEntry, bufs: &mut [*mut ffi::rte
     // what was delivered, as an application drains its socket before close.
     let pps = e.sock.consume_rate_pps();
     let limited = pps > 0 && !shared.consumers_stop.load(Ordering::Relaxed);
-    let max = if limited { allowance(e, pps, shared.tsc_hz, now) } else { CONSUME_BURST };
+    let max = if limited {
+        allowance(e, pps, shared.tsc_hz, now)
+    } else {
+        CONSUME_BURST
+    };
     let n = e.sock.dequeue(&mut bufs[..max]);
     if n == 0 {
         return 0;
@@ -244,13 +265,20 @@ fn drain_socket_into(shared: &Shared, e: &SocketEntry, bufs: &mut [*mut ffi::rte
     match e.sock.handler() {
         Handler::Count | Handler::None => {}
         Handler::Echo => {
-            let tx = handlers::TxCtx { ifaces: &shared.ifaces, queue: tx_queue_of(shared, e) };
+            let tx = handlers::TxCtx {
+                ifaces: &shared.ifaces,
+                queue: tx_queue_of(shared, e),
+            };
             // SAFETY: dequeued from this socket's ring just now; ours until consume below.
             unsafe { handlers::echo::echo_burst(&e.sock, &bufs[..n], tx) };
         }
         Handler::Pcap => {
             // Only this socket's drainer locks it, once per burst: uncontended.
-            let mut st = e.sock.handler_state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut st = e
+                .sock
+                .handler_state
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             if let handlers::State::Pcap(sink) = &mut *st {
                 // SAFETY: as above.
                 unsafe { sink.write_burst(&e.sock, &bufs[..n]) };

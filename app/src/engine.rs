@@ -29,7 +29,10 @@ pub enum EngineError {
     #[error("{0}")]
     Dpdk(#[from] DpdkError),
     #[error("cannot write {path}: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("the books do not balance: {0}")]
     Books(String),
 }
@@ -143,11 +146,11 @@ pub struct RxLcore {
     pub cache_stats: Padded<crate::small_cache::CacheStats>,
 }
 
-pub use crate::summary::{
-    snapshot, ConsumerSummary, LcoreSummary, NodeSummary, PoolSummary, PortSummary, QueueSummary, SmallCacheSummary,
-    SocketSummary, Summary,
-};
 use crate::summary::{print_histograms, print_summary, socket_summary, summarize};
+pub use crate::summary::{
+    snapshot, ConsumerSummary, LcoreSummary, NodeSummary, PoolSummary, PortSummary, QueueSummary,
+    SmallCacheSummary, SocketSummary, Summary,
+};
 
 /// A running engine. Field order is teardown order: sockets (rings) and
 /// ports before pools, pools before the EAL.
@@ -185,12 +188,17 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, EngineError> {
         probe_writable(path)?;
     }
     let mut engine = Engine::start(cfg, opts)?;
-    let duration = opts.duration.or((cfg.engine.duration_secs > 0.0).then_some(cfg.engine.duration_secs));
+    let duration = opts
+        .duration
+        .or((cfg.engine.duration_secs > 0.0).then_some(cfg.engine.duration_secs));
     engine.main_loop(duration);
     let summary = engine.stop()?;
     if let Some(path) = &opts.stats_json {
         let text = serde_json::to_string_pretty(&summary).expect("summary serialises");
-        std::fs::write(path, text).map_err(|source| EngineError::Write { path: path.clone(), source })?;
+        std::fs::write(path, text).map_err(|source| EngineError::Write {
+            path: path.clone(),
+            source,
+        })?;
     }
     if !summary.books_balanced {
         return Err(EngineError::Books(summary.problems.join("; ")));
@@ -201,7 +209,12 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, EngineError> {
 /// Whether `path` can be written, leaving no file behind that was not there.
 fn probe_writable(path: &std::path::Path) -> Result<(), EngineError> {
     let existed = path.exists();
-    match std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(path) {
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+    {
         Ok(_) => {
             if !existed {
                 let _ = std::fs::remove_file(path);
@@ -218,7 +231,9 @@ fn probe_writable(path: &std::path::Path) -> Result<(), EngineError> {
 /// Checks that give a better message than the EAL would.
 fn preflight(cfg: &Config) -> Result<(), EngineError> {
     if !cfg.eal.no_huge {
-        let mounted = std::fs::read_to_string("/proc/mounts").map(|m| m.contains("hugetlbfs")).unwrap_or(false);
+        let mounted = std::fs::read_to_string("/proc/mounts")
+            .map(|m| m.contains("hugetlbfs"))
+            .unwrap_or(false);
         if !mounted {
             return Err(EngineError::Setup(
                 "no hugetlbfs mount found: run `sudo bash scripts/setup.sh`, or set eal.no_huge = true in the config".into(),
@@ -236,7 +251,9 @@ fn preflight(cfg: &Config) -> Result<(), EngineError> {
         log::warn!("not running as root: the EAL usually needs root (or CAP_SYS_ADMIN, CAP_IPC_LOCK, CAP_NET_RAW)");
     }
     for s in &cfg.sockets {
-        if matches!(s.handler, Handler::Echo | Handler::Pcap) && !consumer::handler_available(s.handler) {
+        if matches!(s.handler, Handler::Echo | Handler::Pcap)
+            && !consumer::handler_available(s.handler)
+        {
             return Err(EngineError::Setup(format!(
                 "socket {:?}: handler {:?} is not available in this build",
                 s.name, s.handler
@@ -336,7 +353,8 @@ pub fn eal_hint(cfg: &Config, err: &DpdkError, why: &str) -> String {
     if cfg.eal.no_huge {
         "check eal.lcores, eal.vdevs and eal.extra_args".into()
     } else {
-        "run `sudo bash scripts/setup.sh` (hugepages), or set eal.no_huge = true; check eal.lcores".into()
+        "run `sudo bash scripts/setup.sh` (hugepages), or set eal.no_huge = true; check eal.lcores"
+            .into()
     }
 }
 
@@ -345,13 +363,23 @@ impl Engine {
     pub fn start(cfg: &Config, opts: &RunOptions) -> Result<Engine, EngineError> {
         signals::install();
         preflight(cfg)?;
-        let prefix = crate::instance::effective_prefix(&cfg.eal.args()).unwrap_or_else(|| cfg.eal.file_prefix.clone());
+        let prefix = crate::instance::effective_prefix(&cfg.eal.args())
+            .unwrap_or_else(|| cfg.eal.file_prefix.clone());
         let instance = crate::instance::lock(&prefix).map_err(EngineError::Setup)?;
         let capture = crate::eal_log::Capture::start();
         let res = Eal::init(&cfg.eal.args());
-        let logged = capture.map(crate::eal_log::Capture::finish).unwrap_or_default();
-        let eal = res.map_err(|err| EngineError::Eal { msg: eal_failure(cfg, &err, &logged), err })?;
-        log::info!("{} up, TSC {} MHz", eal::version(), eal::tsc_hz() / 1_000_000);
+        let logged = capture
+            .map(crate::eal_log::Capture::finish)
+            .unwrap_or_default();
+        let eal = res.map_err(|err| EngineError::Eal {
+            msg: eal_failure(cfg, &err, &logged),
+            err,
+        })?;
+        log::info!(
+            "{} up, TSC {} MHz",
+            eal::version(),
+            eal::tsc_hz() / 1_000_000
+        );
         let mut e = Engine::setup(cfg, opts)?;
         e.eal = Some(eal);
         e.instance = Some(instance);
@@ -362,9 +390,13 @@ impl Engine {
 
     fn setup(cfg: &Config, opts: &RunOptions) -> Result<Engine, EngineError> {
         // Before any pool, RX lcore or consumer exists: the offset is read per packet.
-        let off = crate::meta::register_hot()
-            .map_err(|e| EngineError::Setup(format!("mbuf dynfield {}: {e}", crate::meta::HOT_DYNFIELD)))?;
-        log::debug!("mbuf dynfield {} at offset {off}", crate::meta::HOT_DYNFIELD);
+        let off = crate::meta::register_hot().map_err(|e| {
+            EngineError::Setup(format!("mbuf dynfield {}: {e}", crate::meta::HOT_DYNFIELD))
+        })?;
+        log::debug!(
+            "mbuf dynfield {} at offset {off}",
+            crate::meta::HOT_DYNFIELD
+        );
         let main = lcore::main_lcore();
         for l in &cfg.lcores {
             if !lcore::is_enabled(l.id) {
@@ -413,8 +445,16 @@ impl Engine {
             let mut queues = Vec::new();
             for q in &l.queues {
                 let (pname, qi) = config::parse_queue_ref(q).expect("validated");
-                let idx = cfg.ports.iter().position(|p| p.name == pname).expect("validated");
-                queues.push(QueueRef { port_name: pname.to_string(), port: port_ids[idx], queue: qi });
+                let idx = cfg
+                    .ports
+                    .iter()
+                    .position(|p| p.name == pname)
+                    .expect("validated");
+                queues.push(QueueRef {
+                    port_name: pname.to_string(),
+                    port: port_ids[idx],
+                    queue: qi,
+                });
             }
             let qstats = queues.iter().map(|_| Padded::default()).collect();
             rx_lcores.push(RxLcore {
@@ -491,11 +531,30 @@ impl Engine {
             for l in &rx_lcores {
                 let sock = lcore::socket_id(l.lcore);
                 if !small_pools.iter().any(|(s, _)| *s == sock) {
-                    let n = rx_lcores.iter().filter(|x| lcore::socket_id(x.lcore) == sock).count() as u32
+                    let n = rx_lcores
+                        .iter()
+                        .filter(|x| lcore::socket_id(x.lcore) == sock)
+                        .count() as u32
                         * cfg.small_cache.entries;
-                    let mp = Mempool::new(&format!("small_pool_s{sock}"), n, 0, crate::meta::PRIV_SIZE, cfg.small_cache.data_room, sock as i32)
-                        .map_err(|e| EngineError::Setup(format!("{e}: lower small_cache.entries or raise eal.memory_mb")))?;
-                    log::info!("pool small_pool_s{sock}: {} mbufs x {} B data room (truesize {} B)", mp.size(), mp.data_room(), mp.truesize());
+                    let mp = Mempool::new(
+                        &format!("small_pool_s{sock}"),
+                        n,
+                        0,
+                        crate::meta::PRIV_SIZE,
+                        cfg.small_cache.data_room,
+                        sock as i32,
+                    )
+                    .map_err(|e| {
+                        EngineError::Setup(format!(
+                            "{e}: lower small_cache.entries or raise eal.memory_mb"
+                        ))
+                    })?;
+                    log::info!(
+                        "pool small_pool_s{sock}: {} mbufs x {} B data room (truesize {} B)",
+                        mp.size(),
+                        mp.data_room(),
+                        mp.truesize()
+                    );
                     crate::meta::check_pool_truesize(&mp)
                         .map_err(|e| EngineError::Setup(format!("small_pool_s{sock}: {e}")))?;
                     small_pools.push((sock, mp));
@@ -503,9 +562,15 @@ impl Engine {
             }
             for l in &rx_lcores {
                 let sock = lcore::socket_id(l.lcore);
-                let pool = &small_pools.iter().find(|(s, _)| *s == sock).expect("small pool per socket").1;
+                let pool = &small_pools
+                    .iter()
+                    .find(|(s, _)| *s == sock)
+                    .expect("small pool per socket")
+                    .1;
                 let cache = crate::small_cache::SmallCache::new(pool, cfg.small_cache.entries)
-                    .map_err(|e| EngineError::Setup(format!("small cache for lcore {}: {e}", l.lcore)))?;
+                    .map_err(|e| {
+                        EngineError::Setup(format!("small cache for lcore {}: {e}", l.lcore))
+                    })?;
                 *l.small.lock().expect("small cache lock") = Some(cache);
             }
         }
@@ -529,10 +594,20 @@ impl Engine {
                         poller.lcore
                     );
                 }
-                qpools.push(&pools.iter().find(|(s, _)| *s == sock).expect("pool per socket").1);
+                qpools.push(
+                    &pools
+                        .iter()
+                        .find(|(s, _)| *s == sock)
+                        .expect("pool per socket")
+                        .1,
+                );
             }
             let wants_tx = wants_echo || !pc.addresses.is_empty();
-            let tx_queues = if wants_tx { pc.tx_queues.max(tx_slots as u16) } else { pc.tx_queues };
+            let tx_queues = if wants_tx {
+                pc.tx_queues.max(tx_slots as u16)
+            } else {
+                pc.tx_queues
+            };
             if wants_tx && tx_queues > info.max_tx_queues {
                 return Err(EngineError::Setup(format!(
                     "port {}: {tx_slots} TX queues needed (one each for {} RX lcore(s), {} consumer lcore(s) and the main lcore, which send ARP/ND/ICMP and echo replies) but the device has at most {}; for net_af_packet set qpairs={tx_slots} and poll every RX queue",
@@ -558,7 +633,11 @@ impl Engine {
             ifaces.push(crate::control::Iface::new(id, mac, pc, tx_queues));
             if !pc.addresses.is_empty() {
                 let a: Vec<String> = pc.addresses.iter().map(|a| a.to_string()).collect();
-                log::info!("port {}: answering ARP/ND/echo for {}", pc.name, a.join(", "));
+                log::info!(
+                    "port {}: answering ARP/ND/echo for {}",
+                    pc.name,
+                    a.join(", ")
+                );
             }
             log::info!(
                 "port {} ({}): {} rxq {} txq, link {} {} Mbit/s, mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
@@ -578,7 +657,10 @@ impl Engine {
             ports.push(p);
         }
 
-        let numa = rx_lcores.first().map(|l| lcore::socket_id(l.lcore) as i32).unwrap_or(0);
+        let numa = rx_lcores
+            .first()
+            .map(|l| lcore::socket_id(l.lcore) as i32)
+            .unwrap_or(0);
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
             consumers_stop: AtomicBool::new(false),
@@ -604,9 +686,16 @@ impl Engine {
         let pool_marks: Vec<(u32, Vec<u32>)> = pools
             .iter()
             .map(|(sock, mp)| {
-                let pollers: Vec<u32> =
-                    shared.rx.iter().filter(|l| lcore::socket_id(l.lcore) == *sock).map(|l| l.lcore).collect();
-                (crate::starvation::low_water(mp.size(), cfg.engine.burst, pollers.len()), pollers)
+                let pollers: Vec<u32> = shared
+                    .rx
+                    .iter()
+                    .filter(|l| lcore::socket_id(l.lcore) == *sock)
+                    .map(|l| l.lcore)
+                    .collect();
+                (
+                    crate::starvation::low_water(mp.size(), cfg.engine.burst, pollers.len()),
+                    pollers,
+                )
             })
             .collect();
         shared.pool_watch.set_pools(
@@ -617,7 +706,10 @@ impl Engine {
         for (i, s) in cfg.sockets.iter().enumerate() {
             // A SIGINT during setup: stop creating sockets, run on to the summary.
             if signals::stop_requested() {
-                log::info!("signal received during setup: {i} of {} socket(s) created", cfg.sockets.len());
+                log::info!(
+                    "signal received during setup: {i} of {} socket(s) created",
+                    cfg.sockets.len()
+                );
                 break;
             }
             add_socket(&shared, s.clone()).map_err(EngineError::Setup)?;
@@ -680,7 +772,12 @@ impl Engine {
 
     /// A live socket by name.
     pub fn socket(&self, name: &str) -> Option<Arc<Socket>> {
-        self.shared.sockets.load().iter().find(|e| e.sock.name() == name).map(|e| Arc::clone(&e.sock))
+        self.shared
+            .sockets
+            .load()
+            .iter()
+            .find(|e| e.sock.name() == name)
+            .map(|e| Arc::clone(&e.sock))
     }
 
     /// Add a socket while running (no RX pause).
@@ -711,7 +808,12 @@ impl Engine {
         let shared = Arc::clone(&self.shared);
         let hz = shared.tsc_hz.max(1);
         let ms_ticks = (hz / 1000).max(1);
-        let interval_ticks = self.cfg.engine.stats_interval_ms.max(1).saturating_mul(ms_ticks);
+        let interval_ticks = self
+            .cfg
+            .engine
+            .stats_interval_ms
+            .max(1)
+            .saturating_mul(ms_ticks);
         let idle_ticks = self.cfg.engine.stop_when_idle_ms.saturating_mul(hz) / 1000;
         // Out of its cell for the loop (SIGHUP handling borrows self). The
         // placeholder left in the cell holds no registry: one that did would
@@ -766,12 +868,23 @@ impl Engine {
             }
             if idle_ticks > 0 && now >= next_idle {
                 next_idle = now + ms_ticks;
-                let total: u64 = shared.rx.iter().flat_map(|l| l.qstats.iter()).map(|q| q.packets.get()).sum();
+                let total: u64 = shared
+                    .rx
+                    .iter()
+                    .flat_map(|l| l.qstats.iter())
+                    .map(|q| q.packets.get())
+                    .sum();
                 // An lcore that never received (stamp 0) counts as idle only once others have.
-                let all_idle = shared.rx.iter().all(|l| now.saturating_sub(l.last_rx_tsc.get()) > idle_ticks);
+                let all_idle = shared
+                    .rx
+                    .iter()
+                    .all(|l| now.saturating_sub(l.last_rx_tsc.get()) > idle_ticks);
                 let any_seen = shared.rx.iter().any(|l| l.last_rx_tsc.get() != 0);
                 if total > 0 && any_seen && all_idle {
-                    log::info!("all RX queues idle for {} ms, stopping", self.cfg.engine.stop_when_idle_ms);
+                    log::info!(
+                        "all RX queues idle for {} ms, stopping",
+                        self.cfg.engine.stop_when_idle_ms
+                    );
                     break;
                 }
             }
@@ -787,19 +900,36 @@ impl Engine {
                 let secs = now.saturating_sub(last_print) as f64 / hz as f64;
                 last_print = now;
                 next_print = now + interval_ticks;
-                let pkts: u64 = shared.rx.iter().flat_map(|l| l.qstats.iter()).map(|q| q.packets.get()).sum();
-                let bytes: u64 = shared.rx.iter().flat_map(|l| l.qstats.iter()).map(|q| q.bytes.get()).sum();
+                let pkts: u64 = shared
+                    .rx
+                    .iter()
+                    .flat_map(|l| l.qstats.iter())
+                    .map(|q| q.packets.get())
+                    .sum();
+                let bytes: u64 = shared
+                    .rx
+                    .iter()
+                    .flat_map(|l| l.qstats.iter())
+                    .map(|q| q.bytes.get())
+                    .sum();
                 let socks = shared.sockets.load();
                 // Removed sockets keep their books in `removed`: count them too,
                 // so a SIGHUP does not make the totals (and rates) go backwards.
                 // The floor pipeline's own counters are zero in other modes.
                 let removed = shared.removed.lock().expect("removed lock");
-                let delivered: u64 =
-                    socks.iter().map(|e| e.sock.stats().delivered + e.sock.floor.delivered()).sum::<u64>()
-                        + removed.iter().map(|s| s.delivered).sum::<u64>();
-                let drops: u64 =
-                    socks.iter().map(|e| e.sock.stats().drops_total() + e.sock.floor.ring_full()).sum::<u64>()
-                        + removed.iter().map(|s| s.drops.values().sum::<u64>()).sum::<u64>();
+                let delivered: u64 = socks
+                    .iter()
+                    .map(|e| e.sock.stats().delivered + e.sock.floor.delivered())
+                    .sum::<u64>()
+                    + removed.iter().map(|s| s.delivered).sum::<u64>();
+                let drops: u64 = socks
+                    .iter()
+                    .map(|e| e.sock.stats().drops_total() + e.sock.floor.ring_full())
+                    .sum::<u64>()
+                    + removed
+                        .iter()
+                        .map(|s| s.drops.values().sum::<u64>())
+                        .sum::<u64>();
                 drop(removed);
                 // A fresh sample for the line, then the warning if the pool
                 // was below its mark at any sample of the interval.
@@ -809,7 +939,10 @@ impl Engine {
                 }
                 let pw = &shared.pool_watch;
                 if self.stats_format == crate::nstat::StatsFormat::Nstat {
-                    let now = crate::nstat::counters(&snapshot(&shared, self.started.elapsed().as_secs_f64()));
+                    let now = crate::nstat::counters(&snapshot(
+                        &shared,
+                        self.started.elapsed().as_secs_f64(),
+                    ));
                     print!("{}", crate::nstat::render(&now, last_nstat.as_ref(), secs));
                     last_nstat = Some(now);
                 } else {
@@ -831,7 +964,8 @@ impl Engine {
                 last_bytes = bytes;
                 last_delivered = delivered;
                 last_drops = drops;
-                self.pool_samples.push(self.pools.iter().map(|(_, mp)| mp.avail()).sum());
+                self.pool_samples
+                    .push(self.pools.iter().map(|(_, mp)| mp.avail()).sum());
             }
         }
         *self.main_drain.get_mut() = drain;
@@ -858,8 +992,10 @@ impl Engine {
         shared.stop.store(true, Ordering::SeqCst);
         let mut failed = Vec::new();
         // RX lcores first (they were launched last).
-        let (rx_handles, cons_handles): (Vec<_>, Vec<_>) =
-            self.launched.drain(..).partition(|h| shared.rx.iter().any(|l| l.lcore == h.lcore()));
+        let (rx_handles, cons_handles): (Vec<_>, Vec<_>) = self
+            .launched
+            .drain(..)
+            .partition(|h| shared.rx.iter().any(|l| l.lcore == h.lcore()));
         for h in rx_handles {
             let lc = h.lcore();
             if h.join() != 0 {
@@ -871,9 +1007,15 @@ impl Engine {
         // The election protocol leaves no packet on a stage once producers stop.
         for e in shared.sockets.load().iter() {
             let mut free = rx::FreeList::default();
-            let stranded = e.sock.rx.drain_closed(&mut |p, _r| free.push(crate::meta::MbufMeta::mbuf(p)));
+            let stranded = e
+                .sock
+                .rx
+                .drain_closed(&mut |p, _r| free.push(crate::meta::MbufMeta::mbuf(p)));
             if stranded > 0 {
-                problems.push(format!("socket {}: {stranded} packet(s) stranded in a stage", e.sock.name()));
+                problems.push(format!(
+                    "socket {}: {stranded} packet(s) stranded in a stage",
+                    e.sock.name()
+                ));
             }
         }
         shared.consumers_stop.store(true, Ordering::SeqCst);
@@ -895,7 +1037,10 @@ impl Engine {
             if let Some(c) = l.small.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
                 let held = c.in_use();
                 if held > 0 {
-                    problems.push(format!("lcore {}: {held} small-cache entries still held at exit", l.lcore));
+                    problems.push(format!(
+                        "lcore {}: {held} small-cache entries still held at exit",
+                        l.lcore
+                    ));
                 }
             }
         }
@@ -908,14 +1053,22 @@ impl Engine {
         }
         for (name, pools) in [("rx_pool", &self.pools), ("small_pool", &self.small_pools)] {
             for (sock, mp) in pools {
-                summary.pools.push(PoolSummary { name: format!("{name}_s{sock}"), size: mp.size(), avail: mp.avail() });
+                summary.pools.push(PoolSummary {
+                    name: format!("{name}_s{sock}"),
+                    size: mp.size(),
+                    avail: mp.avail(),
+                });
             }
         }
         summary.peak_rss_kb = peak_rss_kb();
         summary.pool_avail_samples = std::mem::take(&mut self.pool_samples);
         for (sock, mp) in &self.small_pools {
             if mp.avail() != mp.size() {
-                summary.problems.push(format!("small_pool_s{sock}: {} of {} mbufs back at exit", mp.avail(), mp.size()));
+                summary.problems.push(format!(
+                    "small_pool_s{sock}: {} of {} mbufs back at exit",
+                    mp.avail(),
+                    mp.size()
+                ));
                 summary.books_balanced = false;
             }
         }
@@ -925,10 +1078,17 @@ impl Engine {
         match self.stats_format {
             crate::nstat::StatsFormat::Text => print_summary(&summary),
             crate::nstat::StatsFormat::Nstat => {
-                print!("{}", crate::nstat::render(&crate::nstat::counters(&summary), None, summary.seconds));
+                print!(
+                    "{}",
+                    crate::nstat::render(&crate::nstat::counters(&summary), None, summary.seconds)
+                );
                 println!(
                     "#books {}",
-                    if summary.books_balanced { "balanced".to_string() } else { summary.problems.join("; ") }
+                    if summary.books_balanced {
+                        "balanced".to_string()
+                    } else {
+                        summary.problems.join("; ")
+                    }
                 );
             }
         }
@@ -936,7 +1096,9 @@ impl Engine {
             print_histograms(&summary);
         }
         if !failed.is_empty() {
-            return Err(EngineError::Setup(format!("worker lcores {failed:?} failed (see log)")));
+            return Err(EngineError::Setup(format!(
+                "worker lcores {failed:?} failed (see log)"
+            )));
         }
         Ok(summary)
     }
@@ -955,7 +1117,13 @@ impl Drop for Engine {
         self.main_drain.get_mut().release();
         let entries = self.shared.sockets.swap(Arc::new(Vec::new()));
         self.shared.sockets_gen.fetch_add(1, Ordering::Release);
-        let fillers = std::mem::take(&mut *self.shared.filler_handles.lock().unwrap_or_else(|p| p.into_inner()));
+        let fillers = std::mem::take(
+            &mut *self
+                .shared
+                .filler_handles
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
         let _ = self.shared.table.update(|ed| {
             for e in entries.iter() {
                 ed.remove(e.handle)?;
@@ -986,10 +1154,20 @@ fn drainer_for(shared: &Shared, conf: &SocketConf, id: u32) -> Drainer {
     if conf.handler == Handler::None {
         return Drainer::External;
     }
-    if let Some(i) = shared.consumers.iter().position(|c| c.sockets.iter().any(|n| n == &conf.name)) {
+    if let Some(i) = shared
+        .consumers
+        .iter()
+        .position(|c| c.sockets.iter().any(|n| n == &conf.name))
+    {
         return Drainer::Lcore(i);
     }
-    let open: Vec<usize> = shared.consumers.iter().enumerate().filter(|(_, c)| c.sockets.is_empty()).map(|(i, _)| i).collect();
+    let open: Vec<usize> = shared
+        .consumers
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.sockets.is_empty())
+        .map(|(i, _)| i)
+        .collect();
     if open.is_empty() {
         Drainer::Main
     } else {
@@ -1003,18 +1181,25 @@ fn drainer_for(shared: &Shared, conf: &SocketConf, id: u32) -> Drainer {
 fn add_filler(shared: &Shared, n: u32) -> Result<(), String> {
     const PORTS: u32 = 59_976;
     let addr = |i: u32| {
-        let ip = std::net::Ipv4Addr::from(u32::from(std::net::Ipv4Addr::new(198, 19, 0, 1)) + i / PORTS);
+        let ip =
+            std::net::Ipv4Addr::from(u32::from(std::net::Ipv4Addr::new(198, 19, 0, 1)) + i / PORTS);
         std::net::SocketAddr::new(ip.into(), 1024 + (i % PORTS) as u16)
     };
-    let conf: SocketConf = toml::from_str(&format!("name = \"filler\"\nlocal = \"{}\"\nhandler = \"count\"\n", addr(0)))
-        .map_err(|e| e.to_string())?;
+    let conf: SocketConf = toml::from_str(&format!(
+        "name = \"filler\"\nlocal = \"{}\"\nhandler = \"count\"\n",
+        addr(0)
+    ))
+    .map_err(|e| e.to_string())?;
     let sock = add_socket(shared, conf)?;
     let handles = shared
         .table
         .update(|ed| {
             let mut hs = Vec::with_capacity(n as usize);
             for i in 1..n {
-                hs.push(ed.insert(crate::flow_table::Binding::bound(addr(i)), Arc::clone(&sock))?);
+                hs.push(ed.insert(
+                    crate::flow_table::Binding::bound(addr(i)),
+                    Arc::clone(&sock),
+                )?);
             }
             Ok(hs)
         })
@@ -1040,25 +1225,45 @@ pub fn prepare_socket(
     handler: Option<Arc<Mutex<crate::handlers::State>>>,
 ) -> Result<Prepared, String> {
     let id = {
-        let mut n = shared.next_socket_id.lock().unwrap_or_else(|p| p.into_inner());
+        let mut n = shared
+            .next_socket_id
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         *n += 1;
         *n
     };
     let drainer = drainer_for(shared, &conf, id);
-    let sock = Socket::with_handler(id, conf, shared.nodes, shared.numa, handler).map_err(|e| e.to_string())?;
-    Ok(Prepared { sock: Arc::new(sock), drainer })
+    let sock = Socket::with_handler(id, conf, shared.nodes, shared.numa, handler)
+        .map_err(|e| e.to_string())?;
+    Ok(Prepared {
+        sock: Arc::new(sock),
+        drainer,
+    })
 }
 
 /// A flow-table refusal in words, naming the other socket by name (looked
 /// up in `extra`, then among the live sockets).
-pub fn flow_error_text(shared: &Shared, e: &crate::flow_table::FlowError, extra: &[(u64, &str)]) -> String {
+pub fn flow_error_text(
+    shared: &Shared,
+    e: &crate::flow_table::FlowError,
+    extra: &[(u64, &str)],
+) -> String {
     use crate::flow_table::FlowError;
     match e {
         FlowError::AddrInUse { new, existing } => {
             let id = existing.id();
-            let name = extra.iter().find(|(i, _)| *i == id).map(|(_, n)| n.to_string()).or_else(|| {
-                shared.sockets.load().iter().find(|e| e.handle.id() == id).map(|e| e.sock.name().to_string())
-            });
+            let name = extra
+                .iter()
+                .find(|(i, _)| *i == id)
+                .map(|(_, n)| n.to_string())
+                .or_else(|| {
+                    shared
+                        .sockets
+                        .load()
+                        .iter()
+                        .find(|e| e.handle.id() == id)
+                        .map(|e| e.sock.name().to_string())
+                });
             let who = match name {
                 Some(n) => format!("socket {n:?} ({})", existing.binding()),
                 None => existing.to_string(),
@@ -1104,16 +1309,34 @@ fn set_registry(shared: &Shared, v: Vec<SocketEntry>) {
 
 /// Create a socket, publish it in the flow table and the registry.
 pub fn add_socket(shared: &Shared, conf: SocketConf) -> Result<Arc<Socket>, String> {
-    if shared.sockets.load().iter().any(|e| e.sock.name() == conf.name) {
+    if shared
+        .sockets
+        .load()
+        .iter()
+        .any(|e| e.sock.name() == conf.name)
+    {
         return Err(format!("socket {:?} already exists", conf.name));
     }
     let p = prepare_socket(shared, conf, None)?;
     let handle = shared
         .table
         .insert(p.sock.binding(), Arc::clone(&p.sock))
-        .map_err(|e| format!("socket {:?}: {}", p.sock.name(), flow_error_text(shared, &e, &[])))?;
+        .map_err(|e| {
+            format!(
+                "socket {:?}: {}",
+                p.sock.name(),
+                flow_error_text(shared, &e, &[])
+            )
+        })?;
     let sock = Arc::clone(&p.sock);
-    register(shared, vec![SocketEntry { sock: p.sock, drainer: p.drainer, handle }]);
+    register(
+        shared,
+        vec![SocketEntry {
+            sock: p.sock,
+            drainer: p.drainer,
+            handle,
+        }],
+    );
     Ok(sock)
 }
 
@@ -1129,7 +1352,10 @@ pub fn remove_socket(shared: &Shared, name: &str) -> Result<(), String> {
         .find(|e| e.sock.name() == name)
         .cloned()
         .ok_or_else(|| format!("no socket named {name:?}"))?;
-    shared.table.remove(entry.handle).map_err(|e| e.to_string())?;
+    shared
+        .table
+        .remove(entry.handle)
+        .map_err(|e| e.to_string())?;
     retire(shared, &[entry]);
     Ok(())
 }
@@ -1149,14 +1375,18 @@ pub(crate) fn retire(shared: &Shared, entries: &[SocketEntry]) {
     wait_quiescent(shared);
     for e in entries {
         let mut free = rx::FreeList::default();
-        e.sock.rx.drain_closed(&mut |p, _r| free.push(crate::meta::MbufMeta::mbuf(p)));
+        e.sock
+            .rx
+            .drain_closed(&mut |p, _r| free.push(crate::meta::MbufMeta::mbuf(p)));
         drop(free);
     }
     // Give the consumers a moment to take what is in the rings; the rest is freed and counted.
     let deadline = Instant::now() + Duration::from_millis(200);
     loop {
-        let waiting: Vec<&SocketEntry> =
-            entries.iter().filter(|e| e.drainer != Drainer::External && e.sock.ring.count() > 0).collect();
+        let waiting: Vec<&SocketEntry> = entries
+            .iter()
+            .filter(|e| e.drainer != Drainer::External && e.sock.ring.count() > 0)
+            .collect();
         if waiting.is_empty() || Instant::now() >= deadline {
             break;
         }
@@ -1182,7 +1412,11 @@ pub(crate) fn retire(shared: &Shared, entries: &[SocketEntry]) {
     // is counted once (consumed, or freed at close).
     for e in entries {
         e.sock.free_ring();
-        shared.removed.lock().unwrap_or_else(|p| p.into_inner()).push(socket_summary(e, true));
+        shared
+            .removed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(socket_summary(e, true));
         log::info!("socket {} ({}) removed", e.sock.name(), e.sock.id);
     }
 }
@@ -1191,7 +1425,11 @@ pub(crate) fn retire(shared: &Shared, entries: &[SocketEntry]) {
 fn wait_quiescent(shared: &Shared) {
     let marks: Vec<u64> = shared.rx.iter().map(|l| l.quiescent.get()).collect();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while shared.rx.iter().zip(&marks).any(|(l, &m)| l.quiescent.get() == m)
+    while shared
+        .rx
+        .iter()
+        .zip(&marks)
+        .any(|(l, &m)| l.quiescent.get() == m)
         && !shared.stop.load(Ordering::SeqCst)
         && Instant::now() < deadline
     {

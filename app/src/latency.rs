@@ -107,8 +107,17 @@ pub fn render(title: &str, b: &[u64; BUCKETS]) -> String {
     };
     let first = b.iter().position(|&c| c > 0).unwrap_or(0);
     for (i, &c) in b.iter().enumerate().take(last + 1).skip(first) {
-        let bar = if max == 0 { 0 } else { (c * 52).div_ceil(max) as usize };
-        out.push_str(&format!("{:<16} {:>10} |{:<52}|\n", label(i), c, "@".repeat(bar.min(52))));
+        let bar = if max == 0 {
+            0
+        } else {
+            (c * 52).div_ceil(max) as usize
+        };
+        out.push_str(&format!(
+            "{:<16} {:>10} |{:<52}|\n",
+            label(i),
+            c,
+            "@".repeat(bar.min(52))
+        ));
     }
     out
 }
@@ -135,10 +144,22 @@ mod tests {
     fn multiply_matches_division() {
         for cpu in [1u64, 1000, 2600, 2_999, 3_700] {
             let inv = inverse(cpu);
-            for c in [0u64, 1, cpu - 1, cpu, cpu + 1, 10 * cpu, 12_345_678, u64::MAX / 3] {
+            for c in [
+                0u64,
+                1,
+                cpu - 1,
+                cpu,
+                cpu + 1,
+                10 * cpu,
+                12_345_678,
+                u64::MAX / 3,
+            ] {
                 let exact = c / cpu;
                 let fast = us_of(c, inv);
-                assert!(fast == exact || fast + 1 == exact, "cpu {cpu} cycles {c}: {fast} vs {exact}");
+                assert!(
+                    fast == exact || fast + 1 == exact,
+                    "cpu {cpu} cycles {c}: {fast} vs {exact}"
+                );
                 assert!(bucket(fast).abs_diff(bucket(exact)) <= 1);
             }
         }

@@ -24,24 +24,28 @@ pub mod alloc_guard;
 #[cfg(not(loom))]
 pub mod api;
 #[cfg(not(loom))]
-pub mod control;
+pub mod bench;
 #[cfg(not(loom))]
-pub mod handlers;
+pub mod check;
 #[cfg(not(loom))]
 pub mod consumer;
 #[cfg(not(loom))]
-pub mod engine;
+pub mod control;
 /// The EAL's own message when its init fails.
 #[cfg(not(loom))]
 pub mod eal_log;
 #[cfg(not(loom))]
-pub mod bench;
+pub mod engine;
 #[cfg(not(loom))]
 pub mod gen;
 #[cfg(not(loom))]
-pub mod meta;
+pub mod handlers;
 #[cfg(not(loom))]
 pub mod instance;
+#[cfg(not(loom))]
+pub mod meta;
+#[cfg(not(loom))]
+pub mod nstat;
 #[cfg(not(loom))]
 pub mod pipeline_floor;
 #[cfg(not(loom))]
@@ -58,9 +62,5 @@ pub mod socket;
 pub mod starvation;
 #[cfg(not(loom))]
 pub mod summary;
-#[cfg(not(loom))]
-pub mod check;
-#[cfg(not(loom))]
-pub mod nstat;
 #[cfg(not(loom))]
 pub mod telemetry;

@@ -27,7 +27,11 @@ mod cli {
     use udpdemux::rx::Mode;
 
     #[derive(Parser)]
-    #[command(name = "udpdemux", version, about = "Kernel-bypass UDP receive engine on DPDK")]
+    #[command(
+        name = "udpdemux",
+        version,
+        about = "Kernel-bypass UDP receive engine on DPDK"
+    )]
     struct Cli {
         #[command(subcommand)]
         cmd: Cmd,
@@ -94,7 +98,9 @@ mod cli {
             .init();
         let cli = Cli::parse();
         let res = match cli.cmd {
-            Cmd::Check { config } => udpdemux::check::run(&config).map(|_| ()).map_err(anyhow::Error::from),
+            Cmd::Check { config } => udpdemux::check::run(&config)
+                .map(|_| ())
+                .map_err(anyhow::Error::from),
             Cmd::Run {
                 config,
                 duration,
@@ -132,17 +138,29 @@ mod cli {
                 Ok(())
             })(),
             Cmd::Gen(args) => udpdemux::gen::run(&args),
-            Cmd::BenchDemux { sockets, packets, json } => {
+            Cmd::BenchDemux {
+                sockets,
+                packets,
+                json,
+            } => {
                 let rows = udpdemux::bench::demux_table(&sockets, packets);
                 if json {
-                    println!("{}", serde_json::to_string_pretty(&rows).expect("rows serialise"));
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&rows).expect("rows serialise")
+                    );
                 } else {
                     println!("| sockets | family | traffic | parse ns/pkt | parse + lookup ns/pkt | parse + lookup, checksums offloaded ns/pkt |");
                     println!("|---:|---|---|---:|---:|---:|");
                     for r in rows {
                         println!(
                             "| {} | {} | {} | {:.1} | {:.1} | {:.1} |",
-                            r.sockets, r.family, r.traffic, r.parse_only_ns, r.ns_per_packet, r.offload_ns
+                            r.sockets,
+                            r.family,
+                            r.traffic,
+                            r.parse_only_ns,
+                            r.ns_per_packet,
+                            r.offload_ns
                         );
                     }
                 }

@@ -91,7 +91,9 @@ pub unsafe fn truesize_of(m: *const ffi::rte_mbuf) -> u32 {
 /// `Mempool::truesize` (what RX and the small cache charge). The engine runs
 /// it on every RX and small pool at start, so every EAL-backed run tests it.
 pub fn check_pool_truesize(mp: &dpdk_sys::Mempool) -> Result<u32, String> {
-    let m = mp.alloc().ok_or_else(|| "cannot allocate one mbuf to check its truesize".to_string())?;
+    let m = mp
+        .alloc()
+        .ok_or_else(|| "cannot allocate one mbuf to check its truesize".to_string())?;
     // SAFETY: a live mbuf of an engine pool (priv_size checked just below).
     let ours = unsafe { truesize_of(m.as_ptr()) };
     let (priv_size, theirs) = (mp.priv_size(), mp.truesize());
@@ -122,13 +124,18 @@ pub const HOT_DYNFIELD: &str = "udpdemux_hot_meta";
 /// (a test without the engine) stays correct, only slower.
 static HOT_OFFSET: AtomicUsize = AtomicUsize::new(HOT_FALLBACK);
 /// `hot_fallback` is `MbufMeta`'s second field, right after the 8-byte link (repr(C)).
-const HOT_FALLBACK: usize = std::mem::size_of::<ffi::rte_mbuf>() + std::mem::size_of::<AtomicPtr<MbufMeta>>();
+const HOT_FALLBACK: usize =
+    std::mem::size_of::<ffi::rte_mbuf>() + std::mem::size_of::<AtomicPtr<MbufMeta>>();
 
 /// Register the [`HotMeta`] dynfield (idempotent). Must run after the EAL and
 /// before any RX lcore or consumer starts: the offset is read per packet and
 /// must not change while packets are in flight.
 pub fn register_hot() -> Result<usize, dpdk_sys::DpdkError> {
-    let off = mbuf::dynfield_register(HOT_DYNFIELD, std::mem::size_of::<HotMeta>(), std::mem::align_of::<HotMeta>())?;
+    let off = mbuf::dynfield_register(
+        HOT_DYNFIELD,
+        std::mem::size_of::<HotMeta>(),
+        std::mem::align_of::<HotMeta>(),
+    )?;
     HOT_OFFSET.store(off, Ordering::Relaxed);
     if !(64..128).contains(&off) {
         log::warn!("dynfield {HOT_DYNFIELD} at offset {off}, outside the mbuf's second cache line");
@@ -226,7 +233,8 @@ impl MbufMeta {
     /// The mbuf a metadata block belongs to.
     #[inline(always)]
     pub fn mbuf(p: NonNull<MbufMeta>) -> *mut ffi::rte_mbuf {
-        (p.as_ptr() as *mut u8).wrapping_sub(std::mem::size_of::<ffi::rte_mbuf>()) as *mut ffi::rte_mbuf
+        (p.as_ptr() as *mut u8).wrapping_sub(std::mem::size_of::<ffi::rte_mbuf>())
+            as *mut ffi::rte_mbuf
     }
 
     /// Fill the metadata of a freshly received, demuxed datagram.
@@ -234,7 +242,14 @@ impl MbufMeta {
     /// # Safety
     /// `m` must be a live mbuf from a pool with `priv_size >= PRIV_SIZE`, owned by the caller.
     #[inline(always)]
-    pub unsafe fn init(m: *mut ffi::rte_mbuf, d: &Datagram, socket: u32, truesize: u32, rx_tsc: u64, port: u16) {
+    pub unsafe fn init(
+        m: *mut ffi::rte_mbuf,
+        d: &Datagram,
+        socket: u32,
+        truesize: u32,
+        rx_tsc: u64,
+        port: u16,
+    ) {
         let meta = MbufMeta {
             link: AtomicPtr::new(std::ptr::null_mut()),
             hot_fallback: HotMeta::default(),
@@ -258,7 +273,10 @@ impl MbufMeta {
         // dynfield is ours too (registered, or the fallback slot just written).
         unsafe {
             std::ptr::write(Self::of(m).as_ptr(), meta);
-            hot_ptr(m).write(HotMeta { rx_tsc, payload_len: d.payload_len });
+            hot_ptr(m).write(HotMeta {
+                rx_tsc,
+                payload_len: d.payload_len,
+            });
         }
     }
 
@@ -335,7 +353,9 @@ mod tests {
             let m: *mut ffi::rte_mbuf = &mut f.m;
             // rx.rs charges sizeof(rte_mbuf) + priv_size + buf_len per datagram;
             // Mempool::truesize and the small cache use sizeof + priv_size + data_room.
-            let rx = std::mem::size_of::<ffi::rte_mbuf>() as u32 + u32::from(f.m.priv_size) + u32::from(f.m.buf_len);
+            let rx = std::mem::size_of::<ffi::rte_mbuf>() as u32
+                + u32::from(f.m.priv_size)
+                + u32::from(f.m.buf_len);
             // SAFETY: a live fake mbuf with an engine-sized private area.
             assert_eq!(unsafe { truesize_of(m) }, rx, "room {room}");
             let p = MbufMeta::of(m);
@@ -350,7 +370,10 @@ mod tests {
         // No EAL here: the dynfield is not registered, the fallback slot is used.
         let (mut a, mut b) = (fake(2176), fake(576));
         let (ma, mb): (*mut ffi::rte_mbuf, *mut ffi::rte_mbuf) = (&mut a.m, &mut b.m);
-        let h = HotMeta { rx_tsc: 0x1234_5678_9abc, payload_len: 1472 };
+        let h = HotMeta {
+            rx_tsc: 0x1234_5678_9abc,
+            payload_len: 1472,
+        };
         // SAFETY: live fake mbufs we own.
         unsafe {
             hot_ptr(ma).write(h);
@@ -361,7 +384,8 @@ mod tests {
         let base = ma as usize;
         let at = hot_ptr(ma) as usize - base;
         assert!(
-            at >= std::mem::size_of::<ffi::rte_mbuf>() && at + 16 <= std::mem::size_of::<FakeMbuf>(),
+            at >= std::mem::size_of::<ffi::rte_mbuf>()
+                && at + 16 <= std::mem::size_of::<FakeMbuf>(),
             "inside the private area"
         );
         assert_eq!(at % 8, 0);

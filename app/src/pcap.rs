@@ -42,8 +42,15 @@ pub enum PcapError {
     #[error("unsupported pcap version {major}.{minor} (only 2.x)")]
     Version { major: u16, minor: u16 },
     #[error("truncated pcap file: {what} at byte {offset} needs {need} bytes, only {got} left")]
-    Truncated { what: &'static str, offset: u64, need: usize, got: usize },
-    #[error("corrupt pcap record at byte {offset}: captured length {caplen} exceeds the maximum {max}")]
+    Truncated {
+        what: &'static str,
+        offset: u64,
+        need: usize,
+        got: usize,
+    },
+    #[error(
+        "corrupt pcap record at byte {offset}: captured length {caplen} exceeds the maximum {max}"
+    )]
     CapLen { offset: u64, caplen: u32, max: u32 },
 }
 
@@ -84,8 +91,16 @@ impl<W: Write> PcapWriter<W> {
         Self::with_precision(out, snaplen, Precision::Micro)
     }
 
-    pub fn with_precision(mut out: W, snaplen: u32, precision: Precision) -> Result<Self, PcapError> {
-        let snaplen = if snaplen == 0 { MAX_SNAPLEN } else { snaplen.min(MAX_SNAPLEN) };
+    pub fn with_precision(
+        mut out: W,
+        snaplen: u32,
+        precision: Precision,
+    ) -> Result<Self, PcapError> {
+        let snaplen = if snaplen == 0 {
+            MAX_SNAPLEN
+        } else {
+            snaplen.min(MAX_SNAPLEN)
+        };
         let magic = match precision {
             Precision::Micro => MAGIC_MICROS,
             Precision::Nano => MAGIC_NANOS,
@@ -221,7 +236,12 @@ impl<R: Read> PcapReader<R> {
         let mut h = [0u8; FILE_HEADER_LEN];
         let got = read_full(&mut inp, &mut h)?;
         if got < FILE_HEADER_LEN {
-            return Err(PcapError::Truncated { what: "file header", offset: 0, need: FILE_HEADER_LEN, got });
+            return Err(PcapError::Truncated {
+                what: "file header",
+                offset: 0,
+                need: FILE_HEADER_LEN,
+                got,
+            });
         }
         let m = [h[0], h[1], h[2], h[3]];
         let (big_endian, precision) = if u32::from_le_bytes(m) == MAGIC_MICROS {
@@ -254,7 +274,10 @@ impl<R: Read> PcapReader<R> {
         let version = (u16_at(4), u16_at(6));
         // libpcap accepts major 2 with any minor (2.2, 2.3, 2.4).
         if version.0 != 2 {
-            return Err(PcapError::Version { major: version.0, minor: version.1 });
+            return Err(PcapError::Version {
+                major: version.0,
+                minor: version.1,
+            });
         }
         Ok(PcapReader {
             inp,
@@ -303,14 +326,23 @@ impl<R: Read> PcapReader<R> {
             return Ok(None);
         }
         if got < RECORD_HEADER_LEN {
-            return Err(PcapError::Truncated { what: "record header", offset: self.offset, need: RECORD_HEADER_LEN, got });
+            return Err(PcapError::Truncated {
+                what: "record header",
+                offset: self.offset,
+                need: RECORD_HEADER_LEN,
+                got,
+            });
         }
         let secs = self.field([h[0], h[1], h[2], h[3]]);
         let frac = self.field([h[4], h[5], h[6], h[7]]);
         let caplen = self.field([h[8], h[9], h[10], h[11]]);
         let orig_len = self.field([h[12], h[13], h[14], h[15]]);
         if caplen > MAX_SNAPLEN {
-            return Err(PcapError::CapLen { offset: self.offset, caplen, max: MAX_SNAPLEN });
+            return Err(PcapError::CapLen {
+                offset: self.offset,
+                caplen,
+                max: MAX_SNAPLEN,
+            });
         }
         // caplen <= MAX_SNAPLEN, so this resize is bounded.
         buf.resize(caplen as usize, 0);
@@ -385,7 +417,10 @@ mod tests {
                 ttl: 64,
                 options: &[],
                 ident: 7,
-                frag: FragSpec { dont_frag: true, ..FragSpec::default() },
+                frag: FragSpec {
+                    dont_frag: true,
+                    ..FragSpec::default()
+                },
             },
             sport,
             dport,
@@ -409,7 +444,8 @@ mod tests {
         assert_eq!(
             f,
             vec![
-                0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0
+                0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0,
+                0, 0
             ]
         );
     }
@@ -418,14 +454,23 @@ mod tests {
     fn record_bytes() {
         // 1.000002003 s: micro file keeps 2 us (the 3 ns are below its unit).
         let f = write_all(&[(1_000_002_003, vec![0xaa, 0xbb, 0xcc])], 0);
-        assert_eq!(&f[24..], &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 3, 0, 0, 0, 0xaa, 0xbb, 0xcc]);
+        assert_eq!(
+            &f[24..],
+            &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 3, 0, 0, 0, 0xaa, 0xbb, 0xcc]
+        );
     }
 
     #[test]
     fn roundtrip_micro_and_nano() {
-        let pkts = vec![(1_700_000_000_123_456_000, frame(1, 2, b"x")), (1_700_000_001_000_001_000, frame(3, 4, &[0; 100]))];
+        let pkts = vec![
+            (1_700_000_000_123_456_000, frame(1, 2, b"x")),
+            (1_700_000_001_000_001_000, frame(3, 4, &[0; 100])),
+        ];
         let f = write_all(&pkts, 0);
-        let back: Vec<_> = PcapReader::new(&f[..]).expect("hdr").map(|r| r.expect("rec")).collect();
+        let back: Vec<_> = PcapReader::new(&f[..])
+            .expect("hdr")
+            .map(|r| r.expect("rec"))
+            .collect();
         assert_eq!(back, pkts);
 
         let mut w = PcapWriter::with_precision(Vec::new(), 0, Precision::Nano).expect("hdr");
@@ -433,7 +478,10 @@ mod tests {
         let f = w.into_inner().expect("flush");
         let mut r = PcapReader::new(&f[..]).expect("hdr");
         assert_eq!(r.precision(), Precision::Nano);
-        assert_eq!(r.next().expect("one").expect("ok"), (5_000_000_007, b"abc".to_vec()));
+        assert_eq!(
+            r.next().expect("one").expect("ok"),
+            (5_000_000_007, b"abc".to_vec())
+        );
         assert!(r.next().is_none());
     }
 
@@ -451,7 +499,10 @@ mod tests {
     /// `tcpdump --time-stamp-precision=nano` on a big-endian host writes it.
     #[test]
     fn reads_big_endian_nano() {
-        let mut f = vec![0xa1, 0xb2, 0x3c, 0x4d, 0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 1];
+        let mut f = vec![
+            0xa1, 0xb2, 0x3c, 0x4d, 0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0,
+            1,
+        ];
         f.extend_from_slice(&[0, 0, 0, 2, 0, 0, 0, 9, 0, 0, 0, 2, 0, 0, 0, 4, 0x11, 0x22]);
         let mut r = PcapReader::new(&f[..]).expect("hdr");
         assert!(r.big_endian());
@@ -464,9 +515,15 @@ mod tests {
 
     #[test]
     fn reads_big_endian_micro() {
-        let mut f = vec![0xa1, 0xb2, 0xc3, 0xd4, 0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 1];
+        let mut f = vec![
+            0xa1, 0xb2, 0xc3, 0xd4, 0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0,
+            1,
+        ];
         f.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 5, 0, 0, 0, 1, 0, 0, 0, 1, 0x77]);
-        let got: Vec<_> = PcapReader::new(&f[..]).expect("hdr").collect::<Result<_, _>>().expect("ok");
+        let got: Vec<_> = PcapReader::new(&f[..])
+            .expect("hdr")
+            .collect::<Result<_, _>>()
+            .expect("ok");
         assert_eq!(got, vec![(1_000_005_000, vec![0x77])]);
     }
 
@@ -477,7 +534,16 @@ mod tests {
         for cut in 0..f.len() {
             let r = PcapReader::new(&f[..cut]);
             if cut < 24 {
-                assert!(matches!(r, Err(PcapError::Truncated { what: "file header", .. })), "cut {cut}");
+                assert!(
+                    matches!(
+                        r,
+                        Err(PcapError::Truncated {
+                            what: "file header",
+                            ..
+                        })
+                    ),
+                    "cut {cut}"
+                );
                 continue;
             }
             let items: Vec<_> = r.expect("hdr").collect();
@@ -487,7 +553,10 @@ mod tests {
                 assert_eq!(errs, 0, "cut {cut} is a record boundary");
             } else {
                 assert_eq!(errs, 1, "cut {cut}");
-                assert!(matches!(items.last(), Some(Err(PcapError::Truncated { .. }))), "cut {cut}");
+                assert!(
+                    matches!(items.last(), Some(Err(PcapError::Truncated { .. }))),
+                    "cut {cut}"
+                );
             }
             assert_eq!(oks, usize::from(cut >= first_end), "cut {cut}");
         }
@@ -498,15 +567,27 @@ mod tests {
         let good = write_all(&[(1, vec![1, 2, 3])], 0);
         let mut bad_magic = good.clone();
         bad_magic[0] = 0;
-        assert!(matches!(PcapReader::new(&bad_magic[..]), Err(PcapError::BadMagic(_))));
+        assert!(matches!(
+            PcapReader::new(&bad_magic[..]),
+            Err(PcapError::BadMagic(_))
+        ));
         let mut bad_ver = good.clone();
         bad_ver[4] = 3;
-        assert!(matches!(PcapReader::new(&bad_ver[..]), Err(PcapError::Version { major: 3, .. })));
+        assert!(matches!(
+            PcapReader::new(&bad_ver[..]),
+            Err(PcapError::Version { major: 3, .. })
+        ));
         // A captured length of 4 GiB must not become an allocation.
         let mut huge = good.clone();
         huge[24 + 8..24 + 12].copy_from_slice(&u32::MAX.to_le_bytes());
         let mut r = PcapReader::new(&huge[..]).expect("hdr");
-        assert!(matches!(r.next(), Some(Err(PcapError::CapLen { caplen: u32::MAX, .. }))));
+        assert!(matches!(
+            r.next(),
+            Some(Err(PcapError::CapLen {
+                caplen: u32::MAX,
+                ..
+            }))
+        ));
         assert!(r.next().is_none(), "iteration ends after an error");
     }
 
@@ -517,7 +598,10 @@ mod tests {
         w.set_size_limit(Some(80));
         assert_eq!(w.write_packet(0, &[0; 10]).expect("w"), Written::Yes);
         assert_eq!(w.write_packet(0, &[0; 10]).expect("w"), Written::Yes);
-        assert_eq!(w.write_packet(0, &[0; 1]).expect("w"), Written::LimitReached);
+        assert_eq!(
+            w.write_packet(0, &[0; 1]).expect("w"),
+            Written::LimitReached
+        );
         // Even a record that would fit is refused once the limit was hit, so
         // the file is a clean prefix of the stream.
         assert_eq!(w.write_packet(0, &[]).expect("w"), Written::LimitReached);
@@ -532,9 +616,18 @@ mod tests {
     /// capinfos counts its packets.
     #[test]
     fn tshark_reads_our_file() {
-        let have = |tool: &str| std::process::Command::new(tool).arg("-v").output().map(|o| o.status.success()).unwrap_or(false);
+        let have = |tool: &str| {
+            std::process::Command::new(tool)
+                .arg("-v")
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false)
+        };
         if !have("tshark") || !have("capinfos") {
-            assert!(std::env::var_os("CI").is_none(), "CI: scripts/setup.sh must install tshark");
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI: scripts/setup.sh must install tshark"
+            );
             println!("SKIPPED: tshark/capinfos not installed (apt-get install tshark)");
             return;
         }
@@ -545,26 +638,54 @@ mod tests {
         {
             let mut w = PcapWriter::create(&path, 65535).expect("create");
             for (i, &(s, d)) in ports.iter().enumerate() {
-                w.write_packet(1_700_000_000_000_000_000 + i as u64 * 1000, &frame(s, d, b"payload")).expect("w");
+                w.write_packet(
+                    1_700_000_000_000_000_000 + i as u64 * 1000,
+                    &frame(s, d, b"payload"),
+                )
+                .expect("w");
             }
             w.into_inner().expect("flush");
         }
         let out = std::process::Command::new("tshark")
             .args(["-r"])
             .arg(&path)
-            .args(["-T", "fields", "-e", "udp.srcport", "-e", "udp.dstport", "-e", "udp.checksum.status"])
+            .args([
+                "-T",
+                "fields",
+                "-e",
+                "udp.srcport",
+                "-e",
+                "udp.dstport",
+                "-e",
+                "udp.checksum.status",
+            ])
             .args(["-o", "udp.check_checksum:TRUE"])
             .output()
             .expect("run tshark");
-        assert!(out.status.success(), "tshark failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "tshark failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let text = String::from_utf8_lossy(&out.stdout);
         let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
-        let want: Vec<Vec<String>> = ports.iter().map(|(s, d)| vec![s.to_string(), d.to_string(), "1".to_string()]).collect();
+        let want: Vec<Vec<String>> = ports
+            .iter()
+            .map(|(s, d)| vec![s.to_string(), d.to_string(), "1".to_string()])
+            .collect();
         // udp.checksum.status 1 = PROTO_CHECKSUM_E_GOOD (epan/proto.h: 0 bad, 1 good, 2 unverified).
         assert_eq!(rows, want, "tshark output: {text}");
-        let info = std::process::Command::new("capinfos").args(["-c", "-M"]).arg(&path).output().expect("run capinfos");
+        let info = std::process::Command::new("capinfos")
+            .args(["-c", "-M"])
+            .arg(&path)
+            .output()
+            .expect("run capinfos");
         let info = String::from_utf8_lossy(&info.stdout);
-        assert!(info.lines().any(|l| l.starts_with("Number of packets:") && l.trim_end().ends_with(" 3")), "capinfos: {info}");
+        assert!(
+            info.lines()
+                .any(|l| l.starts_with("Number of packets:") && l.trim_end().ends_with(" 3")),
+            "capinfos: {info}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

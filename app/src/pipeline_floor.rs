@@ -70,11 +70,20 @@ impl PipelineFloor {
     /// Build the tables from the sockets registered now (allocates: call it
     /// before the loop).
     pub fn new(shared: &Shared, demux: bool) -> PipelineFloor {
-        let socks: Vec<Arc<Socket>> = shared.sockets.load().iter().map(|e| Arc::clone(&e.sock)).collect();
+        let socks: Vec<Arc<Socket>> = shared
+            .sockets
+            .load()
+            .iter()
+            .map(|e| Arc::clone(&e.sock))
+            .collect();
         let mut v4 = vec![0u32; 1 << 16].into_boxed_slice();
         let mut v6 = vec![0u32; 1 << 16].into_boxed_slice();
         for (i, s) in socks.iter().enumerate() {
-            let t = if s.conf.local.is_ipv4() { &mut v4 } else { &mut v6 };
+            let t = if s.conf.local.is_ipv4() {
+                &mut v4
+            } else {
+                &mut v6
+            };
             let slot = &mut t[usize::from(s.conf.local.port())];
             if *slot == 0 {
                 *slot = i as u32 + 1;
@@ -93,15 +102,34 @@ impl PipelineFloor {
         for (i, s) in socks.iter().enumerate() {
             by_id[s.id as usize] = i as u32 + 1;
         }
-        let groups = (0..socks.len()).map(|_| Group { pkts: [std::ptr::null_mut(); MAX_BURST], n: 0 }).collect();
+        let groups = (0..socks.len())
+            .map(|_| Group {
+                pkts: [std::ptr::null_mut(); MAX_BURST],
+                n: 0,
+            })
+            .collect();
         let touched = vec![0u32; socks.len()].into_boxed_slice();
-        PipelineFloor { socks, v4, v6, groups, touched, ntouched: 0, shared_rings: shared.rx.len() > 1, demux, by_id }
+        PipelineFloor {
+            socks,
+            v4,
+            v6,
+            groups,
+            touched,
+            ntouched: 0,
+            shared_rings: shared.rx.len() > 1,
+            demux,
+            by_id,
+        }
     }
 
     /// The socket index a frame goes to: by the parser and the flow table
     /// (`demux`), or by the port tables.
     #[inline(always)]
-    fn socket_of(&self, m: *mut ffi::rte_mbuf, snap: Option<&Snapshot<Arc<Socket>>>) -> Option<usize> {
+    fn socket_of(
+        &self,
+        m: *mut ffi::rte_mbuf,
+        snap: Option<&Snapshot<Arc<Socket>>>,
+    ) -> Option<usize> {
         // SAFETY: rx_burst gave us this mbuf; we read its first segment.
         let data = unsafe { mbuf::data(m) };
         if let Some(snap) = snap {
@@ -127,7 +155,13 @@ impl PipelineFloor {
 
     /// One burst: demux, enqueue per socket, free and count the rest.
     #[inline]
-    pub fn burst(&mut self, shared: &Shared, bufs: &[*mut ffi::rte_mbuf], free: &mut FreeList, no_socket: &Counter) {
+    pub fn burst(
+        &mut self,
+        shared: &Shared,
+        bufs: &[*mut ffi::rte_mbuf],
+        free: &mut FreeList,
+        no_socket: &Counter,
+    ) {
         debug_assert!(bufs.len() <= MAX_BURST);
         // One snapshot per burst, as the pipeline takes.
         let snap = self.demux.then(|| shared.table.snapshot());
@@ -150,13 +184,20 @@ impl PipelineFloor {
         for &i in &self.touched[..self.ntouched] {
             let (g, sock) = (&mut self.groups[i as usize], &self.socks[i as usize]);
             // SAFETY: *mut rte_mbuf viewed as *mut c_void: same size and layout.
-            let objs = unsafe { std::slice::from_raw_parts(g.pkts.as_ptr() as *const *mut std::os::raw::c_void, g.n) };
-            let done = if self.shared_rings { sock.ring.enqueue_burst_mp(objs) } else { sock.ring.enqueue_burst(objs) };
+            let objs = unsafe {
+                std::slice::from_raw_parts(g.pkts.as_ptr() as *const *mut std::os::raw::c_void, g.n)
+            };
+            let done = if self.shared_rings {
+                sock.ring.enqueue_burst_mp(objs)
+            } else {
+                sock.ring.enqueue_burst(objs)
+            };
             if done < g.n {
                 // SAFETY: not enqueued, so still ours; each given up once.
                 unsafe { mbuf::free_bulk(&mut g.pkts[done..g.n]) };
             }
-            sock.floor.add(done as u64, (g.n - done) as u64, self.shared_rings);
+            sock.floor
+                .add(done as u64, (g.n - done) as u64, self.shared_rings);
             g.n = 0;
         }
         self.ntouched = 0;

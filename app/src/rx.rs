@@ -8,13 +8,13 @@ use dpdk_sys::{eal, ffi, mbuf, port};
 use crate::accounting::DropReason;
 use crate::alloc_guard::HotSection;
 use crate::delivery::{Condense, NoCondense};
-use crate::socket::Socket;
-use std::sync::Arc;
-use crate::small_cache::CacheHook;
 use crate::engine::{RxLcore, Shared};
 use crate::meta::MbufMeta;
 use crate::parse::{self, CsumHint, Offload};
+use crate::small_cache::CacheHook;
+use crate::socket::Socket;
 use crate::stats::UdpMib;
+use std::sync::Arc;
 
 /// Elected stages remembered per burst before an early drain.
 const ELECTED_MAX: usize = 32;
@@ -30,7 +30,10 @@ pub struct FreeList {
 
 impl Default for FreeList {
     fn default() -> Self {
-        FreeList { bufs: [std::ptr::null_mut(); 64], n: 0 }
+        FreeList {
+            bufs: [std::ptr::null_mut(); 64],
+            n: 0,
+        }
     }
 }
 
@@ -135,7 +138,12 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     let burst = shared.burst as usize;
     let mut bufs: [*mut ffi::rte_mbuf; MAX_BURST] = [std::ptr::null_mut(); MAX_BURST];
     let mut free = FreeList::default();
-    log::debug!("lcore {} polling {} queue(s) on node {}", me.lcore, me.queues.len(), me.node);
+    log::debug!(
+        "lcore {} polling {} queue(s) on node {}",
+        me.lcore,
+        me.queues.len(),
+        me.node
+    );
     // arc-swap registers a thread-local debt slot on a thread's first load
     // (one allocation): do it before the loop counts allocations.
     drop(shared.table.snapshot());
@@ -146,9 +154,9 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
         Mode::Floor(Floor::Minimal | Floor::Checksums) => (0..=u32::from(u16::MAX)).collect(),
         _ => Vec::new(),
     };
-    let mut pipeline_floor = mode
-        .is_pipeline_floor()
-        .then(|| crate::pipeline_floor::PipelineFloor::new(shared, mode == Mode::Floor(Floor::PipelineDemux)));
+    let mut pipeline_floor = mode.is_pipeline_floor().then(|| {
+        crate::pipeline_floor::PipelineFloor::new(shared, mode == Mode::Floor(Floor::PipelineDemux))
+    });
     let _hot = HotSection::enter();
     while !shared.stop.load(Ordering::Relaxed) {
         for (q, qs) in me.queues.iter().zip(&me.qstats) {
@@ -168,10 +176,21 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
             }
             match (mode, small.as_mut()) {
                 (Mode::Pipeline | Mode::DemuxOnly, Some(cache)) => {
-                    let mut hook = CacheHook { cache, stats: &me.cache_stats };
+                    let mut hook = CacheHook {
+                        cache,
+                        stats: &me.cache_stats,
+                    };
                     process_burst(shared, me, q.port, &bufs[..n], t0, &mut free, &mut hook)
                 }
-                (Mode::Pipeline | Mode::DemuxOnly, None) => process_burst(shared, me, q.port, &bufs[..n], t0, &mut free, &mut NoCondense),
+                (Mode::Pipeline | Mode::DemuxOnly, None) => process_burst(
+                    shared,
+                    me,
+                    q.port,
+                    &bufs[..n],
+                    t0,
+                    &mut free,
+                    &mut NoCondense,
+                ),
                 (Mode::Bare, _) => {
                     // SAFETY: we own the n mbufs and give them back.
                     unsafe { mbuf::free_bulk(&mut bufs[..n]) };
@@ -231,16 +250,23 @@ fn floor_burst(bufs: &[*mut ffi::rte_mbuf], ports: &[u32], checksums: bool) {
         let Some(&[hi, lo]) = data.get(FLOOR_DPORT..FLOOR_DPORT + 2) else {
             continue;
         };
-        let mut id = ports.get(usize::from(u16::from_be_bytes([hi, lo]))).copied().unwrap_or(0);
+        let mut id = ports
+            .get(usize::from(u16::from_be_bytes([hi, lo])))
+            .copied()
+            .unwrap_or(0);
         if checksums {
             let ip = data.get(FLOOR_IP..FLOOR_UDP);
             let total = ip.map_or(0, |h| usize::from(u16::from_be_bytes([h[2], h[3]])));
             let udp = data.get(FLOOR_UDP..FLOOR_IP + total);
-            let addrs = data.get(FLOOR_IP + 12..FLOOR_UDP).and_then(|a| <&[u8; 8]>::try_from(a).ok());
+            let addrs = data
+                .get(FLOOR_IP + 12..FLOOR_UDP)
+                .and_then(|a| <&[u8; 8]>::try_from(a).ok());
             let good = match (ip, udp, addrs) {
                 (Some(h), Some(u), Some(a)) => {
                     checksum::ipv4_header_verifies(h)
-                        && checksum::pseudo_v4_wire(a, crate::parse::PROTO_UDP, u.len() as u16).add_bytes(u).verifies()
+                        && checksum::pseudo_v4_wire(a, crate::parse::PROTO_UDP, u.len() as u16)
+                            .add_bytes(u)
+                            .verifies()
                 }
                 _ => false,
             };
@@ -288,11 +314,24 @@ pub fn process_burst<C: Condense<MbufMeta>>(
         MbufMeta::prefetch(m);
     }
     for chunk in bufs.chunks(CHUNK) {
-        process_chunk(shared, me, port_id, chunk, tsc, free, condense, &snap, &mut elected);
+        process_chunk(
+            shared,
+            me,
+            port_id,
+            chunk,
+            tsc,
+            free,
+            condense,
+            &snap,
+            &mut elected,
+        );
     }
     // This burst's elected stages: one delivery-lock hold per socket for the
     // whole burst (the kernel takes one per packet: it has no bursts).
-    elected.drain(me.node_index, &mut |p: NonNull<MbufMeta>, _r: DropReason| free.push(MbufMeta::mbuf(p)));
+    elected.drain(
+        me.node_index,
+        &mut |p: NonNull<MbufMeta>, _r: DropReason| free.push(MbufMeta::mbuf(p)),
+    );
     free.flush();
 }
 
@@ -306,7 +345,12 @@ struct Elected<'s> {
 impl<'s> Elected<'s> {
     /// Remembers `sock`; when full, drains what it holds first (early).
     #[inline]
-    fn push<F: FnMut(NonNull<MbufMeta>, DropReason)>(&mut self, sock: &'s Arc<Socket>, node: usize, to_free: &mut F) {
+    fn push<F: FnMut(NonNull<MbufMeta>, DropReason)>(
+        &mut self,
+        sock: &'s Arc<Socket>,
+        node: usize,
+        to_free: &mut F,
+    ) {
         if self.n == self.socks.len() {
             self.drain(node, to_free);
         }
@@ -370,7 +414,8 @@ fn process_chunk<'s, C: Condense<MbufMeta>>(
         }
     }
     // SAFETY: parse_into initialised the first nd entries (each Ok above).
-    let dgrams: &[parse::Datagram] = unsafe { std::slice::from_raw_parts(dgrams.as_ptr().cast(), nd) };
+    let dgrams: &[parse::Datagram] =
+        unsafe { std::slice::from_raw_parts(dgrams.as_ptr().cast(), nd) };
     // Pass 2: one lookup per datagram, nothing else, so they overlap.
     let mut found: [Option<&'s Arc<Socket>>; CHUNK] = [None; CHUNK];
     for (f, d) in found.iter_mut().zip(dgrams) {
@@ -398,7 +443,9 @@ fn process_chunk<'s, C: Condense<MbufMeta>>(
         // SAFETY: our mbuf (rx_burst's); its struct is in cache from the parse.
         let truesize = unsafe {
             let r = &*m;
-            std::mem::size_of::<ffi::rte_mbuf>() as u32 + u32::from(r.priv_size) + u32::from(r.buf_len)
+            std::mem::size_of::<ffi::rte_mbuf>() as u32
+                + u32::from(r.priv_size)
+                + u32::from(r.buf_len)
         };
         // SAFETY: our mbuf, from an engine pool (private area of PRIV_SIZE).
         unsafe { MbufMeta::init(m, d, sock.id, truesize, tsc, port_id) };
@@ -411,7 +458,10 @@ fn process_chunk<'s, C: Condense<MbufMeta>>(
         // group first, then the others (at most CHUNK compares).
         let g = match ng.checked_sub(1) {
             Some(last) if groups[last].is_some_and(|s| Arc::ptr_eq(s, sock)) => last,
-            _ => match groups[..ng].iter().position(|s| s.is_some_and(|s| Arc::ptr_eq(s, sock))) {
+            _ => match groups[..ng]
+                .iter()
+                .position(|s| s.is_some_and(|s| Arc::ptr_eq(s, sock)))
+            {
                 Some(g) => g,
                 None => {
                     groups[ng] = Some(sock);
@@ -450,7 +500,13 @@ fn process_chunk<'s, C: Condense<MbufMeta>>(
             // frees mbufs of any pool; the consumer may take them on another
             // lcore. An elected stage is drained before the burst ends.
             let e = unsafe {
-                sock.rx.enqueue_batch_deferred(me.node_index, &sorted[begin..end], strategy, condense, &mut to_free)
+                sock.rx.enqueue_batch_deferred(
+                    me.node_index,
+                    &sorted[begin..end],
+                    strategy,
+                    condense,
+                    &mut to_free,
+                )
             };
             if e {
                 elected.push(sock, me.node_index, &mut to_free);

@@ -113,7 +113,8 @@ impl Sink<MbufMeta> for RingSink {
         while i < done {
             let t = stamps[i];
             let run = stamps[i..done].iter().take_while(|&&x| x == t).count();
-            self.hist.record_scaled_n(now.saturating_sub(t), self.us_inv, run as u64);
+            self.hist
+                .record_scaled_n(now.saturating_sub(t), self.us_inv, run as u64);
             i += run;
         }
         done
@@ -157,23 +158,37 @@ pub struct Socket {
 
 impl std::fmt::Debug for Socket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Socket").field("id", &self.id).field("name", &self.conf.name).finish()
+        f.debug_struct("Socket")
+            .field("id", &self.id)
+            .field("name", &self.conf.name)
+            .finish()
     }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {
     #[error("socket {name:?}: {source}")]
-    Ring { name: String, source: dpdk_sys::DpdkError },
+    Ring {
+        name: String,
+        source: dpdk_sys::DpdkError,
+    },
     #[error("socket {name:?}: {msg}")]
     Delivery { name: String, msg: String },
     #[error("socket {name:?}: {source}")]
-    Handler { name: String, source: crate::handlers::HandlerError },
+    Handler {
+        name: String,
+        source: crate::handlers::HandlerError,
+    },
 }
 
 impl Socket {
     /// `nodes`: stages per socket (distinct NUMA/virtual nodes of RX lcores).
-    pub fn new(id: u32, conf: SocketConf, nodes: usize, socket_id: i32) -> Result<Socket, SocketError> {
+    pub fn new(
+        id: u32,
+        conf: SocketConf,
+        nodes: usize,
+        socket_id: i32,
+    ) -> Result<Socket, SocketError> {
         Socket::with_handler(id, conf, nodes, socket_id, None)
     }
 
@@ -191,25 +206,46 @@ impl Socket {
         let rname = format!("udx_s{id}");
         // Single producer: the delivery lock serialises drainers. Multi-consumer:
         // teardown may empty the ring while a consumer lcore still polls it.
-        let ring = Ring::create(&rname, conf.ring_size.next_power_of_two(), socket_id, ring::SP_ENQ)
-            .map_err(|source| SocketError::Ring { name: conf.name.clone(), source })?;
+        let ring = Ring::create(
+            &rname,
+            conf.ring_size.next_power_of_two(),
+            socket_id,
+            ring::SP_ENQ,
+        )
+        .map_err(|source| SocketError::Ring {
+            name: conf.name.clone(),
+            source,
+        })?;
         let ring = Arc::new(ring);
         let handler_state = match handler {
             Some(h) => h,
             None => Arc::new(std::sync::Mutex::new(
-                crate::handlers::State::for_conf(&conf)
-                    .map_err(|source| SocketError::Handler { name: conf.name.clone(), source })?,
+                crate::handlers::State::for_conf(&conf).map_err(|source| SocketError::Handler {
+                    name: conf.name.clone(),
+                    source,
+                })?,
             )),
         };
         let cycles_per_us = (eal::tsc_hz() / 1_000_000).max(1);
         let stage_latency = Arc::new(Histogram::default());
         let us_inv = crate::latency::inverse(cycles_per_us);
-        let sink = RingSink { ring: Arc::clone(&ring), hist: Arc::clone(&stage_latency), us_inv };
+        let sink = RingSink {
+            ring: Arc::clone(&ring),
+            hist: Arc::clone(&stage_latency),
+            us_inv,
+        };
         let rx = RxSocket::new(
-            SocketConfig { nodes, rcvbuf: conf.rcvbuf as usize, drop_snapshot: true },
+            SocketConfig {
+                nodes,
+                rcvbuf: conf.rcvbuf as usize,
+                drop_snapshot: true,
+            },
             sink,
         )
-        .map_err(|e| SocketError::Delivery { name: conf.name.clone(), msg: e.to_string() })?;
+        .map_err(|e| SocketError::Delivery {
+            name: conf.name.clone(),
+            msg: e.to_string(),
+        })?;
         let consumer: Padded<ConsumerStats> = Padded::default();
         consumer.rate_pps.set(conf.consume_rate_pps);
         Ok(Socket {
@@ -253,7 +289,11 @@ impl Socket {
 
     /// The socket's settings as they are now (after in-place reloads).
     pub fn current_conf(&self) -> SocketConf {
-        let mut c = self.live_conf.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut c = self
+            .live_conf
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         c.rcvbuf = u32::try_from(self.rx.rcvbuf()).unwrap_or(u32::MAX);
         c.consume_rate_pps = self.consume_rate_pps();
         c
@@ -292,7 +332,9 @@ impl Socket {
             return 0;
         }
         // SAFETY: a *mut rte_mbuf array viewed as *mut c_void of the same length and layout.
-        let objs = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut *mut c_void, out.len()) };
+        let objs = unsafe {
+            std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut *mut c_void, out.len())
+        };
         let n = self.ring.dequeue_burst(objs);
         if n == 0 {
             self.note_empty();
@@ -393,7 +435,8 @@ impl Socket {
             let (ts, h) = unsafe { (meta::truesize_of(m), meta::hot(m)) };
             truesize += u64::from(ts);
             bytes += u64::from(h.payload_len);
-            self.consumer_latency.record_scaled(now.saturating_sub(h.rx_tsc), self.us_inv);
+            self.consumer_latency
+                .record_scaled(now.saturating_sub(h.rx_tsc), self.us_inv);
         }
         // SAFETY: per the contract.
         unsafe { mbuf::free_bulk(ms) };

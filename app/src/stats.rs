@@ -12,7 +12,10 @@ pub struct Counter(AtomicU64);
 impl Counter {
     #[inline(always)]
     pub fn add(&self, n: u64) {
-        self.0.store(self.0.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        self.0.store(
+            self.0.load(Ordering::Relaxed).wrapping_add(n),
+            Ordering::Relaxed,
+        );
     }
     #[inline(always)]
     pub fn get(&self) -> u64 {
@@ -134,7 +137,18 @@ pub struct UdpMib {
 impl UdpMib {
     /// Every frame this lcore classified.
     pub fn total(&self) -> u64 {
-        let e: u64 = self.errors.iter().flat_map(|f| f.iter()).map(|c| c.get()).sum();
-        self.in_datagrams.iter().chain(&self.no_ports).map(|c| c.get()).sum::<u64>() + e + self.control.get()
+        let e: u64 = self
+            .errors
+            .iter()
+            .flat_map(|f| f.iter())
+            .map(|c| c.get())
+            .sum();
+        self.in_datagrams
+            .iter()
+            .chain(&self.no_ports)
+            .map(|c| c.get())
+            .sum::<u64>()
+            + e
+            + self.control.get()
     }
 }

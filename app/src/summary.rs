@@ -188,7 +188,11 @@ pub(crate) fn socket_summary(e: &SocketEntry, removed: bool) -> SocketSummary {
         drops: DropReason::ALL
             .iter()
             .map(|r| {
-                let floor = if *r == DropReason::RingFull { floor_ring_full } else { 0 };
+                let floor = if *r == DropReason::RingFull {
+                    floor_ring_full
+                } else {
+                    0
+                };
                 (r.as_str().to_string(), s.drop(*r) + floor)
             })
             .collect(),
@@ -196,7 +200,13 @@ pub(crate) fn socket_summary(e: &SocketEntry, removed: bool) -> SocketSummary {
             .map(|n| {
                 DropReason::ALL
                     .iter()
-                    .filter_map(|r| e.sock.rx.node_drops(n, *r).filter(|v| *v > 0).map(|v| (r.as_str().to_string(), v)))
+                    .filter_map(|r| {
+                        e.sock
+                            .rx
+                            .node_drops(n, *r)
+                            .filter(|v| *v > 0)
+                            .map(|v| (r.as_str().to_string(), v))
+                    })
                     .collect()
             })
             .collect(),
@@ -226,7 +236,13 @@ pub fn snapshot(shared: &Shared, seconds: f64) -> Summary {
     summarize_inner(shared, &[], &[], seconds, Vec::new(), false)
 }
 
-pub(crate) fn summarize(shared: &Shared, ports: &[Port], names: &[String], seconds: f64, problems: Vec<String>) -> Summary {
+pub(crate) fn summarize(
+    shared: &Shared,
+    ports: &[Port],
+    names: &[String],
+    seconds: f64,
+    problems: Vec<String>,
+) -> Summary {
     summarize_inner(shared, ports, names, seconds, problems, true)
 }
 
@@ -261,7 +277,11 @@ fn summarize_inner(
                 .collect(),
         })
         .collect();
-    let rx_packets: u64 = lcores.iter().flat_map(|l| &l.queues).map(|q| q.packets).sum();
+    let rx_packets: u64 = lcores
+        .iter()
+        .flat_map(|l| &l.queues)
+        .map(|q| q.packets)
+        .sum();
     let rx_bytes = lcores.iter().flat_map(|l| &l.queues).map(|q| q.bytes).sum();
 
     // Sum the per-lcore MIBs.
@@ -276,7 +296,12 @@ fn summarize_inner(
             }
         }
     }
-    let mut sockets: Vec<SocketSummary> = shared.sockets.load().iter().map(|e| socket_summary(e, false)).collect();
+    let mut sockets: Vec<SocketSummary> = shared
+        .sockets
+        .load()
+        .iter()
+        .map(|e| socket_summary(e, false))
+        .collect();
     sockets.extend(shared.removed.lock().expect("removed lock").iter().cloned());
 
     let mut udp = BTreeMap::new();
@@ -287,16 +312,32 @@ fn summarize_inner(
             .iter()
             .map(|r| sum(&|m| m.errors[fi][r.index()].get()))
             .sum();
-        let udp_parse_errors: u64 =
-            Reason::ALL.iter().filter(|r| r.is_udp_error()).map(|r| sum(&|m| m.errors[fi][r.index()].get())).sum();
-        let fam_sockets = sockets.iter().filter(|s| s.local.starts_with('[') == (fi == 1));
+        let udp_parse_errors: u64 = Reason::ALL
+            .iter()
+            .filter(|r| r.is_udp_error())
+            .map(|r| sum(&|m| m.errors[fi][r.index()].get()))
+            .sum();
+        let fam_sockets = sockets
+            .iter()
+            .filter(|s| s.local.starts_with('[') == (fi == 1));
         let (mut rcvbuf, mut mem) = (0u64, 0u64);
         for s in fam_sockets {
             // The pipeline floor's ring-full drops are not UDP MIB events (it does not demux).
-            rcvbuf += s.drops.get(DropReason::RcvbufFull.as_str()).copied().unwrap_or(0)
-                + s.drops.get(DropReason::RingFull.as_str()).copied().unwrap_or(0)
+            rcvbuf += s
+                .drops
+                .get(DropReason::RcvbufFull.as_str())
+                .copied()
+                .unwrap_or(0)
+                + s.drops
+                    .get(DropReason::RingFull.as_str())
+                    .copied()
+                    .unwrap_or(0)
                 - s.floor_ring_full;
-            mem += s.drops.get(DropReason::RcvbufFullAtDrain.as_str()).copied().unwrap_or(0);
+            mem += s
+                .drops
+                .get(DropReason::RcvbufFullAtDrain.as_str())
+                .copied()
+                .unwrap_or(0);
         }
         udp.insert(format!("{pre}InDatagrams"), in_dg);
         udp.insert(format!("{pre}NoPorts"), no_ports);
@@ -307,7 +348,11 @@ fn summarize_inner(
     }
     let lookups = sum(&|m| m.lookups.get());
     let demux_only_freed = sum(&|m| m.demux_only_freed.get());
-    let floor_no_socket: u64 = shared.rx.iter().map(|l| l.lstats.floor_no_socket.get()).sum();
+    let floor_no_socket: u64 = shared
+        .rx
+        .iter()
+        .map(|l| l.lstats.floor_no_socket.get())
+        .sum();
     let control = sum(&|m| m.control.get());
     let mut responder = BTreeMap::new();
     for l in &shared.rx {
@@ -316,7 +361,9 @@ fn summarize_inner(
     if at_exit {
         let taken: u64 = shared.rx.iter().map(|l| l.control.stats.taken()).sum();
         if taken != control {
-            problems.push(format!("control path took {control} frames but accounted for {taken}"));
+            problems.push(format!(
+                "control path took {control} frames but accounted for {taken}"
+            ));
         }
     }
 
@@ -324,7 +371,11 @@ fn summarize_inner(
     let mut nodes: Vec<NodeSummary> = Vec::new();
     for l in &shared.rx {
         if !nodes.iter().any(|n| n.index == l.node_index) {
-            nodes.push(NodeSummary { index: l.node_index, node: l.node, drops: BTreeMap::new() });
+            nodes.push(NodeSummary {
+                index: l.node_index,
+                node: l.node,
+                drops: BTreeMap::new(),
+            });
         }
     }
     nodes.sort_by_key(|n| n.index);
@@ -376,7 +427,10 @@ fn summarize_inner(
         }
         let in_dg = udp["UdpInDatagrams"] + udp["Udp6InDatagrams"];
         // What the pipeline floor put in rings (or found full) did not go through demux.
-        let floor_offered: u64 = sockets.iter().map(|s| s.floor_delivered + s.floor_ring_full).sum();
+        let floor_offered: u64 = sockets
+            .iter()
+            .map(|s| s.floor_delivered + s.floor_ring_full)
+            .sum();
         let offered: u64 = sockets.iter().map(|s| s.offered).sum::<u64>() - floor_offered;
         if shared.mode.is_pipeline_floor() {
             if rx_packets != floor_offered + floor_no_socket {
@@ -385,7 +439,9 @@ fn summarize_inner(
                 ));
             }
         } else if floor_offered + floor_no_socket != 0 {
-            problems.push(format!("{floor_offered} frames went through the pipeline floor outside --floor pipeline"));
+            problems.push(format!(
+                "{floor_offered} frames went through the pipeline floor outside --floor pipeline"
+            ));
         }
         if in_dg != offered + demux_only_freed {
             problems.push(format!(
@@ -395,12 +451,17 @@ fn summarize_inner(
         let valid = lookups;
         let expect_lookups = in_dg + udp["UdpNoPorts"] + udp["Udp6NoPorts"];
         if valid != expect_lookups {
-            problems.push(format!("{valid} lookups for {expect_lookups} valid datagrams (must be one each)"));
+            problems.push(format!(
+                "{valid} lookups for {expect_lookups} valid datagrams (must be one each)"
+            ));
         }
         for s in &sockets {
             let drops: u64 = s.drops.values().sum();
             if s.offered != s.delivered + drops {
-                problems.push(format!("socket {}: offered {} != delivered {} + dropped {drops}", s.name, s.offered, s.delivered));
+                problems.push(format!(
+                    "socket {}: offered {} != delivered {} + dropped {drops}",
+                    s.name, s.offered, s.delivered
+                ));
             }
             if s.delivered != s.consumed + s.freed_at_close {
                 problems.push(format!(
@@ -409,7 +470,10 @@ fn summarize_inner(
                 ));
             }
             if s.rmem != 0 {
-                problems.push(format!("socket {}: {} bytes still accounted at exit", s.name, s.rmem));
+                problems.push(format!(
+                    "socket {}: {} bytes still accounted at exit",
+                    s.name, s.rmem
+                ));
             }
         }
         if rx_packets > 0 && !shared.sockets.load().is_empty() {
@@ -436,12 +500,26 @@ fn summarize_inner(
         consumers,
         ports: port_summaries,
         small_cache: SmallCacheSummary {
-            enabled: shared.rx.iter().any(|l| l.small.lock().map(|c| c.is_some()).unwrap_or(false))
-                || shared.rx.iter().any(|l| l.cache_stats.condensed.get() + l.cache_stats.busy.get() > 0),
-            condensed: shared.rx.iter().map(|l| l.cache_stats.condensed.get()).sum(),
+            enabled: shared
+                .rx
+                .iter()
+                .any(|l| l.small.lock().map(|c| c.is_some()).unwrap_or(false))
+                || shared
+                    .rx
+                    .iter()
+                    .any(|l| l.cache_stats.condensed.get() + l.cache_stats.busy.get() > 0),
+            condensed: shared
+                .rx
+                .iter()
+                .map(|l| l.cache_stats.condensed.get())
+                .sum(),
             busy: shared.rx.iter().map(|l| l.cache_stats.busy.get()).sum(),
             too_big: shared.rx.iter().map(|l| l.cache_stats.too_big.get()).sum(),
-            bytes_saved: shared.rx.iter().map(|l| l.cache_stats.bytes_saved.get()).sum(),
+            bytes_saved: shared
+                .rx
+                .iter()
+                .map(|l| l.cache_stats.bytes_saved.get())
+                .sum(),
         },
         pools: Vec::new(),
         peak_rss_kb: 0,
@@ -458,7 +536,10 @@ fn summarize_inner(
 /// Per socket, RX-to-delivery-ring and RX-to-consumer latency, bpftrace style.
 pub(crate) fn print_histograms(s: &Summary) {
     for k in &s.sockets {
-        for (what, v) in [("stage_us", &k.stage_latency_us), ("consumer_us", &k.consumer_latency_us)] {
+        for (what, v) in [
+            ("stage_us", &k.stage_latency_us),
+            ("consumer_us", &k.consumer_latency_us),
+        ] {
             if let Ok(b) = <[u64; latency::BUCKETS]>::try_from(v.as_slice()) {
                 print!("{}", latency::render(&format!("@{}[{}]", what, k.name), &b));
             }
@@ -484,13 +565,31 @@ pub(crate) fn print_summary(s: &Summary) {
             );
         }
     }
-    let udp: Vec<String> = s.udp.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k} {v}")).collect();
-    println!("  udp: {}", if udp.is_empty() { "-".to_string() } else { udp.join(", ") });
+    let udp: Vec<String> = s
+        .udp
+        .iter()
+        .filter(|(_, v)| **v > 0)
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    println!(
+        "  udp: {}",
+        if udp.is_empty() {
+            "-".to_string()
+        } else {
+            udp.join(", ")
+        }
+    );
     if s.floor_no_socket > 0 {
-        println!("  pipeline floor: {} frames matched no socket's port (freed)", s.floor_no_socket);
+        println!(
+            "  pipeline floor: {} frames matched no socket's port (freed)",
+            s.floor_no_socket
+        );
     }
     if s.demux_only_freed > 0 {
-        println!("  demux-only: {} demuxed datagrams freed after the lookup (not staged)", s.demux_only_freed);
+        println!(
+            "  demux-only: {} demuxed datagrams freed after the lookup (not staged)",
+            s.demux_only_freed
+        );
     }
     for (fam, m) in &s.reasons {
         if !m.is_empty() {
@@ -499,7 +598,12 @@ pub(crate) fn print_summary(s: &Summary) {
         }
     }
     for k in &s.sockets {
-        let d: Vec<String> = k.drops.iter().filter(|(_, v)| **v > 0).map(|(r, v)| format!("{r} {v}")).collect();
+        let d: Vec<String> = k
+            .drops
+            .iter()
+            .filter(|(_, v)| **v > 0)
+            .map(|(r, v)| format!("{r} {v}"))
+            .collect();
         println!(
             "  socket {} {} [{}]: offered {} delivered {} consumed {} drops {} | rmem high {} of {} | stage p50 {} us p99 {} us",
             k.name,
@@ -526,13 +630,23 @@ pub(crate) fn print_summary(s: &Summary) {
         "  rx pool: free {} of {} (low-water {}, lowest {}): below low-water for {} ms, {} RX polls, {} episode(s); {} warning(s)",
         p.free, p.size, p.low_water, p.min_free, p.low_ms, p.low_polls, p.episodes, p.warnings
     );
-    println!("  dpdk memory: {} memzones, heap {} B in {} elements", s.memzones, s.heap_alloc_bytes, s.heap_alloc_count);
+    println!(
+        "  dpdk memory: {} memzones, heap {} B in {} elements",
+        s.memzones, s.heap_alloc_bytes, s.heap_alloc_count
+    );
     let c = &s.small_cache;
     if c.enabled {
-        println!("  small cache: condensed {} busy {} too big {} bytes saved {}", c.condensed, c.busy, c.too_big, c.bytes_saved);
+        println!(
+            "  small cache: condensed {} busy {} too big {} bytes saved {}",
+            c.condensed, c.busy, c.too_big, c.bytes_saved
+        );
     }
     println!(
         "  books: {}",
-        if s.books_balanced { "balanced".to_string() } else { format!("NOT balanced: {}", s.problems.join("; ")) }
+        if s.books_balanced {
+            "balanced".to_string()
+        } else {
+            format!("NOT balanced: {}", s.problems.join("; "))
+        }
     );
 }

@@ -18,8 +18,16 @@ fn net_null_with_duration_counts_packets_and_exits_zero() {
     let j = run_ok_json(&cfg, &["--duration", "1"]);
     let rx = j["rx_packets"].as_u64().unwrap();
     assert!(rx > 1000, "net_null delivers packets: {rx}");
-    assert_eq!(j["ports"][0]["ipackets"].as_u64().unwrap(), rx, "the port's count equals ours");
-    assert_eq!(j["hot_path_allocations"].as_u64().unwrap(), 0, "no allocation in the RX loop");
+    assert_eq!(
+        j["ports"][0]["ipackets"].as_u64().unwrap(),
+        rx,
+        "the port's count equals ours"
+    );
+    assert_eq!(
+        j["hot_path_allocations"].as_u64().unwrap(),
+        0,
+        "no allocation in the RX loop"
+    );
     let q = &j["lcores"][0]["queues"][0];
     assert_eq!(q["packets"].as_u64().unwrap(), rx);
     assert!(q["bytes"].as_u64().unwrap() >= rx * 60);
@@ -46,33 +54,49 @@ fn expect_error(args: &[&str], needle: &str) {
     let o = run(args);
     assert!(!o.status.success(), "should fail: {args:?}");
     let line = error_line(&o);
-    assert!(line.contains(needle), "error line {line:?} should contain {needle:?}; stderr: {}", stderr(&o));
+    assert!(
+        line.contains(needle),
+        "error line {line:?} should contain {needle:?}; stderr: {}",
+        stderr(&o)
+    );
     assert!(!stderr(&o).contains("panicked"), "no panic: {}", stderr(&o));
     assert!(!stderr(&o).contains("RUST_BACKTRACE"), "no backtrace");
 }
 
 #[test]
 fn missing_config() {
-    expect_error(&["run", "--config", "/nonexistent/udpdemux.toml"], "cannot read config /nonexistent/udpdemux.toml");
+    expect_error(
+        &["run", "--config", "/nonexistent/udpdemux.toml"],
+        "cannot read config /nonexistent/udpdemux.toml",
+    );
 }
 
 #[test]
 fn unreadable_config_is_a_directory() {
     let d = scratch("dir");
-    expect_error(&["run", "--config", d.to_str().unwrap()], "cannot read config");
+    expect_error(
+        &["run", "--config", d.to_str().unwrap()],
+        "cannot read config",
+    );
 }
 
 #[test]
 fn invalid_toml() {
     let d = scratch("badtoml");
     let p = write(&d, "c.toml", "[eal\nlcores = 1");
-    expect_error(&["run", "--config", p.to_str().unwrap()], "TOML parse error");
+    expect_error(
+        &["run", "--config", p.to_str().unwrap()],
+        "TOML parse error",
+    );
 }
 
 #[test]
 fn unknown_key_is_named() {
     let cfg = null_cfg("unknown", "[engine]\nburts = 32\n");
-    expect_error(&["run", "--config", cfg.to_str().unwrap()], "unknown field `burts`");
+    expect_error(
+        &["run", "--config", cfg.to_str().unwrap()],
+        "unknown field `burts`",
+    );
 }
 
 #[test]
@@ -83,7 +107,10 @@ fn lcore_that_does_not_exist() {
         eal("lcore", &["net_null0"])
     );
     let p = write(&d, "c.toml", &text);
-    expect_error(&["run", "--config", p.to_str().unwrap(), "--duration", "1"], "lcore 5 is not enabled by eal.lcores");
+    expect_error(
+        &["run", "--config", p.to_str().unwrap(), "--duration", "1"],
+        "lcore 5 is not enabled by eal.lcores",
+    );
 }
 
 #[test]
@@ -94,7 +121,10 @@ fn no_ports_found() {
         eal("noports", &[])
     );
     let p = write(&d, "c.toml", &text);
-    expect_error(&["run", "--config", p.to_str().unwrap(), "--duration", "1"], "no ports found");
+    expect_error(
+        &["run", "--config", p.to_str().unwrap(), "--duration", "1"],
+        "no ports found",
+    );
 }
 
 #[test]
@@ -105,7 +135,10 @@ fn port_not_probed() {
         eal("noport", &["net_null0"])
     );
     let p = write(&d, "c.toml", &text);
-    expect_error(&["run", "--config", p.to_str().unwrap(), "--duration", "1"], "port \"net_null1\" not found");
+    expect_error(
+        &["run", "--config", p.to_str().unwrap(), "--duration", "1"],
+        "port \"net_null1\" not found",
+    );
 }
 
 #[test]
@@ -116,7 +149,10 @@ fn vdev_whose_pmd_is_missing() {
         eal("pmd", &["net_nosuchpmd0"])
     );
     let p = write(&d, "c.toml", &text);
-    expect_error(&["run", "--config", p.to_str().unwrap(), "--duration", "1"], "PMD is not installed");
+    expect_error(
+        &["run", "--config", p.to_str().unwrap(), "--duration", "1"],
+        "PMD is not installed",
+    );
 }
 
 #[test]
@@ -140,13 +176,19 @@ fn eal_init_failure_without_hugepages_names_the_fix() {
 #[test]
 fn mempool_creation_failure() {
     let cfg = null_cfg("pool", "[mempool]\nmbufs = 4000000\ncache = 256\n");
-    expect_error(&["run", "--config", cfg.to_str().unwrap(), "--duration", "1"], "lower mempool.mbufs or raise eal.memory_mb");
+    expect_error(
+        &["run", "--config", cfg.to_str().unwrap(), "--duration", "1"],
+        "lower mempool.mbufs or raise eal.memory_mb",
+    );
 }
 
 #[test]
 fn bad_duration() {
     let cfg = null_cfg("dur", "");
-    expect_error(&["run", "--config", cfg.to_str().unwrap(), "--duration", "0"], "--duration must be a positive");
+    expect_error(
+        &["run", "--config", cfg.to_str().unwrap(), "--duration", "0"],
+        "--duration must be a positive",
+    );
 }
 
 #[test]

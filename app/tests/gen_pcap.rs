@@ -11,7 +11,9 @@ use udpdemux::parse::{parse, Family, Offload};
 use udpdemux::pcap::{PcapReader, LINKTYPE_ETHERNET};
 
 fn traffic(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../conf/traffic").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../conf/traffic")
+        .join(name)
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -21,7 +23,14 @@ fn tmp(name: &str) -> PathBuf {
 }
 
 fn spec_with(file: &str, count: Option<u64>, seed: Option<u64>) -> TrafficSpec {
-    GenArgs { config: Some(traffic(file)), count, seed, ..GenArgs::default() }.spec().expect("spec")
+    GenArgs {
+        config: Some(traffic(file)),
+        count,
+        seed,
+        ..GenArgs::default()
+    }
+    .spec()
+    .expect("spec")
 }
 
 #[test]
@@ -30,20 +39,33 @@ fn same_seed_gives_identical_bytes() {
     let (a, b) = (tmp("same-a.pcap"), tmp("same-b.pcap"));
     gen::write_pcap(&spec, &a, None).expect("write a");
     gen::write_pcap(&spec, &b, None).expect("write b");
-    let (ba, bb) = (std::fs::read(&a).expect("read"), std::fs::read(&b).expect("read"));
+    let (ba, bb) = (
+        std::fs::read(&a).expect("read"),
+        std::fs::read(&b).expect("read"),
+    );
     assert!(ba.len() > 24 + 2000 * 16);
     assert_eq!(ba, bb, "same seed, different bytes");
-    assert_eq!(std::fs::read(gen::manifest_path(&a)).expect("m"), std::fs::read(gen::manifest_path(&b)).expect("m"));
+    assert_eq!(
+        std::fs::read(gen::manifest_path(&a)).expect("m"),
+        std::fs::read(gen::manifest_path(&b)).expect("m")
+    );
     let other = spec_with("mix.toml", Some(2000), Some(99));
     let c = tmp("same-c.pcap");
     gen::write_pcap(&other, &c, None).expect("write c");
-    assert_ne!(ba, std::fs::read(&c).expect("read"), "another seed must change the stream");
+    assert_ne!(
+        ba,
+        std::fs::read(&c).expect("read"),
+        "another seed must change the stream"
+    );
 }
 
 /// Recounts a pcap with `parse` alone, the way the engine will.
 fn recount(spec: &TrafficSpec, path: &Path) -> Manifest {
     let sockets: Vec<SocketAddr> = spec.targets().iter().map(|t| t.addr).collect();
-    let mut m = Manifest { seed: spec.seed(), ..Manifest::default() };
+    let mut m = Manifest {
+        seed: spec.seed(),
+        ..Manifest::default()
+    };
     for a in &sockets {
         m.per_dst.insert(a.to_string(), 0);
     }
@@ -55,7 +77,10 @@ fn recount(spec: &TrafficSpec, path: &Path) -> Manifest {
         m.bytes += bytes.len() as u64;
         assert!(bytes.len() >= 60, "frame shorter than the Ethernet minimum");
         let vlan_tpids = [[0x81, 0x00], [0x88, 0xa8]];
-        if bytes.get(12..14).is_some_and(|t| vlan_tpids.iter().any(|v| v == t)) {
+        if bytes
+            .get(12..14)
+            .is_some_and(|t| vlan_tpids.iter().any(|v| v == t))
+        {
             m.vlan_tagged += 1;
         }
         match parse(&bytes, Offload::default()) {
@@ -79,7 +104,9 @@ fn recount(spec: &TrafficSpec, path: &Path) -> Manifest {
                     Some(Family::V6) => m.family.v6 += 1,
                     None => m.family.other += 1,
                 }
-                *m.per_reason.entry(e.reason().name().to_string()).or_default() += 1;
+                *m.per_reason
+                    .entry(e.reason().name().to_string())
+                    .or_default() += 1;
             }
         }
     }
@@ -91,12 +118,22 @@ fn check_manifest(file: &str, count: Option<u64>) {
     let out = tmp(&format!("{file}.pcap"));
     let returned = gen::write_pcap(&spec, &out, None).expect("write");
     let on_disk: Manifest =
-        serde_json::from_str(&std::fs::read_to_string(gen::manifest_path(&out)).expect("manifest")).expect("json");
+        serde_json::from_str(&std::fs::read_to_string(gen::manifest_path(&out)).expect("manifest"))
+            .expect("json");
     assert_eq!(returned, on_disk);
     let seen = recount(&spec, &out);
     assert_eq!(seen.frames, spec.count());
     assert_eq!(
-        (seen.frames, seen.bytes, seen.valid, &seen.per_dst, seen.no_socket, &seen.per_reason, &seen.family, seen.vlan_tagged),
+        (
+            seen.frames,
+            seen.bytes,
+            seen.valid,
+            &seen.per_dst,
+            seen.no_socket,
+            &seen.per_reason,
+            &seen.family,
+            seen.vlan_tagged
+        ),
         (
             on_disk.frames,
             on_disk.bytes,
@@ -112,7 +149,10 @@ fn check_manifest(file: &str, count: Option<u64>) {
     // Per kind and per reason agree (no-port is the only kind without a reason).
     let mut by_reason: BTreeMap<String, u64> = BTreeMap::new();
     for (k, n) in &on_disk.malformed {
-        let kind = Malformed::ALL.into_iter().find(|m| m.name() == k).expect("known kind");
+        let kind = Malformed::ALL
+            .into_iter()
+            .find(|m| m.name() == k)
+            .expect("known kind");
         match kind.expected_reason() {
             Some(r) if *n > 0 => *by_reason.entry(r.name().to_string()).or_default() += n,
             Some(_) => {}
@@ -128,7 +168,12 @@ fn manifest_matches_parse_default() {
     // The committed default capture must stay small and cover every kind.
     let spec = spec_with("default.toml", None, None);
     let m = gen::write_pcap(&spec, &tmp("default-size.pcap"), None).expect("write");
-    assert!(std::fs::metadata(tmp("default-size.pcap")).expect("stat").len() < 300_000);
+    assert!(
+        std::fs::metadata(tmp("default-size.pcap"))
+            .expect("stat")
+            .len()
+            < 300_000
+    );
     assert_eq!(m.malformed.len(), Malformed::ALL.len());
     assert!(m.malformed.values().all(|&n| n >= 3), "{:?}", m.malformed);
     assert!(m.family.v4 > 300 && m.family.v6 > 300, "{:?}", m.family);
@@ -141,7 +186,11 @@ fn manifest_matches_parse_mix_and_flood() {
     let spec = spec_with("flood.toml", Some(5000), None);
     let m = gen::write_pcap(&spec, &tmp("flood-share.pcap"), None).expect("write");
     let victim = m.per_dst["198.18.1.9:9999"] as f64;
-    assert!((victim / 5000.0 - 0.9).abs() < 0.02, "victim share {}", victim / 5000.0);
+    assert!(
+        (victim / 5000.0 - 0.9).abs() < 0.02,
+        "victim share {}",
+        victim / 5000.0
+    );
 }
 
 #[test]
@@ -163,7 +212,9 @@ fn every_malformed_kind_maps_to_its_reason() {
     let spec = TrafficSpec::from_toml(text).expect("spec");
     let mut per_kind = [0u32; Malformed::ALL.len()];
     for f in spec.frames() {
-        let FrameKind::Malformed(kind) = f.kind else { panic!("share 1.0 gave a valid frame") };
+        let FrameKind::Malformed(kind) = f.kind else {
+            panic!("share 1.0 gave a valid frame")
+        };
         per_kind[kind.index()] += 1;
         match (kind.expected_reason(), parse(&f.bytes, Offload::default())) {
             (Some(want), Err(e)) => assert_eq!(e.reason(), want, "{kind:?}"),
@@ -195,7 +246,10 @@ fn cli_pcap_mode_matches_library() {
     assert!(st.success());
     let lib = tmp("lib.pcap");
     gen::write_pcap(&spec_with("default.toml", None, None), &lib, None).expect("write");
-    assert_eq!(std::fs::read(&out).expect("cli pcap"), std::fs::read(&lib).expect("lib pcap"));
+    assert_eq!(
+        std::fs::read(&out).expect("cli pcap"),
+        std::fs::read(&lib).expect("lib pcap")
+    );
 }
 
 /// Transmit mode into net_null: the totals must be exactly the first
@@ -211,12 +265,29 @@ fn transmit_to_net_null() {
     let out = Command::new(bin())
         .args(["gen", "--config"])
         .arg(traffic("default.toml"))
-        .args(["--eal", "--no-huge -m 256 --no-pci --no-shconf --file-prefix=gen-test --vdev=net_null0 -l 0"])
-        .args(["--port", "net_null0", "--count", "1000", "--cycle", "1000", "--duration", "30", "--stats-json"])
+        .args([
+            "--eal",
+            "--no-huge -m 256 --no-pci --no-shconf --file-prefix=gen-test --vdev=net_null0 -l 0",
+        ])
+        .args([
+            "--port",
+            "net_null0",
+            "--count",
+            "1000",
+            "--cycle",
+            "1000",
+            "--duration",
+            "30",
+            "--stats-json",
+        ])
         .arg(&stats)
         .output()
         .expect("run udpdemux gen");
-    let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.status.success(), "gen failed: {log}");
     assert!(log.contains("total: 1000 frames sent"), "{log}");
     let text = std::fs::read_to_string(&stats).expect("stats json");
@@ -224,6 +295,11 @@ fn transmit_to_net_null() {
     assert_eq!(v["tx_errors"], 0);
     assert_eq!(v["port_opackets"], 1000);
     let sent: Manifest = serde_json::from_str(&text).expect("manifest fields");
-    let want = gen::write_pcap(&spec_with("default.toml", None, None), &tmp("tx-ref.pcap"), None).expect("write");
+    let want = gen::write_pcap(
+        &spec_with("default.toml", None, None),
+        &tmp("tx-ref.pcap"),
+        None,
+    )
+    .expect("write");
     assert_eq!(sent, want, "sent frames differ from the pcap's manifest");
 }

@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-
 /// The destinations of conf/traffic/flood.toml (victim first).
 const SOCKETS: &[(&str, &str)] = &[
     ("victim", "198.18.1.9:9999"),
@@ -175,18 +174,29 @@ fn finish(mut r: Running) -> (std::process::ExitStatus, String, Vec<String>) {
 
 /// `/udpdemux/stats` and `/udpdemux/sockets` through DPDK's own client.
 fn telemetry(prefix: &str) -> Option<(Value, Value)> {
-    let r = telemetry_query(prefix, &["/udpdemux/stats", "/udpdemux/sockets"], Duration::from_secs(15))?;
+    let r = telemetry_query(
+        prefix,
+        &["/udpdemux/stats", "/udpdemux/sockets"],
+        Duration::from_secs(15),
+    )?;
     if r.len() != 2 {
         return None;
     }
-    let (st, so) = (r[0]["/udpdemux/stats"].clone(), r[1]["/udpdemux/sockets"].clone());
+    let (st, so) = (
+        r[0]["/udpdemux/stats"].clone(),
+        r[1]["/udpdemux/sockets"].clone(),
+    );
     (st.is_object() && so.is_object()).then_some((st, so))
 }
 
 /// `/udpdemux/memory`: memzones by name (for a leak's failure message).
 fn telemetry_memory(prefix: &str) -> Value {
     telemetry_query(prefix, &["/udpdemux/memory"], Duration::from_secs(15))
-        .and_then(|r| r.into_iter().map(|v| v["/udpdemux/memory"].clone()).find(|v| v.is_object()))
+        .and_then(|r| {
+            r.into_iter()
+                .map(|v| v["/udpdemux/memory"].clone())
+                .find(|v| v.is_object())
+        })
         .unwrap_or(Value::Null)
 }
 
@@ -673,7 +683,8 @@ fn pool_exhaustion_is_reported_within_one_interval_and_recovers() {
     // net_pcap's infinite replay keeps a copy of every frame of the capture
     // in mbufs of the RX pool: 256 frames leave 767 of the 1023 to starve.
     let pcap = gen_flood("starve-pcap", 256);
-    let (cfg, head, prefix) = flood_cfg_from("hostile-starve", "\n[mempool]\nmbufs = 1023\n", &pcap);
+    let (cfg, head, prefix) =
+        flood_cfg_from("hostile-starve", "\n[mempool]\nmbufs = 1023\n", &pcap);
     std::fs::write(&cfg, format!("{head}{}", starve_sockets(8 << 20, 10))).unwrap();
     let json = cfg.with_extension("json");
     let mut r = spawn(&cfg, &json, &["--duration", "60"]);
@@ -719,26 +730,40 @@ fn pool_exhaustion_is_reported_within_one_interval_and_recovers() {
     assert_eq!(u(&st["pool_size"]), 1023, "{st}");
     // More than four times any other socket's rcvbuf: ~200+ of the ~767 mbufs
     // left (the rest sit in the main lcore's mempool cache, out of RX's reach).
-    assert!(u(&so["dns4"]["rmem"]) > 4 * 131072, "dns4 holds the pool: {}", so["dns4"]);
+    assert!(
+        u(&so["dns4"]["rmem"]) > 4 * 131072,
+        "dns4 holds the pool: {}",
+        so["dns4"]
+    );
 
     // The consumer resumes: rate unlimited, rcvbuf 128 KiB, changed in place.
     std::fs::write(&cfg, format!("{head}{}", starve_sockets(131072, 0))).unwrap();
     r.signal(libc::SIGHUP);
     let line = reload_result(&mut r);
     assert!(line.contains("1 changed in place"), "{line}");
-    wait_telemetry(&prefix, "the pool above its low-water mark again", |st, so| {
-        u(&st["pool_free"]) >= u(&st["pool_low_water"]) && u(&so["dns4"]["rmem"]) <= 131072
-    });
+    wait_telemetry(
+        &prefix,
+        "the pool above its low-water mark again",
+        |st, so| {
+            u(&st["pool_free"]) >= u(&st["pool_low_water"]) && u(&so["dns4"]["rmem"]) <= 131072
+        },
+    );
     // Let the interval that saw the last low sample warn, then nothing more.
     std::thread::sleep(Duration::from_millis(600));
     let (st1, _) = wait_telemetry(&prefix, "counters", |_, _| true);
     std::thread::sleep(Duration::from_millis(1000));
     let (st2, so2) = wait_telemetry(&prefix, "counters", |_, _| true);
     for k in ["pool_low_samples", "pool_warnings", "pool_low_episodes"] {
-        assert_eq!(st1[k], st2[k], "{k}: starving again after recovery: {st1} -> {st2}");
+        assert_eq!(
+            st1[k], st2[k],
+            "{k}: starving again after recovery: {st1} -> {st2}"
+        );
     }
     assert!(u(&st2["pool_free"]) >= u(&st2["pool_low_water"]), "{st2}");
-    assert!(u(&so2["dns4"]["consumed"]) > u(&so["dns4"]["consumed"]) + 1000, "dns4 consumes again");
+    assert!(
+        u(&so2["dns4"]["consumed"]) > u(&so["dns4"]["consumed"]) + 1000,
+        "dns4 consumes again"
+    );
 
     let (status, out, log) = r.stop();
     let log = log.join("\n");
@@ -747,10 +772,15 @@ fn pool_exhaustion_is_reported_within_one_interval_and_recovers() {
     let j = exit_json(&json);
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
     let p = &j["rx_pool"];
-    assert!(u(&p["low_ms"]) > 0 && u(&p["warnings"]) >= 1 && u(&p["episodes"]) >= 1, "{p}");
+    assert!(
+        u(&p["low_ms"]) > 0 && u(&p["warnings"]) >= 1 && u(&p["episodes"]) >= 1,
+        "{p}"
+    );
     assert_eq!(u(&p["warnings"]), u(&st2["pool_warnings"]), "{p}");
     assert_eq!(
-        log.lines().filter(|l| l.contains("RX pool starving")).count() as u64,
+        log.lines()
+            .filter(|l| l.contains("RX pool starving"))
+            .count() as u64,
         u(&p["warnings"]),
         "one line per counted warning"
     );
@@ -775,7 +805,10 @@ fn two_hundred_random_reloads_leak_no_memzone_and_balance() {
     let (mz0, heap0) = (u(&st0["memzones"]), u(&st0["heap_alloc_bytes"]));
     let zones0 = telemetry_memory(&prefix);
     assert_eq!(u(&zones0["memzones"]), mz0, "{zones0}");
-    assert!(mz0 > SOCKETS.len() as u64, "a ring per socket at least: {st0}");
+    assert!(
+        mz0 > SOCKETS.len() as u64,
+        "a ring per socket at least: {st0}"
+    );
 
     #[derive(Clone)]
     struct S {
@@ -861,7 +894,13 @@ fn two_hundred_random_reloads_leak_no_memzone_and_balance() {
                     let c = new[k].clone();
                     new.push(c);
                 }
-                2 => new[k].local = new[k].local.rsplit_once(':').map(|(h, _)| format!("{h}:0")).unwrap(),
+                2 => {
+                    new[k].local = new[k]
+                        .local
+                        .rsplit_once(':')
+                        .map(|(h, _)| format!("{h}:0"))
+                        .unwrap()
+                }
                 3 => new[k].rcvbuf = 100,
                 4 => new[k].ring = 1,
                 5 => {
@@ -878,15 +917,24 @@ fn two_hundred_random_reloads_leak_no_memzone_and_balance() {
         r.signal(libc::SIGHUP);
         let line = reload_result(&mut r);
         if valid {
-            assert!(line.contains("socket(s) removed"), "edit {i} must apply: {line}");
+            assert!(
+                line.contains("socket(s) removed"),
+                "edit {i} must apply: {line}"
+            );
             set = new;
             applied += 1;
         } else {
-            assert!(line.contains("sockets unchanged"), "edit {i} must be refused: {line}");
+            assert!(
+                line.contains("sockets unchanged"),
+                "edit {i} must be refused: {line}"
+            );
             refused += 1;
         }
     }
-    assert!(applied > 50 && refused > 40, "{applied} applied, {refused} refused");
+    assert!(
+        applied > 50 && refused > 40,
+        "{applied} applied, {refused} refused"
+    );
 
     // The original set again: every ring a replaced, removed or refused
     // socket had is gone once the flow table has let go of them.

@@ -124,7 +124,6 @@ fn finish_engine(mut child: Child, json: &Path, log: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(json).expect("stats json")).expect("json parses")
 }
 
-
 fn socket<'a>(j: &'a Value, local: &str) -> &'a Value {
     j["sockets"]
         .as_array()
@@ -259,8 +258,25 @@ fn gen_over_memif_matches_its_transmit_manifest() {
         prefix("gensend")
     );
     let mut sender = Command::new(bin())
-        .args(["gen", "--config", spec.to_str().unwrap(), "--port", "net_memif0", "--count", "20000"])
-        .args(["--duration", "10", "--linger", "30", "--eal", &eal_args, "--stats-json", tx_json.to_str().unwrap()])
+        .args([
+            "gen",
+            "--config",
+            spec.to_str().unwrap(),
+            "--port",
+            "net_memif0",
+            "--count",
+            "20000",
+        ])
+        .args([
+            "--duration",
+            "10",
+            "--linger",
+            "30",
+            "--eal",
+            &eal_args,
+            "--stats-json",
+            tx_json.to_str().unwrap(),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -272,25 +288,42 @@ fn gen_over_memif_matches_its_transmit_manifest() {
     let st = sender.wait().expect("gen exits");
     assert!(st.success(), "gen failed: {st}");
     let tx: Value = serde_json::from_str(&std::fs::read_to_string(&tx_json).unwrap()).unwrap();
-    let sent = tx["sent"]["frames"].as_u64().or_else(|| tx["frames"].as_u64()).unwrap();
-    let m = if tx["sent"].is_object() { &tx["sent"] } else { &tx };
+    let sent = tx["sent"]["frames"]
+        .as_u64()
+        .or_else(|| tx["frames"].as_u64())
+        .unwrap();
+    let m = if tx["sent"].is_object() {
+        &tx["sent"]
+    } else {
+        &tx
+    };
     assert_eq!(sent, 20000, "gen sends its --count");
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
-    assert_eq!(j["rx_packets"].as_u64().unwrap(), sent, "every frame gen sent was received");
+    assert_eq!(
+        j["rx_packets"].as_u64().unwrap(),
+        sent,
+        "every frame gen sent was received"
+    );
     for (dst, n) in m["per_dst"].as_object().unwrap() {
         assert_eq!(&socket(&j, dst)["offered"], n, "socket {dst}");
     }
     for (reason, n) in m["per_reason"].as_object().unwrap() {
-        let counted: u64 = ["v4", "v6", "other"].iter().filter_map(|f| j["reasons"][f][reason].as_u64()).sum();
+        let counted: u64 = ["v4", "v6", "other"]
+            .iter()
+            .filter_map(|f| j["reasons"][f][reason].as_u64())
+            .sum();
         assert_eq!(counted, n.as_u64().unwrap(), "reason {reason}");
     }
-    let no_ports = j["udp"]["UdpNoPorts"].as_u64().unwrap() + j["udp"]["Udp6NoPorts"].as_u64().unwrap();
+    let no_ports =
+        j["udp"]["UdpNoPorts"].as_u64().unwrap() + j["udp"]["Udp6NoPorts"].as_u64().unwrap();
     assert_eq!(no_ports, m["no_socket"].as_u64().unwrap());
 }
 
 /// Like `finish_engine`, but a sender still running is killed if the engine fails.
 fn finish_engine_or_kill(engine: Child, json: &Path, log: &Path, sender: &mut Child) -> Value {
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| finish_engine(engine, json, log)));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        finish_engine(engine, json, log)
+    }));
     match r {
         Ok(v) => v,
         Err(e) => {

@@ -268,7 +268,10 @@ fn kernel_clients_reach_the_engine_over_a_veth_pair() {
     }
     for p in ["ip", "ethtool", "ping", "python3", "sysctl"] {
         if !have(p) {
-            assert!(!in_ci, "{p} is not installed: scripts/setup.sh must install it");
+            assert!(
+                !in_ci,
+                "{p} is not installed: scripts/setup.sh must install it"
+            );
             eprintln!("skipped: {p} is not installed (scripts/setup.sh installs it)");
             return;
         }
@@ -437,7 +440,10 @@ rcvbuf = 4194304
     assert_eq!(got, sent, "pcap payloads");
     let s = sock(&j, "cap");
     assert_eq!((n(&s["written"]), n(&s["not_written"])), (40, 0), "{s}");
-    assert!(have("tshark") || std::env::var_os("CI").is_none(), "CI: scripts/setup.sh must install tshark");
+    assert!(
+        have("tshark") || std::env::var_os("CI").is_none(),
+        "CI: scripts/setup.sh must install tshark"
+    );
     if have("tshark") {
         let o = cmd(
             "tshark",

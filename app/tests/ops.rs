@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-
 /// The five sockets of conf/default.toml (the manifest's destinations).
 const SOCKETS: &[(&str, &str)] = &[
     ("dns4", "198.18.1.1:53"),
@@ -76,7 +75,8 @@ fn signal(child: &Child, sig: i32) {
 
 /// Send commands through DPDK's own client; one JSON reply per command.
 fn telemetry(prefix: &str, cmds: &[&str]) -> Vec<Value> {
-    telemetry_query(prefix, cmds, Duration::from_secs(60)).expect("dpdk-telemetry.py did not finish within 60 s")
+    telemetry_query(prefix, cmds, Duration::from_secs(60))
+        .expect("dpdk-telemetry.py did not finish within 60 s")
 }
 
 /// Poll telemetry until `done` holds on the `/udpdemux/stats` + `/udpdemux/sockets` replies.

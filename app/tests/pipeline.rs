@@ -18,18 +18,33 @@ fn default_cfg(tag: &str, strategy: &str) -> std::path::PathBuf {
     let pcap = repo_file("conf/default.pcap");
     let text = text
         .replace("no_huge = false", "no_huge = true")
-        .replace("file_prefix = \"udpdemux-default\"", &format!("file_prefix = \"{}\"", prefix(tag)))
-        .replace("rx_pcap=default.pcap", &format!("rx_pcap={}", pcap.display()))
-        .replace("strategy = \"numa-queues\"", &format!("strategy = \"{strategy}\""));
+        .replace(
+            "file_prefix = \"udpdemux-default\"",
+            &format!("file_prefix = \"{}\"", prefix(tag)),
+        )
+        .replace(
+            "rx_pcap=default.pcap",
+            &format!("rx_pcap={}", pcap.display()),
+        )
+        .replace(
+            "strategy = \"numa-queues\"",
+            &format!("strategy = \"{strategy}\""),
+        );
     write(&d, "default.toml", &text)
 }
 
 fn manifest() -> Value {
-    serde_json::from_str(&std::fs::read_to_string(repo_file("conf/default.pcap.json")).unwrap()).unwrap()
+    serde_json::from_str(&std::fs::read_to_string(repo_file("conf/default.pcap.json")).unwrap())
+        .unwrap()
 }
 
 fn socket<'a>(j: &'a Value, local: &str) -> &'a Value {
-    j["sockets"].as_array().unwrap().iter().find(|s| s["local"] == local).unwrap_or_else(|| panic!("socket {local}"))
+    j["sockets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["local"] == local)
+        .unwrap_or_else(|| panic!("socket {local}"))
 }
 
 #[test]
@@ -37,7 +52,10 @@ fn default_replay_matches_the_manifest_exactly() {
     let m = manifest();
     for strategy in ["numa-queues", "busylock", "direct"] {
         let j = run_ok_json(&default_cfg("replay", strategy), &[]);
-        assert_eq!(j["rx_packets"], m["frames"], "{strategy}: every frame received");
+        assert_eq!(
+            j["rx_packets"], m["frames"],
+            "{strategy}: every frame received"
+        );
         assert_eq!(j["books_balanced"], true, "{strategy}: {}", j["problems"]);
         for (addr, n) in m["per_dst"].as_object().unwrap() {
             let s = socket(&j, addr);
@@ -53,22 +71,41 @@ fn default_replay_matches_the_manifest_exactly() {
                 *got.entry(r.clone()).or_default() += v.as_u64().unwrap();
             }
         }
-        let want: std::collections::BTreeMap<String, u64> =
-            m["per_reason"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_u64().unwrap())).collect();
+        let want: std::collections::BTreeMap<String, u64> = m["per_reason"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+            .collect();
         assert_eq!(got, want, "{strategy}: drops by reason");
-        let no_ports = j["udp"]["UdpNoPorts"].as_u64().unwrap() + j["udp"]["Udp6NoPorts"].as_u64().unwrap();
-        assert_eq!(no_ports, m["no_socket"].as_u64().unwrap(), "{strategy}: no-port datagrams");
+        let no_ports =
+            j["udp"]["UdpNoPorts"].as_u64().unwrap() + j["udp"]["Udp6NoPorts"].as_u64().unwrap();
+        assert_eq!(
+            no_ports,
+            m["no_socket"].as_u64().unwrap(),
+            "{strategy}: no-port datagrams"
+        );
         // The manifest's "valid" are datagrams to a declared socket; no-port ones are valid UDP too.
         let valid = m["valid"].as_u64().unwrap() + m["no_socket"].as_u64().unwrap();
-        assert_eq!(j["lookups"].as_u64().unwrap(), valid, "{strategy}: exactly one lookup per valid UDP datagram");
-        let demuxed = j["udp"]["UdpInDatagrams"].as_u64().unwrap() + j["udp"]["Udp6InDatagrams"].as_u64().unwrap();
+        assert_eq!(
+            j["lookups"].as_u64().unwrap(),
+            valid,
+            "{strategy}: exactly one lookup per valid UDP datagram"
+        );
+        let demuxed = j["udp"]["UdpInDatagrams"].as_u64().unwrap()
+            + j["udp"]["Udp6InDatagrams"].as_u64().unwrap();
         assert_eq!(demuxed + no_ports, valid);
         assert_eq!(
             j["udp"]["Udp6InCsumErrors"].as_u64().unwrap(),
             j["reasons"]["v6"]["udp_checksum"].as_u64().unwrap_or(0)
-                + j["reasons"]["v6"]["udp6_zero_checksum"].as_u64().unwrap_or(0)
+                + j["reasons"]["v6"]["udp6_zero_checksum"]
+                    .as_u64()
+                    .unwrap_or(0)
         );
-        assert_eq!(j["hot_path_allocations"], 0, "{strategy}: no allocation on the RX path");
+        assert_eq!(
+            j["hot_path_allocations"], 0,
+            "{strategy}: no allocation on the RX path"
+        );
         assert_eq!(j["strategy"], strategy);
     }
 }
@@ -77,16 +114,31 @@ fn default_replay_matches_the_manifest_exactly() {
 fn numa_queues_takes_the_delivery_lock_per_batch_not_per_packet() {
     let j = run_ok_json(&default_cfg("locks", "numa-queues"), &[]);
     let d = run_ok_json(&default_cfg("locks-direct", "direct"), &[]);
-    for (a, b) in j["sockets"].as_array().unwrap().iter().zip(d["sockets"].as_array().unwrap()) {
+    for (a, b) in j["sockets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(d["sockets"].as_array().unwrap())
+    {
         let batches = a["batches"].as_u64().unwrap();
-        assert_eq!(a["delivery_lock_acquisitions"].as_u64().unwrap(), batches, "one lock hold per batch");
+        assert_eq!(
+            a["delivery_lock_acquisitions"].as_u64().unwrap(),
+            batches,
+            "one lock hold per batch"
+        );
         let delivered = a["delivered"].as_u64().unwrap();
         assert!(batches <= delivered);
         // The RX lcore drains an elected stage once per burst, not per packet.
         if delivered >= 100 {
-            assert!(batches * 2 <= delivered, "batching: {batches} batches for {delivered} datagrams");
+            assert!(
+                batches * 2 <= delivered,
+                "batching: {batches} batches for {delivered} datagrams"
+            );
         }
-        assert_eq!(b["delivery_lock_acquisitions"], b["delivered"], "direct: one lock per packet");
+        assert_eq!(
+            b["delivery_lock_acquisitions"], b["delivered"],
+            "direct: one lock per packet"
+        );
     }
 }
 
@@ -107,15 +159,30 @@ fn flood_through_four_rx_lcores_on_two_nodes_balances_the_books() {
         pcap.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "gen: {}", stderr(&o));
-    let m: Value = serde_json::from_str(&std::fs::read_to_string(d.join("flood.pcap.json")).unwrap()).unwrap();
-    let flood_dst =
-        m["per_dst"].as_object().unwrap().iter().max_by_key(|(_, v)| v.as_u64().unwrap()).unwrap().0.clone();
-    let others: Vec<String> = m["per_dst"].as_object().unwrap().keys().filter(|k| **k != flood_dst).cloned().collect();
+    let m: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("flood.pcap.json")).unwrap()).unwrap();
+    let flood_dst = m["per_dst"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .max_by_key(|(_, v)| v.as_u64().unwrap())
+        .unwrap()
+        .0
+        .clone();
+    let others: Vec<String> = m["per_dst"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| **k != flood_dst)
+        .cloned()
+        .collect();
     for strategy in ["numa-queues", "busylock", "direct"] {
-        let vdevs: Vec<String> =
-            (0..4).map(|i| format!("net_pcap{i},rx_pcap={},infinite_rx=1", pcap.display())).collect();
+        let vdevs: Vec<String> = (0..4)
+            .map(|i| format!("net_pcap{i},rx_pcap={},infinite_rx=1", pcap.display()))
+            .collect();
         let vd: Vec<&str> = vdevs.iter().map(|s| s.as_str()).collect();
-        let mut text = eal("flood", &vd).replace("lcores = \"0,1\"", "lcores = \"0@0,1@1,2@1,3@0,4@1\"");
+        let mut text =
+            eal("flood", &vd).replace("lcores = \"0,1\"", "lcores = \"0@0,1@1,2@1,3@0,4@1\"");
         text.push_str(&format!(
             "[engine]\nstrategy = \"{strategy}\"\nstats_interval_ms = 500\n[mempool]\nmbufs = 32767\n"
         ));
@@ -127,26 +194,51 @@ fn flood_through_four_rx_lcores_on_two_nodes_balances_the_books() {
                 i % 2
             ));
         }
-        text.push_str(&format!("[[socket]]\nname = \"victim\"\nlocal = \"{flood_dst}\"\nrcvbuf = 65536\n"));
+        text.push_str(&format!(
+            "[[socket]]\nname = \"victim\"\nlocal = \"{flood_dst}\"\nrcvbuf = 65536\n"
+        ));
         for (i, o) in others.iter().enumerate() {
-            text.push_str(&format!("[[socket]]\nname = \"s{i}\"\nlocal = \"{o}\"\nrcvbuf = 4194304\n"));
+            text.push_str(&format!(
+                "[[socket]]\nname = \"s{i}\"\nlocal = \"{o}\"\nrcvbuf = 4194304\n"
+            ));
         }
         let cfg = write(&d, &format!("flood-{strategy}.toml"), &text);
         let j = run_ok_json(&cfg, &["--duration", "2"]);
         assert_eq!(j["books_balanced"], true, "{strategy}: {}", j["problems"]);
-        assert!(j["rx_packets"].as_u64().unwrap() > 10_000, "{strategy}: traffic flowed");
+        assert!(
+            j["rx_packets"].as_u64().unwrap() > 10_000,
+            "{strategy}: traffic flowed"
+        );
         let v = socket(&j, &flood_dst);
-        let drops: u64 = v["drops"].as_object().unwrap().values().map(|x| x.as_u64().unwrap()).sum();
-        assert!(drops > 0, "{strategy}: the victim's small rcvbuf overflows under flood: {v}");
-        assert!(v["rmem_high_water"].as_u64().unwrap() <= 65536 + 2368, "{strategy}: budget held: {v}");
+        let drops: u64 = v["drops"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|x| x.as_u64().unwrap())
+            .sum();
+        assert!(
+            drops > 0,
+            "{strategy}: the victim's small rcvbuf overflows under flood: {v}"
+        );
+        assert!(
+            v["rmem_high_water"].as_u64().unwrap() <= 65536 + 2368,
+            "{strategy}: budget held: {v}"
+        );
         assert_eq!(v["rmem"], 0);
         assert_eq!(j["lcores"].as_array().unwrap().len(), 4);
-        let nodes: std::collections::BTreeSet<u64> =
-            j["lcores"].as_array().unwrap().iter().map(|l| l["node"].as_u64().unwrap()).collect();
+        let nodes: std::collections::BTreeSet<u64> = j["lcores"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["node"].as_u64().unwrap())
+            .collect();
         assert_eq!(nodes.len(), 2, "two virtual nodes");
         assert_eq!(j["hot_path_allocations"], 0);
         if strategy == "busylock" {
-            assert!(v["busylock_acquisitions"].as_u64().unwrap() > 0, "busylock used above rcvbuf/2");
+            assert!(
+                v["busylock_acquisitions"].as_u64().unwrap() > 0,
+                "busylock used above rcvbuf/2"
+            );
         }
     }
 }
@@ -160,12 +252,27 @@ fn demux_only_classifies_like_the_pipeline_and_stages_nothing() {
     let j = run_ok_json(&default_cfg("demux-only", "numa-queues"), &["--demux-only"]);
     assert_eq!(j["rx_packets"], m["frames"]);
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
-    let demuxed: u64 = m["per_dst"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
-    let in_dg = j["udp"]["UdpInDatagrams"].as_u64().unwrap() + j["udp"]["Udp6InDatagrams"].as_u64().unwrap();
+    let demuxed: u64 = m["per_dst"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    let in_dg = j["udp"]["UdpInDatagrams"].as_u64().unwrap()
+        + j["udp"]["Udp6InDatagrams"].as_u64().unwrap();
     assert_eq!(in_dg, demuxed, "every datagram with a socket is demuxed");
-    assert_eq!(j["demux_only_freed"].as_u64().unwrap(), demuxed, "and freed after the lookup");
-    let no_ports = j["udp"]["UdpNoPorts"].as_u64().unwrap() + j["udp"]["Udp6NoPorts"].as_u64().unwrap();
-    assert_eq!(j["lookups"].as_u64().unwrap(), demuxed + no_ports, "one lookup per valid datagram");
+    assert_eq!(
+        j["demux_only_freed"].as_u64().unwrap(),
+        demuxed,
+        "and freed after the lookup"
+    );
+    let no_ports =
+        j["udp"]["UdpNoPorts"].as_u64().unwrap() + j["udp"]["Udp6NoPorts"].as_u64().unwrap();
+    assert_eq!(
+        j["lookups"].as_u64().unwrap(),
+        demuxed + no_ports,
+        "one lookup per valid datagram"
+    );
     for s in j["sockets"].as_array().unwrap() {
         assert_eq!(s["offered"], 0, "{}: nothing staged", s["name"]);
         assert_eq!(s["delivered"], 0, "{}: nothing delivered", s["name"]);
@@ -180,7 +287,10 @@ fn demux_only_classifies_like_the_pipeline_and_stages_nothing() {
 fn floor_frees_every_frame_unclassified() {
     let m = manifest();
     for level in ["minimal", "checksums"] {
-        let j = run_ok_json(&default_cfg(&format!("floor-{level}"), "numa-queues"), &["--floor", level]);
+        let j = run_ok_json(
+            &default_cfg(&format!("floor-{level}"), "numa-queues"),
+            &["--floor", level],
+        );
         assert_eq!(j["rx_packets"], m["frames"], "{level}");
         assert_eq!(j["books_balanced"], true, "{level}: {}", j["problems"]);
         assert_eq!(j["lookups"], 0, "{level}: the floor does not look up");
@@ -188,7 +298,14 @@ fn floor_frees_every_frame_unclassified() {
         assert_eq!(j["udp"]["Udp6InDatagrams"], 0, "{level}");
         assert_eq!(j["hot_path_allocations"], 0, "{level}");
     }
-    let o = run(&["run", "--config", "x.toml", "--floor", "checksums", "--bare"]);
+    let o = run(&[
+        "run",
+        "--config",
+        "x.toml",
+        "--floor",
+        "checksums",
+        "--bare",
+    ]);
     assert!(!o.status.success(), "--floor and --bare are one mode each");
 }
 
@@ -200,20 +317,41 @@ fn floor_frees_every_frame_unclassified() {
 #[test]
 fn pipeline_floor_puts_frames_in_rings_and_balances_the_books() {
     let m = manifest();
-    for (floor, consumer_lcore) in [("pipeline", false), ("pipeline", true), ("pipeline-demux", false), ("pipeline-demux", true)] {
+    for (floor, consumer_lcore) in [
+        ("pipeline", false),
+        ("pipeline", true),
+        ("pipeline-demux", false),
+        ("pipeline-demux", true),
+    ] {
         let cfg = default_cfg(&format!("floor-{floor}-{consumer_lcore}"), "numa-queues");
         if consumer_lcore {
-            let text = std::fs::read_to_string(&cfg).unwrap().replace("lcores = \"0,1\"", "lcores = \"0@0,1@1,2@0\"");
-            std::fs::write(&cfg, format!("{text}\n[[lcore]]\nid = 2\nrole = \"consumer\"\n")).unwrap();
+            let text = std::fs::read_to_string(&cfg)
+                .unwrap()
+                .replace("lcores = \"0,1\"", "lcores = \"0@0,1@1,2@0\"");
+            std::fs::write(
+                &cfg,
+                format!("{text}\n[[lcore]]\nid = 2\nrole = \"consumer\"\n"),
+            )
+            .unwrap();
         }
         let j = run_ok_json(&cfg, &["--floor", floor]);
-        let what = format!("--floor {floor}, {}", if consumer_lcore { "consumer lcore" } else { "main lcore" });
+        let what = format!(
+            "--floor {floor}, {}",
+            if consumer_lcore {
+                "consumer lcore"
+            } else {
+                "main lcore"
+            }
+        );
         assert_eq!(j["rx_packets"], m["frames"], "{what}");
         assert_eq!(j["books_balanced"], true, "{what}: {}", j["problems"]);
         assert_eq!(j["lookups"], 0, "{what}: the floor does not look up");
         assert_eq!(j["udp"]["UdpInDatagrams"], 0, "{what}");
         assert_eq!(j["udp"]["Udp6InDatagrams"], 0, "{what}");
-        assert_eq!(j["hot_path_allocations"], 0, "{what}: no allocation on RX or consumer");
+        assert_eq!(
+            j["hot_path_allocations"], 0,
+            "{what}: no allocation on RX or consumer"
+        );
         let rx = j["rx_packets"].as_u64().unwrap();
         let no_socket = j["floor_no_socket"].as_u64().unwrap();
         let (mut delivered, mut full) = (0, 0);
@@ -221,23 +359,46 @@ fn pipeline_floor_puts_frames_in_rings_and_balances_the_books() {
             let name = format!("{what}: {}", s["name"]);
             let d = s["floor_delivered"].as_u64().unwrap();
             let f = s["floor_ring_full"].as_u64().unwrap();
-            assert_eq!(s["delivered"].as_u64().unwrap(), d, "{name}: delivered = put in the ring");
+            assert_eq!(
+                s["delivered"].as_u64().unwrap(),
+                d,
+                "{name}: delivered = put in the ring"
+            );
             assert_eq!(s["offered"].as_u64().unwrap(), d + f, "{name}");
             assert_eq!(s["drops"]["ring_full"].as_u64().unwrap(), f, "{name}");
             // Every socket of the default config has a consumer: it took everything.
-            assert_eq!(s["consumed"].as_u64().unwrap(), d, "{name}: consumed what was delivered");
+            assert_eq!(
+                s["consumed"].as_u64().unwrap(),
+                d,
+                "{name}: consumed what was delivered"
+            );
             assert_eq!(s["freed_at_close"], 0, "{name}: its ring was empty at exit");
             assert_eq!(s["rmem"], 0, "{name}: nothing charged");
-            assert!(s["consumed_bytes"].as_u64().unwrap() >= d * 60, "{name}: pkt_len read");
+            assert!(
+                s["consumed_bytes"].as_u64().unwrap() >= d * 60,
+                "{name}: pkt_len read"
+            );
             delivered += d;
             full += f;
         }
-        assert_eq!(rx, delivered + full + no_socket, "{what}: rx = in rings + ring full + no socket");
+        assert_eq!(
+            rx,
+            delivered + full + no_socket,
+            "{what}: rx = in rings + ring full + no socket"
+        );
         // The default replay: every datagram to a declared port reaches a ring
         // (4096-entry rings hold the 1000-frame replay), plus what the floor
         // cannot tell apart from one (malformed frames to those ports).
-        let to_sockets: u64 = m["per_dst"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
-        assert!(delivered >= to_sockets, "{what}: {delivered} in rings, {to_sockets} datagrams to sockets");
+        let to_sockets: u64 = m["per_dst"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert!(
+            delivered >= to_sockets,
+            "{what}: {delivered} in rings, {to_sockets} datagrams to sockets"
+        );
         if floor == "pipeline-demux" {
             // The real parser and lookup: exactly the manifest's datagrams
             // per socket, and everything else (malformed, not UDP, no port)
@@ -248,10 +409,17 @@ fn pipeline_floor_puts_frames_in_rings_and_balances_the_books() {
             assert_eq!(delivered, to_sockets, "{what}");
         }
         assert_eq!(full, 0, "{what}");
-        assert!(no_socket > 0, "{what}: not-IP frames and no-port datagrams match no socket");
+        assert!(
+            no_socket > 0,
+            "{what}: not-IP frames and no-port datagrams match no socket"
+        );
         if consumer_lcore {
             let c = &j["consumers"][0];
-            assert_eq!(c["datagrams"].as_u64().unwrap(), delivered, "the consumer lcore took them all: {c}");
+            assert_eq!(
+                c["datagrams"].as_u64().unwrap(),
+                delivered,
+                "the consumer lcore took them all: {c}"
+            );
         } else {
             assert_eq!(j["consumers"].as_array().unwrap().len(), 0);
         }
@@ -265,8 +433,14 @@ fn pipeline_floor_puts_frames_in_rings_and_balances_the_books() {
 fn default_replay_through_a_consumer_lcore() {
     let m = manifest();
     let cfg = default_cfg("consumer-lcore", "numa-queues");
-    let text = std::fs::read_to_string(&cfg).unwrap().replace("lcores = \"0,1\"", "lcores = \"0@0,1@1,2@0\"");
-    std::fs::write(&cfg, format!("{text}\n[[lcore]]\nid = 2\nrole = \"consumer\"\n")).unwrap();
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("lcores = \"0,1\"", "lcores = \"0@0,1@1,2@0\"");
+    std::fs::write(
+        &cfg,
+        format!("{text}\n[[lcore]]\nid = 2\nrole = \"consumer\"\n"),
+    )
+    .unwrap();
     let j = run_ok_json(&cfg, &[]);
     assert_eq!(j["rx_packets"], m["frames"]);
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
@@ -276,13 +450,21 @@ fn default_replay_through_a_consumer_lcore() {
         assert_eq!(&s["delivered"], n, "{addr} delivered");
         assert_eq!(&s["consumed"], n, "{addr} consumed");
         assert_eq!(s["rmem"], 0, "{addr} memory released");
-        let lat: u64 = s["consumer_latency_us"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).sum();
+        let lat: u64 = s["consumer_latency_us"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
         assert_eq!(&lat, n, "{addr}: one latency sample per datagram");
         total += n.as_u64().unwrap();
     }
     let c = &j["consumers"][0];
     assert_eq!(c["datagrams"].as_u64().unwrap(), total, "{c}");
     assert!(c["polls"].as_u64().unwrap() >= c["idle_polls"].as_u64().unwrap());
-    assert!(c["idle_polls"].as_u64().unwrap() > 0, "it polled empty rings too: {c}");
+    assert!(
+        c["idle_polls"].as_u64().unwrap() > 0,
+        "it polled empty rings too: {c}"
+    );
     assert_eq!(j["hot_path_allocations"], 0);
 }

@@ -24,14 +24,15 @@ impl Eal {
     /// `args` are EAL arguments without the program name (e.g. `["--no-huge", "-m", "256"]`).
     pub fn init<S: AsRef<str>>(args: &[S]) -> Result<Eal> {
         if INITIALISED.swap(true, Ordering::SeqCst) {
-            return Err(DpdkError::Usage("the EAL is already initialised in this process".into()));
+            return Err(DpdkError::Usage(
+                "the EAL is already initialised in this process".into(),
+            ));
         }
         let mut owned: Vec<CString> = vec![CString::new("udpdemux").unwrap()];
         for a in args {
-            owned.push(
-                CString::new(a.as_ref())
-                    .map_err(|_| DpdkError::Usage(format!("EAL argument {:?} contains NUL", a.as_ref())))?,
-            );
+            owned.push(CString::new(a.as_ref()).map_err(|_| {
+                DpdkError::Usage(format!("EAL argument {:?} contains NUL", a.as_ref()))
+            })?);
         }
         // rte_eal_init may permute argv; give it a scratch array of pointers into `owned`.
         let mut argv: Vec<*mut c_char> = owned.iter().map(|c| c.as_ptr() as *mut c_char).collect();
@@ -42,7 +43,9 @@ impl Eal {
             return Err(DpdkError::from_errno("rte_eal_init"));
         }
         UP.store(true, Ordering::SeqCst);
-        Ok(Eal { _not_send: std::marker::PhantomData })
+        Ok(Eal {
+            _not_send: std::marker::PhantomData,
+        })
     }
 
     pub fn tsc_hz(&self) -> u64 {
@@ -78,5 +81,9 @@ pub fn rdtsc() -> u64 {
 /// The version string of the linked DPDK.
 pub fn version() -> String {
     // SAFETY: rte_version returns a static NUL-terminated string.
-    unsafe { std::ffi::CStr::from_ptr(ffi::rte_version()).to_string_lossy().into_owned() }
+    unsafe {
+        std::ffi::CStr::from_ptr(ffi::rte_version())
+            .to_string_lossy()
+            .into_owned()
+    }
 }

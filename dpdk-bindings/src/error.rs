@@ -39,12 +39,20 @@ impl DpdkError {
     /// Build from a negative return code (DPDK's ethdev style: `-errno`).
     pub fn from_ret(op: impl Into<String>, ret: i32) -> Self {
         let errno = ret.abs();
-        DpdkError::Call { op: op.into(), errno, msg: strerror(errno) }
+        DpdkError::Call {
+            op: op.into(),
+            errno,
+            msg: strerror(errno),
+        }
     }
     /// Build from the current `rte_errno` (mempool/ring/EAL style: NULL or -1 return).
     pub fn from_errno(op: impl Into<String>) -> Self {
         let errno = rte_errno();
-        DpdkError::Call { op: op.into(), errno, msg: strerror(errno) }
+        DpdkError::Call {
+            op: op.into(),
+            errno,
+            msg: strerror(errno),
+        }
     }
     pub fn errno(&self) -> Option<i32> {
         match self {

@@ -78,7 +78,9 @@ where
     F: FnOnce() -> i32 + Send + 'static,
 {
     if !is_enabled(lcore) || lcore == main_lcore() {
-        return Err(DpdkError::Usage(format!("lcore {lcore} is not an enabled worker lcore")));
+        return Err(DpdkError::Usage(format!(
+            "lcore {lcore} is not an enabled worker lcore"
+        )));
     }
     let job: Box<Job> = Box::new(Box::new(f));
     let arg = Box::into_raw(job) as *mut c_void;
@@ -87,9 +89,15 @@ where
     if ret != 0 {
         // SAFETY: the launch failed, so the lcore never saw `arg`: reclaim it.
         drop(unsafe { Box::from_raw(arg as *mut Job) });
-        return Err(DpdkError::from_ret(format!("rte_eal_remote_launch(lcore {lcore})"), ret));
+        return Err(DpdkError::from_ret(
+            format!("rte_eal_remote_launch(lcore {lcore})"),
+            ret,
+        ));
     }
-    Ok(Launched { lcore, joined: false })
+    Ok(Launched {
+        lcore,
+        joined: false,
+    })
 }
 
 impl Launched {

@@ -1,7 +1,13 @@
 //! Bindings to the system DPDK (bindgen, `ffi`) and thin safe wrappers.
 //! All `unsafe` of the project that touches DPDK lives in this crate.
 pub mod ffi {
-    #![allow(non_upper_case_globals, non_camel_case_types, non_snake_case, dead_code, improper_ctypes)]
+    #![allow(
+        non_upper_case_globals,
+        non_camel_case_types,
+        non_snake_case,
+        dead_code,
+        improper_ctypes
+    )]
     #![allow(clippy::all)]
     include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 }

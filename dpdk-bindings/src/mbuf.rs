@@ -74,7 +74,10 @@ pub unsafe fn data<'a>(m: *const ffi::rte_mbuf) -> &'a [u8] {
     // SAFETY: per the caller's contract; buf_addr + data_off .. + data_len is in the data room.
     unsafe {
         let m = &*m;
-        std::slice::from_raw_parts((m.buf_addr as *const u8).add(m.data_off as usize), m.data_len as usize)
+        std::slice::from_raw_parts(
+            (m.buf_addr as *const u8).add(m.data_off as usize),
+            m.data_len as usize,
+        )
     }
 }
 
@@ -87,7 +90,10 @@ pub unsafe fn data_mut<'a>(m: *mut ffi::rte_mbuf) -> &'a mut [u8] {
     // SAFETY: per the caller's contract.
     unsafe {
         let m = &*m;
-        std::slice::from_raw_parts_mut((m.buf_addr as *mut u8).add(m.data_off as usize), m.data_len as usize)
+        std::slice::from_raw_parts_mut(
+            (m.buf_addr as *mut u8).add(m.data_off as usize),
+            m.data_len as usize,
+        )
     }
 }
 
@@ -154,10 +160,16 @@ pub unsafe fn free(m: *mut ffi::rte_mbuf) {
 /// one already registered under `name` with the same size and alignment:
 /// its byte offset inside `struct rte_mbuf`. Needs an initialised EAL.
 pub fn dynfield_register(name: &str, size: usize, align: usize) -> crate::Result<usize> {
-    let mut params = ffi::rte_mbuf_dynfield { size, align, ..Default::default() };
+    let mut params = ffi::rte_mbuf_dynfield {
+        size,
+        align,
+        ..Default::default()
+    };
     let bytes = name.as_bytes();
     if bytes.is_empty() || bytes.len() >= params.name.len() || bytes.contains(&0) {
-        return Err(crate::DpdkError::Usage(format!("bad dynfield name {name:?}")));
+        return Err(crate::DpdkError::Usage(format!(
+            "bad dynfield name {name:?}"
+        )));
     }
     for (d, &s) in params.name.iter_mut().zip(bytes) {
         *d = s as std::os::raw::c_char;
@@ -165,7 +177,9 @@ pub fn dynfield_register(name: &str, size: usize, align: usize) -> crate::Result
     // SAFETY: params is a valid, NUL-terminated (zeroed tail) descriptor; DPDK copies it.
     let off = unsafe { ffi::rte_mbuf_dynfield_register(&params) };
     if off < 0 {
-        return Err(crate::DpdkError::from_errno(format!("rte_mbuf_dynfield_register({name})")));
+        return Err(crate::DpdkError::from_errno(format!(
+            "rte_mbuf_dynfield_register({name})"
+        )));
     }
     Ok(off as usize)
 }

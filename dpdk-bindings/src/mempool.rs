@@ -20,10 +20,20 @@ unsafe impl Sync for Mempool {}
 impl Mempool {
     /// `n` mbufs of `data_room` bytes (headroom included) with `priv_size`
     /// bytes of application area, on NUMA `socket` (-1 for any).
-    pub fn new(name: &str, n: u32, cache: u32, priv_size: u16, data_room: u16, socket: i32) -> Result<Mempool> {
-        let cname = CString::new(name).map_err(|_| DpdkError::Usage(format!("bad pool name {name:?}")))?;
+    pub fn new(
+        name: &str,
+        n: u32,
+        cache: u32,
+        priv_size: u16,
+        data_room: u16,
+        socket: i32,
+    ) -> Result<Mempool> {
+        let cname =
+            CString::new(name).map_err(|_| DpdkError::Usage(format!("bad pool name {name:?}")))?;
         // SAFETY: cname is a valid C string for the call; DPDK copies the name.
-        let p = unsafe { ffi::rte_pktmbuf_pool_create(cname.as_ptr(), n, cache, priv_size, data_room, socket) };
+        let p = unsafe {
+            ffi::rte_pktmbuf_pool_create(cname.as_ptr(), n, cache, priv_size, data_room, socket)
+        };
         match NonNull::new(p) {
             Some(raw) => Ok(Mempool { raw, owned: true }),
             None => Err(DpdkError::from_errno(format!(
@@ -57,7 +67,9 @@ impl Mempool {
             if (*mp).cache_size == 0 || (*mp).local_cache.is_null() {
                 return 0;
             }
-            std::ptr::read_volatile(std::ptr::addr_of!((*(*mp).local_cache.add(lcore as usize)).len))
+            std::ptr::read_volatile(std::ptr::addr_of!(
+                (*(*mp).local_cache.add(lcore as usize)).len
+            ))
         }
     }
 
@@ -66,7 +78,10 @@ impl Mempool {
     /// caches, which those lcores alone can allocate from: a pool whose
     /// free mbufs all sit in a consumer's cache is empty for RX.
     pub fn avail_to(&self, lcores: &[u32]) -> u32 {
-        let others: u32 = (0..ffi::RTE_MAX_LCORE).filter(|l| !lcores.contains(l)).map(|l| self.cached(l)).sum();
+        let others: u32 = (0..ffi::RTE_MAX_LCORE)
+            .filter(|l| !lcores.contains(l))
+            .map(|l| self.cached(l))
+            .sum();
         self.avail().saturating_sub(others)
     }
 
@@ -94,7 +109,9 @@ impl Mempool {
     /// Memory one mbuf of this pool really takes (struct, private area, data room):
     /// the "truesize" charged to a socket.
     pub fn truesize(&self) -> u32 {
-        std::mem::size_of::<ffi::rte_mbuf>() as u32 + self.priv_size() as u32 + self.data_room() as u32
+        std::mem::size_of::<ffi::rte_mbuf>() as u32
+            + self.priv_size() as u32
+            + self.data_room() as u32
     }
 
     pub fn alloc(&self) -> Option<Mbuf> {
@@ -107,7 +124,9 @@ impl Mempool {
     /// Fill `out` with fresh mbufs; all or nothing, as DPDK does.
     pub fn alloc_bulk(&self, out: &mut [*mut ffi::rte_mbuf]) -> Result<()> {
         // SAFETY: out has room for out.len() pointers.
-        let ret = unsafe { ffi::rte_pktmbuf_alloc_bulk(self.raw.as_ptr(), out.as_mut_ptr(), out.len() as u32) };
+        let ret = unsafe {
+            ffi::rte_pktmbuf_alloc_bulk(self.raw.as_ptr(), out.as_mut_ptr(), out.len() as u32)
+        };
         if ret != 0 {
             return Err(DpdkError::from_ret("rte_pktmbuf_alloc_bulk", ret));
         }

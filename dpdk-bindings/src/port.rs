@@ -21,7 +21,15 @@ pub struct PortConf {
 
 impl Default for PortConf {
     fn default() -> Self {
-        PortConf { rx_queues: 1, tx_queues: 1, rx_desc: 1024, tx_desc: 1024, rss: true, promiscuous: true, rx_checksum_offload: true }
+        PortConf {
+            rx_queues: 1,
+            tx_queues: 1,
+            rx_desc: 1024,
+            tx_desc: 1024,
+            rss: true,
+            promiscuous: true,
+            rx_checksum_offload: true,
+        }
     }
 }
 
@@ -72,18 +80,25 @@ pub fn info(id: u16) -> Result<PortInfo> {
     // SAFETY: di is a valid out struct.
     let ret = unsafe { ffi::rte_eth_dev_info_get(id, &mut di) };
     if ret != 0 {
-        return Err(DpdkError::from_ret(format!("rte_eth_dev_info_get(port {id})"), ret));
+        return Err(DpdkError::from_ret(
+            format!("rte_eth_dev_info_get(port {id})"),
+            ret,
+        ));
     }
     let mut name = [0 as std::os::raw::c_char; 64];
     // SAFETY: buffer of RTE_ETH_NAME_MAX_LEN (64) bytes.
     unsafe { ffi::rte_eth_dev_get_name_by_port(id, name.as_mut_ptr()) };
     // SAFETY: DPDK NUL-terminates within the buffer.
-    let name = unsafe { CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
+    let name = unsafe { CStr::from_ptr(name.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
     let driver = if di.driver_name.is_null() {
         String::new()
     } else {
         // SAFETY: driver_name is a static string owned by the PMD.
-        unsafe { CStr::from_ptr(di.driver_name) }.to_string_lossy().into_owned()
+        unsafe { CStr::from_ptr(di.driver_name) }
+            .to_string_lossy()
+            .into_owned()
     };
     // SAFETY: plain read.
     let socket = unsafe { ffi::rte_eth_dev_socket_id(id) };
@@ -116,7 +131,9 @@ impl Port {
             )));
         }
         if rx_pools.len() != conf.rx_queues as usize {
-            return Err(DpdkError::Usage(format!("port {id}: need one mempool per RX queue")));
+            return Err(DpdkError::Usage(format!(
+                "port {id}: need one mempool per RX queue"
+            )));
         }
         let mut ec = ffi::rte_eth_conf::default();
         // RSS only where the device can hash the fields we ask (as l3fwd masks rss_hf).
@@ -126,33 +143,63 @@ impl Port {
             ec.rx_adv_conf.rss_conf.rss_hf = rss_hf;
         }
         let want = ffi::RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | ffi::RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
-        let rx_offloads = if conf.rx_checksum_offload { want & info.rx_offload_capa } else { 0 };
+        let rx_offloads = if conf.rx_checksum_offload {
+            want & info.rx_offload_capa
+        } else {
+            0
+        };
         ec.rxmode.offloads = rx_offloads;
         // SAFETY: ec is a fully initialised config struct.
         let ret = unsafe { ffi::rte_eth_dev_configure(id, conf.rx_queues, conf.tx_queues, &ec) };
         if ret != 0 {
-            return Err(DpdkError::from_ret(format!("rte_eth_dev_configure(port {id} {})", info.name), ret));
+            return Err(DpdkError::from_ret(
+                format!("rte_eth_dev_configure(port {id} {})", info.name),
+                ret,
+            ));
         }
         let mut rx_desc = conf.rx_desc;
         let mut tx_desc = conf.tx_desc;
         // SAFETY: valid out pointers; the PMD clamps to its limits.
         let ret = unsafe { ffi::rte_eth_dev_adjust_nb_rx_tx_desc(id, &mut rx_desc, &mut tx_desc) };
         if ret != 0 {
-            return Err(DpdkError::from_ret(format!("rte_eth_dev_adjust_nb_rx_tx_desc(port {id})"), ret));
+            return Err(DpdkError::from_ret(
+                format!("rte_eth_dev_adjust_nb_rx_tx_desc(port {id})"),
+                ret,
+            ));
         }
-        let socket = if info.socket < 0 { 0 } else { info.socket as u32 };
+        let socket = if info.socket < 0 {
+            0
+        } else {
+            info.socket as u32
+        };
         for (q, pool) in rx_pools.iter().enumerate() {
             // SAFETY: pool outlives the port (owner's teardown order); NULL rxconf = defaults + port offloads.
-            let ret = unsafe { ffi::rte_eth_rx_queue_setup(id, q as u16, rx_desc, socket, std::ptr::null(), pool.as_ptr()) };
+            let ret = unsafe {
+                ffi::rte_eth_rx_queue_setup(
+                    id,
+                    q as u16,
+                    rx_desc,
+                    socket,
+                    std::ptr::null(),
+                    pool.as_ptr(),
+                )
+            };
             if ret != 0 {
-                return Err(DpdkError::from_ret(format!("rte_eth_rx_queue_setup(port {id}, queue {q})"), ret));
+                return Err(DpdkError::from_ret(
+                    format!("rte_eth_rx_queue_setup(port {id}, queue {q})"),
+                    ret,
+                ));
             }
         }
         for q in 0..conf.tx_queues {
             // SAFETY: NULL txconf = PMD defaults.
-            let ret = unsafe { ffi::rte_eth_tx_queue_setup(id, q, tx_desc, socket, std::ptr::null()) };
+            let ret =
+                unsafe { ffi::rte_eth_tx_queue_setup(id, q, tx_desc, socket, std::ptr::null()) };
             if ret != 0 {
-                return Err(DpdkError::from_ret(format!("rte_eth_tx_queue_setup(port {id}, queue {q})"), ret));
+                return Err(DpdkError::from_ret(
+                    format!("rte_eth_tx_queue_setup(port {id}, queue {q})"),
+                    ret,
+                ));
             }
         }
         if conf.promiscuous {
@@ -160,7 +207,12 @@ impl Port {
             // SAFETY: configured port.
             let _ = unsafe { ffi::rte_eth_promiscuous_enable(id) };
         }
-        Ok(Port { id, info, started: false, rx_offloads })
+        Ok(Port {
+            id,
+            info,
+            started: false,
+            rx_offloads,
+        })
     }
 
     pub fn id(&self) -> u16 {
@@ -174,7 +226,10 @@ impl Port {
         // SAFETY: configured port.
         let ret = unsafe { ffi::rte_eth_dev_start(self.id) };
         if ret != 0 {
-            return Err(DpdkError::from_ret(format!("rte_eth_dev_start(port {} {})", self.id, self.info.name), ret));
+            return Err(DpdkError::from_ret(
+                format!("rte_eth_dev_start(port {} {})", self.id, self.info.name),
+                ret,
+            ));
         }
         self.started = true;
         Ok(())
@@ -186,7 +241,10 @@ impl Port {
             // SAFETY: started port; RX/TX lcores have been joined by the caller.
             let ret = unsafe { ffi::rte_eth_dev_stop(self.id) };
             if ret != 0 {
-                return Err(DpdkError::from_ret(format!("rte_eth_dev_stop(port {})", self.id), ret));
+                return Err(DpdkError::from_ret(
+                    format!("rte_eth_dev_stop(port {})", self.id),
+                    ret,
+                ));
             }
         }
         Ok(())
@@ -254,7 +312,9 @@ pub fn xstats(id: u16) -> Vec<(String, u64)> {
         .filter_map(|v| {
             let nm = names.get(v.id as usize)?;
             // SAFETY: DPDK NUL-terminates names within 64 bytes.
-            let s = unsafe { CStr::from_ptr(nm.name.as_ptr()) }.to_string_lossy().into_owned();
+            let s = unsafe { CStr::from_ptr(nm.name.as_ptr()) }
+                .to_string_lossy()
+                .into_owned();
             Some((s, v.value))
         })
         .collect()

@@ -25,7 +25,8 @@ pub const EXACT_SZ: u32 = ffi::RING_F_EXACT_SZ;
 
 impl Ring {
     pub fn create(name: &str, count: u32, socket: i32, flags: u32) -> Result<Ring> {
-        let cname = CString::new(name).map_err(|_| DpdkError::Usage(format!("bad ring name {name:?}")))?;
+        let cname =
+            CString::new(name).map_err(|_| DpdkError::Usage(format!("bad ring name {name:?}")))?;
         // SAFETY: valid C string; DPDK copies the name.
         let p = unsafe { ffi::rte_ring_create(cname.as_ptr(), count, socket, flags) };
         NonNull::new(p)
@@ -35,7 +36,8 @@ impl Ring {
 
     /// Find a ring another part of the process (or another process) created.
     pub fn lookup(name: &str) -> Result<Ring> {
-        let cname = CString::new(name).map_err(|_| DpdkError::Usage(format!("bad ring name {name:?}")))?;
+        let cname =
+            CString::new(name).map_err(|_| DpdkError::Usage(format!("bad ring name {name:?}")))?;
         // SAFETY: valid C string.
         let p = unsafe { ffi::rte_ring_lookup(cname.as_ptr()) };
         NonNull::new(p)
@@ -52,8 +54,12 @@ impl Ring {
     pub fn enqueue_burst(&self, objs: &[*mut c_void]) -> usize {
         // SAFETY: objs is a valid array of pointers; the ring only stores them.
         unsafe {
-            ffi::rte_ring_enqueue_burst(self.raw.as_ptr(), objs.as_ptr(), objs.len() as u32, std::ptr::null_mut())
-                as usize
+            ffi::rte_ring_enqueue_burst(
+                self.raw.as_ptr(),
+                objs.as_ptr(),
+                objs.len() as u32,
+                std::ptr::null_mut(),
+            ) as usize
         }
     }
 
@@ -64,8 +70,12 @@ impl Ring {
     pub fn enqueue_burst_mp(&self, objs: &[*mut c_void]) -> usize {
         // SAFETY: objs is a valid array of pointers; the ring only stores them.
         unsafe {
-            ffi::rte_ring_mp_enqueue_burst(self.raw.as_ptr(), objs.as_ptr(), objs.len() as u32, std::ptr::null_mut())
-                as usize
+            ffi::rte_ring_mp_enqueue_burst(
+                self.raw.as_ptr(),
+                objs.as_ptr(),
+                objs.len() as u32,
+                std::ptr::null_mut(),
+            ) as usize
         }
     }
 
@@ -91,8 +101,12 @@ impl Ring {
     pub fn dequeue_burst(&self, out: &mut [*mut c_void]) -> usize {
         // SAFETY: out has room for out.len() pointers.
         unsafe {
-            ffi::rte_ring_dequeue_burst(self.raw.as_ptr(), out.as_mut_ptr(), out.len() as u32, std::ptr::null_mut())
-                as usize
+            ffi::rte_ring_dequeue_burst(
+                self.raw.as_ptr(),
+                out.as_mut_ptr(),
+                out.len() as u32,
+                std::ptr::null_mut(),
+            ) as usize
         }
     }
 

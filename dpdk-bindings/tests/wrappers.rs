@@ -5,13 +5,23 @@ use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use dpdk_sys::{eal, lcore, mbuf, memory, port, ring, DpdkError, Eal, Mempool, Port, PortConf, Ring};
+use dpdk_sys::{
+    eal, lcore, mbuf, memory, port, ring, DpdkError, Eal, Mempool, Port, PortConf, Ring,
+};
 
 #[test]
 fn wrappers_against_real_eal() {
     let args = [
-        "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--file-prefix=dpdk-sys-test",
-        "--lcores", "0,1", "--vdev=net_null0", "--vdev=net_ring0",
+        "--no-huge",
+        "-m",
+        "256",
+        "--no-pci",
+        "--no-shconf",
+        "--file-prefix=dpdk-sys-test",
+        "--lcores",
+        "0,1",
+        "--vdev=net_null0",
+        "--vdev=net_ring0",
     ];
     let eal = Eal::init(&args).expect("EAL init (run as root)");
     assert!(eal.tsc_hz() > 0);
@@ -24,7 +34,10 @@ fn wrappers_against_real_eal() {
     assert_eq!(lcore::current(), Some(lcore::main_lcore()));
     assert_eq!(lcore::workers(), vec![1]);
     assert!(!lcore::is_enabled(7));
-    assert!(lcore::launch(0, || 0).is_err(), "the main lcore cannot be launched on");
+    assert!(
+        lcore::launch(0, || 0).is_err(),
+        "the main lcore cannot be launched on"
+    );
     let seen = Arc::new(AtomicU32::new(u32::MAX));
     let s2 = Arc::clone(&seen);
     let h = lcore::launch(1, move || {
@@ -57,7 +70,10 @@ fn wrappers_against_real_eal() {
     // SAFETY: fresh mbufs we own.
     unsafe { mbuf::free_bulk(&mut raw) };
     assert_eq!(mp.in_use(), 0);
-    assert!(Mempool::new("test_pool", 1023, 32, 64, 2176, 0).is_err(), "duplicate name is an error");
+    assert!(
+        Mempool::new("test_pool", 1023, 32, 64, 2176, 0).is_err(),
+        "duplicate name is an error"
+    );
     // Per-lcore caches: an mbuf freed on the main lcore stays in its cache;
     // `avail` counts it, `avail_to` leaves it out for the other lcores.
     let main = lcore::main_lcore();
@@ -81,7 +97,10 @@ fn wrappers_against_real_eal() {
     assert_eq!(&out[..10], &objs[..]);
     let full: Vec<*mut c_void> = (1..=100usize).map(|i| i as *mut c_void).collect();
     assert_eq!(r.enqueue_burst(&full), 63, "a burst stops at capacity");
-    assert!(Ring::create("bad_ring", 1000, 0, 0).is_err(), "non power of two without EXACT_SZ");
+    assert!(
+        Ring::create("bad_ring", 1000, 0, 0).is_err(),
+        "non power of two without EXACT_SZ"
+    );
     let err = Ring::lookup("no_such_ring").err().unwrap().to_string();
     assert!(err.contains("no_such_ring"), "{err}");
     drop(found);
@@ -90,17 +109,32 @@ fn wrappers_against_real_eal() {
     drop(r);
 
     // Memzones and the heap: a ring is one memzone, given back on drop.
-    let (mz0, heap0) = (memory::memzone_count().unwrap(), memory::heap_stats().unwrap());
-    assert!(mz0 >= 2 && heap0.alloc_bytes > 0, "the pool's memzones: {mz0} {heap0:?}");
+    let (mz0, heap0) = (
+        memory::memzone_count().unwrap(),
+        memory::heap_stats().unwrap(),
+    );
+    assert!(
+        mz0 >= 2 && heap0.alloc_bytes > 0,
+        "the pool's memzones: {mz0} {heap0:?}"
+    );
     let r2 = Ring::create("test_ring_mz", 1024, 0, 0).unwrap();
     assert_eq!(memory::memzone_count(), Some(mz0 + 1));
     assert!(memory::heap_stats().unwrap().alloc_bytes > heap0.alloc_bytes);
     let zones = memory::memzones().unwrap();
     assert_eq!(zones.len() as u64, mz0 + 1);
-    assert!(zones.iter().any(|(n, len)| n == "RG_test_ring_mz" && *len >= 1024 * 8), "{zones:?}");
+    assert!(
+        zones
+            .iter()
+            .any(|(n, len)| n == "RG_test_ring_mz" && *len >= 1024 * 8),
+        "{zones:?}"
+    );
     drop(r2);
     assert_eq!(memory::memzone_count(), Some(mz0));
-    assert_eq!(memory::heap_stats().unwrap(), heap0, "the heap is back where it was");
+    assert_eq!(
+        memory::heap_stats().unwrap(),
+        heap0,
+        "the heap is back where it was"
+    );
 
     // ports: net_null receives, net_ring loops TX back to RX
     assert_eq!(port::count(), 2);
@@ -139,6 +173,10 @@ fn wrappers_against_real_eal() {
     assert_eq!(mp.in_use(), 0, "every mbuf came back");
     drop(mp);
     drop(eal);
-    assert_eq!(memory::memzone_count(), None, "no walk once the EAL is gone");
+    assert_eq!(
+        memory::memzone_count(),
+        None,
+        "no walk once the EAL is gone"
+    );
     assert_eq!(memory::heap_stats(), None);
 }

@@ -54,7 +54,9 @@ fuzz_target!(|frame: &[u8]| {
             assert!(matches!(e, ParseError::NotIp { ethertype: t, .. } if t == ethertype));
         }
         Err(ParseError::NotUdp { proto, family, .. }) => {
-            assert!(matches!(e, ParseError::NotUdp { proto: p, family: f, .. } if p == proto && f == family));
+            assert!(
+                matches!(e, ParseError::NotUdp { proto: p, family: f, .. } if p == proto && f == family)
+            );
         }
         other => panic!("reply parses as {other:?} for a request {e:?}"),
     }

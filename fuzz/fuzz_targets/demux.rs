@@ -53,7 +53,13 @@ fuzz_target!(|data: &[u8]| {
         1 => CsumHint::Good,
         _ => CsumHint::Bad,
     };
-    let Ok(d) = parse(frame, Offload { ip: hint(h), l4: hint(h / 3) }) else {
+    let Ok(d) = parse(
+        frame,
+        Offload {
+            ip: hint(h),
+            l4: hint(h / 3),
+        },
+    ) else {
         return;
     };
     let binds = sockets();
@@ -63,15 +69,26 @@ fuzz_target!(|data: &[u8]| {
     }
     let snap = table.snapshot();
     let got = snap.lookup(d.src, d.sport, d.dst, d.dport).copied();
-    let best = binds.iter().map(|b| score(b, d.src, d.sport, d.dst, d.dport)).max().unwrap_or(0);
+    let best = binds
+        .iter()
+        .map(|b| score(b, d.src, d.sport, d.dst, d.dport))
+        .max()
+        .unwrap_or(0);
     match got {
         None => assert_eq!(best, 0, "a socket matches but lookup found none: {d:?}"),
         Some(i) => {
             let s = score(&binds[i], d.src, d.sport, d.dst, d.dport);
-            assert!(s > 0, "lookup returned a socket that does not match: {:?} for {d:?}", binds[i]);
+            assert!(
+                s > 0,
+                "lookup returned a socket that does not match: {:?} for {d:?}",
+                binds[i]
+            );
             assert_eq!(s, best, "lookup ignored a more specific socket for {d:?}");
             // Same flow, same member.
-            assert_eq!(snap.lookup(d.src, d.sport, d.dst, d.dport).copied(), Some(i));
+            assert_eq!(
+                snap.lookup(d.src, d.sport, d.dst, d.dport).copied(),
+                Some(i)
+            );
         }
     }
 });

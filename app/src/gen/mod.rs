@@ -202,13 +202,19 @@ impl Tally {
     }
 
     pub fn manifest(&self, spec: &TrafficSpec) -> Manifest {
-        let mut m = Manifest { seed: spec.seed(), frames: self.frames, bytes: self.bytes, ..Manifest::default() };
+        let mut m = Manifest {
+            seed: spec.seed(),
+            frames: self.frames,
+            bytes: self.bytes,
+            ..Manifest::default()
+        };
         for (t, n) in spec.targets().iter().zip(&self.per_target) {
             m.per_dst.insert(t.addr.to_string(), *n);
             m.valid += n;
         }
         for k in spec.malformed_kinds() {
-            m.malformed.insert(k.name().to_string(), self.malformed[k.index()]);
+            m.malformed
+                .insert(k.name().to_string(), self.malformed[k.index()]);
         }
         for k in Malformed::ALL {
             let n = self.malformed[k.index()];
@@ -221,7 +227,11 @@ impl Tally {
                 None => m.no_socket += n,
             }
         }
-        m.family = FamilyCounts { v4: self.family[0], v6: self.family[1], other: self.family[2] };
+        m.family = FamilyCounts {
+            v4: self.family[0],
+            v6: self.family[1],
+            other: self.family[2],
+        };
         m.vlan_tagged = self.vlan_tagged;
         if spec.malformed_kinds().contains(&Malformed::NoPort) {
             let mut seen = Vec::new();
@@ -246,19 +256,27 @@ pub fn manifest_path(out: &Path) -> PathBuf {
 
 /// Writes the spec's frames to `out` and the manifest beside it (or to
 /// `manifest`); returns the manifest.
-pub fn write_pcap(spec: &TrafficSpec, out: &Path, manifest: Option<&Path>) -> anyhow::Result<Manifest> {
-    let mut w = PcapWriter::create(out, 65_535).with_context(|| format!("cannot create {}", out.display()))?;
+pub fn write_pcap(
+    spec: &TrafficSpec,
+    out: &Path,
+    manifest: Option<&Path>,
+) -> anyhow::Result<Manifest> {
+    let mut w = PcapWriter::create(out, 65_535)
+        .with_context(|| format!("cannot create {}", out.display()))?;
     let mut tally = Tally::new(spec);
     for (i, f) in spec.frames().enumerate() {
         let ts = spec::BASE_TS_NS + i as u64 * spec::TS_STEP_NS;
-        w.write_packet(ts, &f.bytes).with_context(|| format!("writing {}", out.display()))?;
+        w.write_packet(ts, &f.bytes)
+            .with_context(|| format!("writing {}", out.display()))?;
         tally.add(&f.class());
     }
-    w.into_inner().with_context(|| format!("writing {}", out.display()))?;
+    w.into_inner()
+        .with_context(|| format!("writing {}", out.display()))?;
     let m = tally.manifest(spec);
     let mpath = manifest.map_or_else(|| manifest_path(out), Path::to_path_buf);
     let text = serde_json::to_string_pretty(&m)?;
-    std::fs::write(&mpath, text + "\n").with_context(|| format!("cannot write manifest {}", mpath.display()))?;
+    std::fs::write(&mpath, text + "\n")
+        .with_context(|| format!("cannot write manifest {}", mpath.display()))?;
     Ok(m)
 }
 
@@ -287,11 +305,24 @@ impl GenArgs {
                 .iter()
                 .map(|d| {
                     let (a, w) = match d.rsplit_once('=') {
-                        Some((a, w)) => (a, w.parse::<f64>().with_context(|| format!("--dst {d}: bad weight"))?),
+                        Some((a, w)) => (
+                            a,
+                            w.parse::<f64>()
+                                .with_context(|| format!("--dst {d}: bad weight"))?,
+                        ),
                         None => (d.as_str(), 1.0),
                     };
-                    let addr: SocketAddr = a.parse().with_context(|| format!("--dst {d}: not ADDR:PORT or [ADDR6]:PORT"))?;
-                    Ok(spec::DstSpec { addr, weight: w, size: None, sizes: None, vlan: None, vlan_share: None })
+                    let addr: SocketAddr = a
+                        .parse()
+                        .with_context(|| format!("--dst {d}: not ADDR:PORT or [ADDR6]:PORT"))?;
+                    Ok(spec::DstSpec {
+                        addr,
+                        weight: w,
+                        size: None,
+                        sizes: None,
+                        vlan: None,
+                        vlan_share: None,
+                    })
                 })
                 .collect::<anyhow::Result<_>>()?;
         }
@@ -311,25 +342,36 @@ impl GenArgs {
             (Some(share), None, Some(f)) => f.share = share,
             (None, Some(dst), Some(f)) => f.dst = dst,
             (None, None, _) => {}
-            _ => anyhow::bail!("--flood-share and --flood-dst both needed when the spec has no [flood]"),
+            _ => anyhow::bail!(
+                "--flood-share and --flood-dst both needed when the spec has no [flood]"
+            ),
         }
         if self.malformed_share.is_some() || self.malformed_kinds.is_some() {
             let kinds = match &self.malformed_kinds {
-                Some(ks) => Some(ks
-                    .iter()
-                    .map(|k| {
-                        Malformed::ALL
-                            .into_iter()
-                            .find(|m| m.name() == k)
-                            .ok_or_else(|| anyhow::anyhow!("--malformed-kinds: unknown kind {k:?}"))
-                    })
-                    .collect::<anyhow::Result<Vec<_>>>()?),
+                Some(ks) => Some(
+                    ks.iter()
+                        .map(|k| {
+                            Malformed::ALL
+                                .into_iter()
+                                .find(|m| m.name() == k)
+                                .ok_or_else(|| {
+                                    anyhow::anyhow!("--malformed-kinds: unknown kind {k:?}")
+                                })
+                        })
+                        .collect::<anyhow::Result<Vec<_>>>()?,
+                ),
                 None => raw.malformed.as_ref().and_then(|m| m.kinds.clone()),
             };
-            let share = self.malformed_share.or(raw.malformed.as_ref().map(|m| m.share)).unwrap_or(0.0);
+            let share = self
+                .malformed_share
+                .or(raw.malformed.as_ref().map(|m| m.share))
+                .unwrap_or(0.0);
             raw.malformed = Some(spec::MalformedSpec { share, kinds });
         }
-        let what = self.config.as_ref().map_or_else(|| "command line".to_string(), |p| p.display().to_string());
+        let what = self
+            .config
+            .as_ref()
+            .map_or_else(|| "command line".to_string(), |p| p.display().to_string());
         TrafficSpec::new(raw).with_context(|| format!("traffic spec from {what}"))
     }
 }
@@ -337,8 +379,12 @@ impl GenArgs {
 /// `udpdemux gen`: pcap mode with `--out`, transmit mode with `--port`.
 pub fn run(args: &GenArgs) -> anyhow::Result<()> {
     match (&args.out, &args.port) {
-        (Some(_), Some(_)) => anyhow::bail!("--out (write a pcap) and --port (transmit) are exclusive"),
-        (None, None) => anyhow::bail!("give --out FILE.pcap to write a pcap, or --port NAME with --eal ARGS to transmit"),
+        (Some(_), Some(_)) => {
+            anyhow::bail!("--out (write a pcap) and --port (transmit) are exclusive")
+        }
+        (None, None) => anyhow::bail!(
+            "give --out FILE.pcap to write a pcap, or --port NAME with --eal ARGS to transmit"
+        ),
         (Some(out), None) => {
             if args.eal.is_some() || args.stats_json.is_some() {
                 anyhow::bail!("--eal and --stats-json belong to the transmit mode (--port)");
@@ -352,7 +398,10 @@ pub fn run(args: &GenArgs) -> anyhow::Result<()> {
                 m.valid,
                 m.frames - m.valid,
                 out.display(),
-                args.manifest.clone().unwrap_or_else(|| manifest_path(out)).display()
+                args.manifest
+                    .clone()
+                    .unwrap_or_else(|| manifest_path(out))
+                    .display()
             );
             Ok(())
         }
@@ -384,15 +433,27 @@ mod tests {
         let spec = args.spec().expect("spec");
         assert_eq!((spec.seed(), spec.count()), (9, 10));
         assert_eq!(spec.targets().len(), 2);
-        assert_eq!(spec.malformed_kinds(), &[Malformed::Truncated, Malformed::NoPort]);
-        let bad = GenArgs { malformed_kinds: Some(vec!["nope".into()]), ..args.clone() };
+        assert_eq!(
+            spec.malformed_kinds(),
+            &[Malformed::Truncated, Malformed::NoPort]
+        );
+        let bad = GenArgs {
+            malformed_kinds: Some(vec!["nope".into()]),
+            ..args.clone()
+        };
         assert!(bad.spec().is_err());
-        let half = GenArgs { flood_share: Some(0.1), ..args };
+        let half = GenArgs {
+            flood_share: Some(0.1),
+            ..args
+        };
         assert!(half.spec().unwrap_err().to_string().contains("--flood-dst"));
     }
 
     #[test]
     fn manifest_path_appends_json() {
-        assert_eq!(manifest_path(Path::new("/x/a.pcap")), PathBuf::from("/x/a.pcap.json"));
+        assert_eq!(
+            manifest_path(Path::new("/x/a.pcap")),
+            PathBuf::from("/x/a.pcap.json")
+        );
     }
 }

@@ -44,7 +44,10 @@ impl SplitMix64 {
     pub fn pick(&mut self, cumulative: &[f64]) -> usize {
         let total = cumulative.last().copied().unwrap_or(0.0);
         let x = self.unit() * total;
-        cumulative.iter().position(|&c| x < c).unwrap_or(cumulative.len().saturating_sub(1))
+        cumulative
+            .iter()
+            .position(|&c| x < c)
+            .unwrap_or(cumulative.len().saturating_sub(1))
     }
 }
 
@@ -59,7 +62,13 @@ mod tests {
         let got: Vec<u64> = (0..5).map(|_| r.next_u64()).collect();
         assert_eq!(
             got,
-            vec![6457827717110365317, 3203168211198807973, 9817491932198370423, 4593380528125082431, 16408922859458223821]
+            vec![
+                6457827717110365317,
+                3203168211198807973,
+                9817491932198370423,
+                4593380528125082431,
+                16408922859458223821
+            ]
         );
     }
 

@@ -32,7 +32,10 @@ pub const TS_STEP_NS: u64 = 1_000;
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
     #[error("cannot read traffic spec {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("traffic spec {path}: {msg}")]
     Parse { path: PathBuf, msg: String },
     #[error("traffic spec: {0}")]
@@ -330,7 +333,11 @@ fn host_in(rng: &mut SplitMix64, net: IpAddr, len: u8) -> IpAddr {
             if bits == 0 {
                 return net;
             }
-            let mask = if bits == 32 { u32::MAX } else { (1u32 << bits) - 1 };
+            let mask = if bits == 32 {
+                u32::MAX
+            } else {
+                (1u32 << bits) - 1
+            };
             loop {
                 let h = (rng.next_u64() as u32) & mask;
                 if bits < 2 || (h != 0 && h != mask) {
@@ -343,7 +350,11 @@ fn host_in(rng: &mut SplitMix64, net: IpAddr, len: u8) -> IpAddr {
             if bits == 0 {
                 return net;
             }
-            let mask = if bits == 128 { u128::MAX } else { (1u128 << bits) - 1 };
+            let mask = if bits == 128 {
+                u128::MAX
+            } else {
+                (1u128 << bits) - 1
+            };
             loop {
                 let r = (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64());
                 let h = r & mask;
@@ -360,7 +371,9 @@ fn host_in(rng: &mut SplitMix64, net: IpAddr, len: u8) -> IpAddr {
 /// 127/8 as a martian), broadcast.
 fn unusable(ip: IpAddr) -> bool {
     match ip {
-        IpAddr::V4(v) => v.is_unspecified() || v.is_multicast() || v.is_loopback() || v.is_broadcast(),
+        IpAddr::V4(v) => {
+            v.is_unspecified() || v.is_multicast() || v.is_loopback() || v.is_broadcast()
+        }
         IpAddr::V6(v) => v.is_unspecified() || v.is_multicast() || v.is_loopback(),
     }
 }
@@ -384,7 +397,9 @@ fn share_ok(name: &str, v: f64) -> Result<f64, SpecError> {
     if v.is_finite() && (0.0..=1.0).contains(&v) {
         Ok(v)
     } else {
-        Err(SpecError::Invalid(format!("{name} = {v}: must be a share between 0 and 1")))
+        Err(SpecError::Invalid(format!(
+            "{name} = {v}: must be a share between 0 and 1"
+        )))
     }
 }
 
@@ -401,19 +416,35 @@ fn cumulative(weights: impl Iterator<Item = f64>) -> Vec<f64> {
 fn vlan_tags(ids: &[u16], who: &str) -> Result<Vec<(u16, u16)>, SpecError> {
     // IEEE 802.1Q: VID 4095 is reserved; 0 is a priority tag (allowed).
     if let Some(bad) = ids.iter().find(|&&v| v > 4094) {
-        return Err(SpecError::Invalid(format!("{who}: VLAN ID {bad} out of range 0..=4094")));
+        return Err(SpecError::Invalid(format!(
+            "{who}: VLAN ID {bad} out of range 0..=4094"
+        )));
     }
     match ids {
         [] => Ok(Vec::new()),
         [one] => Ok(vec![(ether::ethertype::VLAN, *one)]),
-        [outer, inner] => Ok(vec![(ether::ethertype::QINQ, *outer), (ether::ethertype::VLAN, *inner)]),
-        _ => Err(SpecError::Invalid(format!("{who}: at most two VLAN tags (802.1ad outer + 802.1Q inner)"))),
+        [outer, inner] => Ok(vec![
+            (ether::ethertype::QINQ, *outer),
+            (ether::ethertype::VLAN, *inner),
+        ]),
+        _ => Err(SpecError::Invalid(format!(
+            "{who}: at most two VLAN tags (802.1ad outer + 802.1Q inner)"
+        ))),
     }
 }
 
-fn size_mix(size: Option<u16>, sizes: &Option<Vec<(u16, f64)>>, fam: Family, who: &str) -> Result<(Vec<u16>, Vec<f64>), SpecError> {
+fn size_mix(
+    size: Option<u16>,
+    sizes: &Option<Vec<(u16, f64)>>,
+    fam: Family,
+    who: &str,
+) -> Result<(Vec<u16>, Vec<f64>), SpecError> {
     let mix: Vec<(u16, f64)> = match (size, sizes) {
-        (Some(_), Some(_)) => return Err(SpecError::Invalid(format!("{who}: give `size` or `sizes`, not both"))),
+        (Some(_), Some(_)) => {
+            return Err(SpecError::Invalid(format!(
+                "{who}: give `size` or `sizes`, not both"
+            )))
+        }
         (Some(s), None) => vec![(s, 1.0)],
         (None, Some(v)) => v.clone(),
         (None, None) => vec![(64, 1.0)],
@@ -430,10 +461,15 @@ fn size_mix(size: Option<u16>, sizes: &Option<Vec<(u16, f64)>>, fam: Family, who
             )));
         }
         if !(w.is_finite() && w > 0.0) {
-            return Err(SpecError::Invalid(format!("{who}: size share {w} must be positive")));
+            return Err(SpecError::Invalid(format!(
+                "{who}: size share {w} must be positive"
+            )));
         }
     }
-    Ok((mix.iter().map(|m| m.0).collect(), cumulative(mix.iter().map(|m| m.1))))
+    Ok((
+        mix.iter().map(|m| m.0).collect(),
+        cumulative(mix.iter().map(|m| m.1)),
+    ))
 }
 
 impl TrafficSpec {
@@ -445,15 +481,26 @@ impl TrafficSpec {
 
     /// Reads without checking, so callers can apply overrides first.
     pub fn read_file(path: &Path) -> Result<SpecFile, SpecError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read { path: path.into(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
+            path: path.into(),
+            source,
+        })?;
         toml::from_str(&text).map_err(|e| SpecError::Parse {
             path: path.into(),
-            msg: e.to_string().lines().filter(|l| !l.trim().is_empty()).collect::<Vec<_>>().join(" "),
+            msg: e
+                .to_string()
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .collect::<Vec<_>>()
+                .join(" "),
         })
     }
 
     pub fn from_toml(text: &str) -> Result<TrafficSpec, SpecError> {
-        let raw: SpecFile = toml::from_str(text).map_err(|e| SpecError::Parse { path: "<string>".into(), msg: e.to_string() })?;
+        let raw: SpecFile = toml::from_str(text).map_err(|e| SpecError::Parse {
+            path: "<string>".into(),
+            msg: e.to_string(),
+        })?;
         TrafficSpec::new(raw)
     }
 
@@ -463,24 +510,52 @@ impl TrafficSpec {
             return Err(SpecError::Invalid("no [[dst]] destinations".into()));
         }
         if raw.flows == 0 || raw.flows > 65_536 {
-            return Err(SpecError::Invalid(format!("flows = {}: must be 1..=65536", raw.flows)));
+            return Err(SpecError::Invalid(format!(
+                "flows = {}: must be 1..=65536",
+                raw.flows
+            )));
         }
-        let src_mac = parse_mac(&raw.src_mac).ok_or_else(|| SpecError::Invalid(format!("src_mac {:?} is not aa:bb:cc:dd:ee:ff", raw.src_mac)))?;
-        let dst_mac = parse_mac(&raw.dst_mac).ok_or_else(|| SpecError::Invalid(format!("dst_mac {:?} is not aa:bb:cc:dd:ee:ff", raw.dst_mac)))?;
+        let src_mac = parse_mac(&raw.src_mac).ok_or_else(|| {
+            SpecError::Invalid(format!(
+                "src_mac {:?} is not aa:bb:cc:dd:ee:ff",
+                raw.src_mac
+            ))
+        })?;
+        let dst_mac = parse_mac(&raw.dst_mac).ok_or_else(|| {
+            SpecError::Invalid(format!(
+                "dst_mac {:?} is not aa:bb:cc:dd:ee:ff",
+                raw.dst_mac
+            ))
+        })?;
         if src_mac[0] & 1 != 0 {
-            return Err(SpecError::Invalid(format!("src_mac {} is a group address; a source must be unicast (IEEE 802)", raw.src_mac)));
+            return Err(SpecError::Invalid(format!(
+                "src_mac {} is a group address; a source must be unicast (IEEE 802)",
+                raw.src_mac
+            )));
         }
         let src4 = match parse_prefix(&raw.src_v4) {
             Some((IpAddr::V4(n), l)) => (IpAddr::V4(n), l),
-            _ => return Err(SpecError::Invalid(format!("src_v4 {:?} is not an IPv4 prefix like 198.18.0.0/16", raw.src_v4))),
+            _ => {
+                return Err(SpecError::Invalid(format!(
+                    "src_v4 {:?} is not an IPv4 prefix like 198.18.0.0/16",
+                    raw.src_v4
+                )))
+            }
         };
         let src6 = match parse_prefix(&raw.src_v6) {
             Some((IpAddr::V6(n), l)) => (IpAddr::V6(n), l),
-            _ => return Err(SpecError::Invalid(format!("src_v6 {:?} is not an IPv6 prefix like fd00:1::/64", raw.src_v6))),
+            _ => {
+                return Err(SpecError::Invalid(format!(
+                    "src_v6 {:?} is not an IPv6 prefix like fd00:1::/64",
+                    raw.src_v6
+                )))
+            }
         };
         for (name, (net, _)) in [("src_v4", src4), ("src_v6", src6)] {
             if unusable(net) || matches!(net, IpAddr::V4(v) if v.octets()[0] == 0) {
-                return Err(SpecError::Invalid(format!("{name} {net}: not a unicast source prefix")));
+                return Err(SpecError::Invalid(format!(
+                    "{name} {net}: not a unicast source prefix"
+                )));
             }
         }
 
@@ -491,16 +566,25 @@ impl TrafficSpec {
         for (i, d) in raw.dsts.iter().enumerate() {
             let who = format!("dst {}", d.addr);
             if unusable(d.addr.ip()) || d.addr.port() == 0 {
-                return Err(SpecError::Invalid(format!("{who}: not a unicast address with a non-zero port")));
+                return Err(SpecError::Invalid(format!(
+                    "{who}: not a unicast address with a non-zero port"
+                )));
             }
             if raw.dsts[..i].iter().any(|o| o.addr == d.addr) {
                 return Err(SpecError::Invalid(format!("{who} listed twice")));
             }
             if !(d.weight.is_finite() && d.weight > 0.0) {
-                return Err(SpecError::Invalid(format!("{who}: weight {} must be positive", d.weight)));
+                return Err(SpecError::Invalid(format!(
+                    "{who}: weight {} must be positive",
+                    d.weight
+                )));
             }
             let fam = family_of(&d.addr);
-            let (size, sizes) = if d.size.is_some() || d.sizes.is_some() { (d.size, &d.sizes) } else { (raw.size, &raw.sizes) };
+            let (size, sizes) = if d.size.is_some() || d.sizes.is_some() {
+                (d.size, &d.sizes)
+            } else {
+                (raw.size, &raw.sizes)
+            };
             let (sizes, size_cum) = size_mix(size, sizes, fam, &who)?;
             let vlans = match &d.vlan {
                 Some(v) => vlan_tags(v, &who)?,
@@ -510,12 +594,21 @@ impl TrafficSpec {
                 Some(s) => share_ok("dst.vlan_share", s)?,
                 None => top_vlan_share,
             };
-            targets.push(Target { addr: d.addr, sizes, size_cum, vlans, vlan_share, flows: Vec::new() });
+            targets.push(Target {
+                addr: d.addr,
+                sizes,
+                size_cum,
+                vlans,
+                vlan_share,
+                flows: Vec::new(),
+            });
             weights.push(d.weight);
         }
         let listed = targets.len();
         let sel = |f: Option<Family>| {
-            let idx: Vec<usize> = (0..listed).filter(|&i| f.is_none() || f == Some(family_of(&targets[i].addr))).collect();
+            let idx: Vec<usize> = (0..listed)
+                .filter(|&i| f.is_none() || f == Some(family_of(&targets[i].addr)))
+                .collect();
             let cum = cumulative(idx.iter().map(|&i| weights[i]));
             (idx, cum)
         };
@@ -526,10 +619,14 @@ impl TrafficSpec {
         if let Some(s) = raw.ipv6_share {
             let s = share_ok("ipv6_share", s)?;
             if s > 0.0 && pick_v6.0.is_empty() {
-                return Err(SpecError::Invalid(format!("ipv6_share = {s} but no IPv6 [[dst]]")));
+                return Err(SpecError::Invalid(format!(
+                    "ipv6_share = {s} but no IPv6 [[dst]]"
+                )));
             }
             if s < 1.0 && pick_v4.0.is_empty() {
-                return Err(SpecError::Invalid(format!("ipv6_share = {s} leaves IPv4 frames but there is no IPv4 [[dst]]")));
+                return Err(SpecError::Invalid(format!(
+                    "ipv6_share = {s} leaves IPv4 frames but there is no IPv4 [[dst]]"
+                )));
             }
         }
 
@@ -538,14 +635,24 @@ impl TrafficSpec {
         if let Some(f) = &raw.flood {
             let share = share_ok("flood.share", f.share)?;
             if unusable(f.dst.ip()) || f.dst.port() == 0 {
-                return Err(SpecError::Invalid(format!("flood.dst {}: not a unicast address with a non-zero port", f.dst)));
+                return Err(SpecError::Invalid(format!(
+                    "flood.dst {}: not a unicast address with a non-zero port",
+                    f.dst
+                )));
             }
             let idx = match targets.iter().position(|t| t.addr == f.dst) {
                 Some(i) => i,
                 None => {
                     let fam = family_of(&f.dst);
                     let (sizes, size_cum) = size_mix(raw.size, &raw.sizes, fam, "flood")?;
-                    targets.push(Target { addr: f.dst, sizes, size_cum, vlans: top_vlan.clone(), vlan_share: top_vlan_share, flows: Vec::new() });
+                    targets.push(Target {
+                        addr: f.dst,
+                        sizes,
+                        size_cum,
+                        vlans: top_vlan.clone(),
+                        vlan_share: top_vlan_share,
+                        flows: Vec::new(),
+                    });
                     targets.len() - 1
                 }
             };
@@ -572,10 +679,16 @@ impl TrafficSpec {
             for k in &kinds {
                 match k.forced_family() {
                     Some(Family::V4) if pick_v4.0.is_empty() => {
-                        return Err(SpecError::Invalid(format!("malformed kind {} needs an IPv4 [[dst]]", k.name())))
+                        return Err(SpecError::Invalid(format!(
+                            "malformed kind {} needs an IPv4 [[dst]]",
+                            k.name()
+                        )))
                     }
                     Some(Family::V6) if pick_v6.0.is_empty() => {
-                        return Err(SpecError::Invalid(format!("malformed kind {} needs an IPv6 [[dst]]", k.name())))
+                        return Err(SpecError::Invalid(format!(
+                            "malformed kind {} needs an IPv6 [[dst]]",
+                            k.name()
+                        )))
                     }
                     _ => {}
                 }
@@ -584,7 +697,9 @@ impl TrafficSpec {
             malformed = Some((share, kinds));
         }
         if taken > 1.0 + 1e-9 {
-            return Err(SpecError::Invalid(format!("flood.share + malformed.share = {taken} exceeds 1")));
+            return Err(SpecError::Invalid(format!(
+                "flood.share + malformed.share = {taken} exceeds 1"
+            )));
         }
 
         // The first port from 9 (discard, RFC 863) that no target uses, on
@@ -618,11 +733,24 @@ impl TrafficSpec {
                 }
             }
             if t.flows.is_empty() {
-                return Err(SpecError::Invalid(format!("no source address in {net}/{len} differs from the destinations")));
+                return Err(SpecError::Invalid(format!(
+                    "no source address in {net}/{len} differs from the destinations"
+                )));
             }
         }
 
-        Ok(TrafficSpec { raw, targets, pick_all, pick_v4, pick_v6, flood, malformed, no_port, src_mac, dst_mac })
+        Ok(TrafficSpec {
+            raw,
+            targets,
+            pick_all,
+            pick_v4,
+            pick_v6,
+            flood,
+            malformed,
+            no_port,
+            src_mac,
+            dst_mac,
+        })
     }
 
     pub fn raw(&self) -> &SpecFile {
@@ -650,12 +778,18 @@ impl TrafficSpec {
 
     /// The spec's `count` frames.
     pub fn frames(&self) -> std::iter::Take<Frames<'_>> {
-        self.stream().take(usize::try_from(self.raw.count).unwrap_or(usize::MAX))
+        self.stream()
+            .take(usize::try_from(self.raw.count).unwrap_or(usize::MAX))
     }
 
     /// The endless stream whose first `count` frames are [`Self::frames`].
     pub fn stream(&self) -> Frames<'_> {
-        Frames { spec: self, rng: SplitMix64::new(self.raw.seed), index: 0, malformed_turn: 0 }
+        Frames {
+            spec: self,
+            rng: SplitMix64::new(self.raw.seed),
+            index: 0,
+            malformed_turn: 0,
+        }
     }
 }
 
@@ -693,7 +827,15 @@ impl Iterator for Frames<'_> {
 impl Frames<'_> {
     fn pick_target(&mut self, forced: Option<Family>) -> usize {
         let s = self.spec;
-        let fam = forced.or_else(|| s.raw.ipv6_share.map(|p| if self.rng.unit() < p { Family::V6 } else { Family::V4 }));
+        let fam = forced.or_else(|| {
+            s.raw.ipv6_share.map(|p| {
+                if self.rng.unit() < p {
+                    Family::V6
+                } else {
+                    Family::V4
+                }
+            })
+        });
         let (idx, cum) = match fam {
             None => &s.pick_all,
             Some(Family::V4) => &s.pick_v4,
@@ -735,7 +877,11 @@ impl Frames<'_> {
         };
         let frag = bad == Some(Malformed::Fragment);
         let ident = self.index as u16;
-        let ext6 = [ExtSpec::Fragment { offset: 0, more: true, ident: u32::from(ident) }];
+        let ext6 = [ExtSpec::Fragment {
+            offset: 0,
+            more: true,
+            ident: u32::from(ident),
+        }];
         let l3 = match (src, dst.ip()) {
             (IpAddr::V4(s), IpAddr::V4(d)) => L3Spec::V4 {
                 src: s,
@@ -744,18 +890,42 @@ impl Frames<'_> {
                 options: &[],
                 ident,
                 // Linux sends UDP with DF (IP_PMTUDISC_WANT); a fragment cannot have it.
-                frag: FragSpec { dont_frag: !frag, more_frags: frag, offset: 0 },
+                frag: FragSpec {
+                    dont_frag: !frag,
+                    more_frags: frag,
+                    offset: 0,
+                },
             },
-            (IpAddr::V6(s), IpAddr::V6(d)) => L3Spec::V6 { src: s, dst: d, hop_limit: 64, ext: if frag { &ext6 } else { &[] } },
+            (IpAddr::V6(s), IpAddr::V6(d)) => L3Spec::V6 {
+                src: s,
+                dst: d,
+                hop_limit: 64,
+                ext: if frag { &ext6 } else { &[] },
+            },
             // Flows are drawn from the prefix of the target's own family.
             _ => unreachable!("source and destination families match by construction"),
         };
-        let fs = FrameSpec { src_mac: spec.src_mac, dst_mac: spec.dst_mac, vlans, l3, sport, dport: dst.port(), payload: &payload, udp_csum };
+        let fs = FrameSpec {
+            src_mac: spec.src_mac,
+            dst_mac: spec.dst_mac,
+            vlans,
+            l3,
+            sport,
+            dport: dst.port(),
+            payload: &payload,
+            udp_csum,
+        };
         // Sizes are bounded by the MTU in new(), so the writer cannot refuse.
-        let mut bytes = build::to_vec(&fs).unwrap_or_else(|e| unreachable!("checked spec builds: {e}"));
+        let mut bytes =
+            build::to_vec(&fs).unwrap_or_else(|e| unreachable!("checked spec builds: {e}"));
         let l3_off = ether::HEADER_LEN + ether::VLAN_TAG_LEN * vlans.len();
         let fam = family_of(&dst);
-        let l4_off = l3_off + if fam == Family::V4 { ipv4::HEADER_LEN } else { ipv6::HEADER_LEN };
+        let l4_off = l3_off
+            + if fam == Family::V4 {
+                ipv4::HEADER_LEN
+            } else {
+                ipv6::HEADER_LEN
+            };
         let mut family = Some(fam);
         match bad {
             Some(Malformed::Truncated) => {
@@ -805,7 +975,13 @@ impl Frames<'_> {
                 }
                 family = None;
             }
-            None | Some(Malformed::BadUdpCsum | Malformed::Ipv6ZeroCsum | Malformed::Fragment | Malformed::NoPort) => {}
+            None
+            | Some(
+                Malformed::BadUdpCsum
+                | Malformed::Ipv6ZeroCsum
+                | Malformed::Fragment
+                | Malformed::NoPort,
+            ) => {}
         }
         if bytes.len() < MIN_FRAME {
             bytes.resize(MIN_FRAME, 0);
@@ -813,7 +989,11 @@ impl Frames<'_> {
         GenFrame {
             bytes,
             kind,
-            dst: if bad == Some(Malformed::NotIp) { None } else { Some(dst) },
+            dst: if bad == Some(Malformed::NotIp) {
+                None
+            } else {
+                Some(dst)
+            },
             family,
             vlan_tags: vlans.len() as u8,
             target: (kind == FrameKind::Valid).then_some(ti),
@@ -885,10 +1065,19 @@ mod tests {
 
     #[test]
     fn same_seed_same_frames_other_seed_differs() {
-        let a: Vec<_> = TrafficSpec::from_toml(SPEC).expect("spec").frames().collect();
-        let b: Vec<_> = TrafficSpec::from_toml(SPEC).expect("spec").frames().collect();
+        let a: Vec<_> = TrafficSpec::from_toml(SPEC)
+            .expect("spec")
+            .frames()
+            .collect();
+        let b: Vec<_> = TrafficSpec::from_toml(SPEC)
+            .expect("spec")
+            .frames()
+            .collect();
         assert_eq!(a, b);
-        let c: Vec<_> = TrafficSpec::from_toml(&SPEC.replace("seed = 7", "seed = 8")).expect("spec").frames().collect();
+        let c: Vec<_> = TrafficSpec::from_toml(&SPEC.replace("seed = 7", "seed = 8"))
+            .expect("spec")
+            .frames()
+            .collect();
         assert_ne!(a, c);
     }
 
@@ -902,12 +1091,21 @@ mod tests {
         assert!((flood / n - 0.2).abs() < 0.03, "flood share {}", flood / n);
         let a: SocketAddr = "198.18.1.1:53".parse().expect("addr");
         let b: SocketAddr = "198.18.1.2:53".parse().expect("addr");
-        let na = frames.iter().filter(|f| f.kind == FrameKind::Valid && f.dst == Some(a)).count() as f64;
-        let nb = frames.iter().filter(|f| f.kind == FrameKind::Valid && f.dst == Some(b)).count() as f64;
+        let na = frames
+            .iter()
+            .filter(|f| f.kind == FrameKind::Valid && f.dst == Some(a))
+            .count() as f64;
+        let nb = frames
+            .iter()
+            .filter(|f| f.kind == FrameKind::Valid && f.dst == Some(b))
+            .count() as f64;
         assert!((na / nb - 3.0).abs() < 0.8, "weight 3:1 gave {na}:{nb}");
         // Per destination at most `flows` distinct (src, sport).
         let mut pairs = HashSet::new();
-        for f in frames.iter().filter(|f| f.kind == FrameKind::Valid && f.dst == Some(a)) {
+        for f in frames
+            .iter()
+            .filter(|f| f.kind == FrameKind::Valid && f.dst == Some(a))
+        {
             let d = parse(&f.bytes, Offload::default()).expect("valid");
             pairs.insert((d.src, d.sport));
             assert!(d.src.to_string().starts_with("198.18."));
@@ -916,7 +1114,10 @@ mod tests {
         assert_eq!(pairs.len(), 8);
         // Per-dst overrides: fd00::2 has 1-byte payloads and no tags.
         let d2: SocketAddr = "[fd00::2]:5353".parse().expect("addr");
-        for f in frames.iter().filter(|f| f.kind == FrameKind::Valid && f.dst == Some(d2)) {
+        for f in frames
+            .iter()
+            .filter(|f| f.kind == FrameKind::Valid && f.dst == Some(d2))
+        {
             let d = parse(&f.bytes, Offload::default()).expect("valid");
             assert_eq!((d.payload_len, d.vlan_count), (1, 0));
         }
@@ -926,7 +1127,8 @@ mod tests {
 
     #[test]
     fn short_frames_are_padded_to_60() {
-        let spec = TrafficSpec::from_toml("size = 0\n[[dst]]\naddr = \"198.18.1.1:7\"").expect("spec");
+        let spec =
+            TrafficSpec::from_toml("size = 0\n[[dst]]\naddr = \"198.18.1.1:7\"").expect("spec");
         let f = spec.frames().next().expect("one");
         assert_eq!(f.bytes.len(), 60);
         let d = parse(&f.bytes, Offload::default()).expect("valid");

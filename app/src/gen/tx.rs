@@ -46,11 +46,20 @@ impl Cycle {
             bail!("--cycle must be at least 1");
         }
         let max = usize::from(DATA_ROOM) - HEADROOM;
-        let mut c = Cycle { arena: Vec::new(), spans: Vec::with_capacity(n), classes: Vec::with_capacity(n) };
+        let mut c = Cycle {
+            arena: Vec::new(),
+            spans: Vec::with_capacity(n),
+            classes: Vec::with_capacity(n),
+        };
         for f in spec.stream().take(n) {
-            let len = u16::try_from(f.bytes.len()).ok().filter(|&l| usize::from(l) <= max);
+            let len = u16::try_from(f.bytes.len())
+                .ok()
+                .filter(|&l| usize::from(l) <= max);
             let Some(len) = len else {
-                bail!("frame of {} bytes does not fit one {max}-byte mbuf segment", f.bytes.len());
+                bail!(
+                    "frame of {} bytes does not fit one {max}-byte mbuf segment",
+                    f.bytes.len()
+                );
             };
             c.spans.push((c.arena.len(), len));
             c.arena.extend_from_slice(&f.bytes);
@@ -100,8 +109,16 @@ pub struct TxSummary {
 }
 
 pub fn run(spec: &TrafficSpec, args: &GenArgs) -> anyhow::Result<()> {
-    let name = args.port.as_deref().context("--port is required to transmit")?;
-    let eal_args: Vec<&str> = args.eal.as_deref().unwrap_or("").split_whitespace().collect();
+    let name = args
+        .port
+        .as_deref()
+        .context("--port is required to transmit")?;
+    let eal_args: Vec<&str> = args
+        .eal
+        .as_deref()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
     if eal_args.is_empty() {
         bail!("--eal ARGS is required to transmit (e.g. \"--no-huge -m 256 --no-pci --vdev=net_null0 -l 0\")");
     }
@@ -120,21 +137,34 @@ pub fn run(spec: &TrafficSpec, args: &GenArgs) -> anyhow::Result<()> {
     // Built before the EAL: a bad spec fails fast, and no DPDK memory is
     // held while 4096 frames are generated.
     let cycle = Cycle::build(spec, args.cycle)?;
-    let eal = Eal::init(&eal_args).context("EAL init failed (run as root; check --eal arguments and -l lcores)")?;
+    let eal = Eal::init(&eal_args)
+        .context("EAL init failed (run as root; check --eal arguments and -l lcores)")?;
     let res = run_with_eal(spec, args, name, &cycle);
     drop(eal);
     res
 }
 
-fn run_with_eal(spec: &TrafficSpec, args: &GenArgs, name: &str, cycle: &Cycle) -> anyhow::Result<()> {
+fn run_with_eal(
+    spec: &TrafficSpec,
+    args: &GenArgs,
+    name: &str,
+    cycle: &Cycle,
+) -> anyhow::Result<()> {
     if lcore::current().is_none() {
         bail!("the transmit loop must run on the EAL's main lcore");
     }
     let id = port::by_name(name).with_context(|| {
-        format!("port {name:?} not found: {} port(s) probed; add --vdev=... or -a PCI to --eal", port::count())
+        format!(
+            "port {name:?} not found: {} port(s) probed; add --vdev=... or -a PCI to --eal",
+            port::count()
+        )
     })?;
     let info = port::info(id)?;
-    let socket = if info.socket < 0 { lcore::socket_id(lcore::main_lcore()) as i32 } else { info.socket };
+    let socket = if info.socket < 0 {
+        lcore::socket_id(lcore::main_lcore()) as i32
+    } else {
+        info.socket
+    };
     let pool = Mempool::new("gen_pool", POOL_MBUFS, POOL_CACHE, 0, DATA_ROOM, socket)?;
     // One RX queue too: ethdev needs one for most PMDs (memif, ring), and
     // net_ring loops our TX back into it.
@@ -159,10 +189,18 @@ fn run_with_eal(spec: &TrafficSpec, args: &GenArgs, name: &str, cycle: &Cycle) -
     println!(
         "gen: port {name} ({}) link {}, {} frames in the cycle, burst {}, rate {}, rx drain {}",
         info.driver,
-        if waited { "up" } else { "DOWN (sending anyway; frames the PMD refuses count as tx errors)" },
+        if waited {
+            "up"
+        } else {
+            "DOWN (sending anyway; frames the PMD refuses count as tx errors)"
+        },
         cycle.len(),
         args.burst,
-        if args.rate == 0 { "max".to_string() } else { format!("{} pps", args.rate) },
+        if args.rate == 0 {
+            "max".to_string()
+        } else {
+            format!("{} pps", args.rate)
+        },
         if drain { "on" } else { "off" }
     );
 
@@ -184,10 +222,14 @@ fn run_with_eal(spec: &TrafficSpec, args: &GenArgs, name: &str, cycle: &Cycle) -
     };
     if let Some(path) = &args.stats_json {
         let text = serde_json::to_string_pretty(&summary)?;
-        std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(path, text + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if args.linger > 0.0 {
-        println!("gen: sent; keeping the port open for up to {} s (SIGTERM ends it)", args.linger);
+        println!(
+            "gen: sent; keeping the port open for up to {} s (SIGTERM ends it)",
+            args.linger
+        );
         let until = std::time::Instant::now() + Duration::from_secs_f64(args.linger);
         let mut bufs = [std::ptr::null_mut(); 32];
         while std::time::Instant::now() < until && !signals::stop_requested() {
@@ -240,14 +282,29 @@ struct Counters {
     seconds: f64,
 }
 
-fn send_loop(id: u16, pool: &Mempool, cycle: &Cycle, args: &GenArgs, drain: bool, tally: &mut Tally) -> Counters {
+fn send_loop(
+    id: u16,
+    pool: &Mempool,
+    cycle: &Cycle,
+    args: &GenArgs,
+    drain: bool,
+    tally: &mut Tally,
+) -> Counters {
     let hz = eal::tsc_hz().max(1);
     let start = eal::rdtsc();
-    let end = args.duration.map(|d| start.saturating_add((d * hz as f64) as u64));
+    let end = args
+        .duration
+        .map(|d| start.saturating_add((d * hz as f64) as u64));
     let burst = usize::from(args.burst).min(MAX_BURST);
     let mut bufs: [*mut ffi::rte_mbuf; MAX_BURST] = [std::ptr::null_mut(); MAX_BURST];
     let mut rxb: [*mut ffi::rte_mbuf; 32] = [std::ptr::null_mut(); 32];
-    let mut c = Counters { attempted: 0, tx_errors: 0, alloc_failures: 0, rx: 0, seconds: 0.0 };
+    let mut c = Counters {
+        attempted: 0,
+        tx_errors: 0,
+        alloc_failures: 0,
+        rx: 0,
+        seconds: 0.0,
+    };
     let mut slot = 0usize;
     let mut next_report = start + hz;
     let (mut last_tsc, mut last_frames, mut last_bytes, mut last_err) = (start, 0u64, 0u64, 0u64);
@@ -259,7 +316,9 @@ fn send_loop(id: u16, pool: &Mempool, cycle: &Cycle, args: &GenArgs, drain: bool
         if end.is_some_and(|e| now >= e) {
             break;
         }
-        let remaining = args.count.map_or(u64::MAX, |n| n.saturating_sub(tally.frames));
+        let remaining = args
+            .count
+            .map_or(u64::MAX, |n| n.saturating_sub(tally.frames));
         if remaining == 0 {
             break;
         }
@@ -272,7 +331,8 @@ fn send_loop(id: u16, pool: &Mempool, cycle: &Cycle, args: &GenArgs, drain: bool
                 c.tx_errors - last_err,
                 tally.frames
             );
-            (last_tsc, last_frames, last_bytes, last_err) = (now, tally.frames, tally.bytes, c.tx_errors);
+            (last_tsc, last_frames, last_bytes, last_err) =
+                (now, tally.frames, tally.bytes, c.tx_errors);
             next_report += hz;
         }
         if drain {

@@ -10,7 +10,10 @@ pub fn bin() -> &'static str {
 }
 
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
@@ -29,7 +32,12 @@ pub fn scratch(tag: &str) -> PathBuf {
 
 /// A unique EAL file prefix so concurrent tests never share runtime files.
 pub fn prefix(tag: &str) -> String {
-    format!("t-{}-{}-{}", tag, std::process::id(), SEQ.fetch_add(1, Ordering::SeqCst))
+    format!(
+        "t-{}-{}-{}",
+        tag,
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::SeqCst)
+    )
 }
 
 /// The [eal] table every functional test uses: no hugepages, no PCI, two lcores.
@@ -49,7 +57,11 @@ pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 }
 
 pub fn run(args: &[&str]) -> Output {
-    Command::new(bin()).args(args).env("RUST_LOG", "info").output().expect("spawn udpdemux")
+    Command::new(bin())
+        .args(args)
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("spawn udpdemux")
 }
 
 pub fn stderr(o: &Output) -> String {
@@ -64,25 +76,46 @@ pub fn stdout(o: &Output) -> String {
 /// for a test that spawns it and wires stdout/stderr itself.
 pub fn run_command(cfg: &Path, json: &Path, extra: &[&str]) -> Command {
     let mut c = Command::new(bin());
-    c.args(["run", "--config", cfg.to_str().unwrap(), "--stats-json", json.to_str().unwrap()])
-        .args(extra)
-        .env("RUST_LOG", "info");
+    c.args([
+        "run",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--stats-json",
+        json.to_str().unwrap(),
+    ])
+    .args(extra)
+    .env("RUST_LOG", "info");
     c
 }
 
 /// Run with a config, expect success, return the JSON stats.
 pub fn run_ok_json(cfg: &Path, extra: &[&str]) -> serde_json::Value {
     let json = cfg.with_extension("json");
-    let mut args = vec!["run", "--config", cfg.to_str().unwrap(), "--stats-json", json.to_str().unwrap()];
+    let mut args = vec![
+        "run",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--stats-json",
+        json.to_str().unwrap(),
+    ];
     args.extend_from_slice(extra);
     let o = run(&args);
-    assert!(o.status.success(), "udpdemux failed: {}\n{}", stderr(&o), stdout(&o));
+    assert!(
+        o.status.success(),
+        "udpdemux failed: {}\n{}",
+        stderr(&o),
+        stdout(&o)
+    );
     serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
 }
 
 /// The last line of stderr that is ours (the EAL logs its own lines first).
 pub fn error_line(o: &Output) -> String {
-    stderr(o).lines().rfind(|l| l.starts_with("udpdemux: error:")).unwrap_or_default().to_string()
+    stderr(o)
+        .lines()
+        .rfind(|l| l.starts_with("udpdemux: error:"))
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// DPDK's own telemetry client (package `dpdk`).
@@ -91,10 +124,17 @@ pub const TELEMETRY_PY: &str = "/usr/bin/dpdk-telemetry.py";
 /// Sends `cmds` to a running instance's telemetry through DPDK's own client
 /// and returns its JSON replies, one per line; `None` if the client has not
 /// finished within `timeout` (it is killed).
-pub fn telemetry_query(prefix: &str, cmds: &[&str], timeout: std::time::Duration) -> Option<Vec<serde_json::Value>> {
+pub fn telemetry_query(
+    prefix: &str,
+    cmds: &[&str],
+    timeout: std::time::Duration,
+) -> Option<Vec<serde_json::Value>> {
     use std::io::Write;
     use std::process::Stdio;
-    assert!(Path::new(TELEMETRY_PY).exists(), "{TELEMETRY_PY} missing: apt-get install dpdk (scripts/setup.sh)");
+    assert!(
+        Path::new(TELEMETRY_PY).exists(),
+        "{TELEMETRY_PY} missing: apt-get install dpdk (scripts/setup.sh)"
+    );
     let mut child = Command::new("python3")
         .args([TELEMETRY_PY, "-f", prefix])
         .stdin(Stdio::piped())
