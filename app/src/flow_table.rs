@@ -905,71 +905,6 @@ impl<V: Clone> Snapshot<V> {
     }
 }
 
-/// Measures lookup cost: builds a table of `n_sockets` IPv4 sockets bound to
-/// specific addresses in 198.18.0.0/15 (plus one wildcard socket, so the
-/// specific and wildcard levels are both live), then times `n_lookups`
-/// lookups of random existing bindings, taking a snapshot per burst of 32
-/// as an RX lcore does. Returns nanoseconds per lookup. For benchmarks and
-/// the timing print in the tests; not used on the packet path.
-pub fn bench_lookup(n_sockets: usize, n_lookups: usize) -> f64 {
-    const PORTS: usize = 60_000;
-    let base = u32::from(Ipv4Addr::new(198, 18, 0, 1));
-    let addr_of = |i: usize| {
-        let a = base.wrapping_add((i / PORTS) as u32);
-        let p = 1024 + (i % PORTS) as u16;
-        (Ipv4Addr::from(a), p)
-    };
-    let table: FlowTable<u32> = FlowTable::new();
-    let built = table.update(|ed| {
-        for i in 0..n_sockets {
-            let (a, p) = addr_of(i);
-            ed.insert(Binding::bound(SocketAddr::new(a.into(), p)), i as u32)?;
-        }
-        ed.insert(
-            Binding::bound(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 9)),
-            u32::MAX,
-        )?;
-        Ok(())
-    });
-    if built.is_err() || n_sockets == 0 || n_lookups == 0 {
-        return f64::NAN;
-    }
-    // Precomputed keys from a xorshift so the timed loop does no setup.
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    let keys: Vec<(Ipv4Addr, u16, Ipv4Addr, u16)> = (0..n_lookups.min(1 << 20))
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let (a, p) = addr_of((x as usize) % n_sockets);
-            (Ipv4Addr::from((x >> 32) as u32), (x >> 16) as u16, a, p)
-        })
-        .collect();
-    let mut hits = 0u64;
-    let mut next = 0usize;
-    let mut done = 0;
-    let start = Instant::now();
-    while done < n_lookups {
-        let burst = 32.min(n_lookups - done);
-        let snap = table.snapshot();
-        for _ in 0..burst {
-            if let Some(&(src, sport, dst, dport)) = keys.get(next) {
-                if let Some(v) = snap.lookup_v4(src, sport, dst, dport) {
-                    hits += u64::from(*v);
-                }
-            }
-            next += 1;
-            if next == keys.len() {
-                next = 0;
-            }
-        }
-        done += burst;
-    }
-    let elapsed = start.elapsed();
-    std::hint::black_box(hits);
-    elapsed.as_nanos() as f64 / n_lookups as f64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1444,11 +1379,5 @@ mod tests {
         // The reader let go; the graveyard (not the reader) frees it.
         t.collect_garbage();
         assert_eq!(Arc::strong_count(&v), 1);
-    }
-
-    #[test]
-    fn bench_lookup_runs() {
-        let ns = bench_lookup(16, 1_000);
-        assert!(ns.is_finite() && ns > 0.0);
     }
 }

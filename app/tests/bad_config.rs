@@ -56,29 +56,17 @@ fn add(more: impl Into<String>) -> impl Fn(&str) -> String + Sync {
 /// The valid base: a null port, one RX lcore, one socket.
 fn base(tag: &str) -> String {
     format!(
-        "{}\n[[port]]\nname = \"net_null0\"\n\n[[lcore]]\nid = 1\nrole = \"rx\"\nqueues = [\"net_null0:0\"]\n\n[[socket]]\nname = \"a\"\nlocal = \"198.18.0.1:53\"\n",
-        eal(tag, &["net_null0"])
+        "{}{}{}",
+        eal(tag, &["net_null0"]),
+        rx_port("net_null0"),
+        socket_toml("a", "198.18.0.1:53", "")
     )
 }
 
 fn sock(name: &str, local: &str, extra: &str) -> String {
-    let name = toml_str(name);
-    format!("[[socket]]\nname = {name}\nlocal = \"{local}\"\n{extra}")
-}
-
-/// A TOML basic string (escapes control characters, as a real file would).
-fn toml_str(s: &str) -> String {
-    let mut o = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            c if c.is_control() => o.push_str(&format!("\\u{:04X}", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
+    socket_toml(name, local, extra)
+        .trim_start_matches('\n')
+        .to_string()
 }
 
 fn cases() -> Vec<Case> {

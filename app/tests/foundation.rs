@@ -5,9 +5,9 @@ use common::*;
 fn null_cfg(tag: &str, extra: &str) -> std::path::PathBuf {
     let d = scratch(tag);
     let text = format!(
-        "{}{}\n[[port]]\nname = \"net_null0\"\n\n[[lcore]]\nid = 1\nrole = \"rx\"\nqueues = [\"net_null0:0\"]\n",
+        "{}{extra}{}",
         eal(tag, &["net_null0"]),
-        extra
+        rx_port("net_null0")
     );
     write(&d, "c.toml", &text)
 }

@@ -52,7 +52,7 @@ fn gen_flood(tag: &str, count: u32) -> PathBuf {
 /// One `[[socket]]` table; `extra` is added inside it.
 fn socket(name: &str, local: &str, extra: &str) -> String {
     let rcvbuf = if name == "victim" { 65536 } else { 4 << 20 };
-    format!("\n[[socket]]\nname = \"{name}\"\nlocal = \"{local}\"\nrcvbuf = {rcvbuf}\n{extra}")
+    socket_toml(name, local, &format!("rcvbuf = {rcvbuf}\n{extra}"))
 }
 
 fn all_sockets() -> String {
@@ -70,14 +70,10 @@ fn flood_cfg_from(tag: &str, extra_engine: &str, pcap: &Path) -> (PathBuf, Strin
     let d = scratch(tag);
     let vdev = format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display());
     let eal_text = eal(tag, &[&vdev]);
-    let prefix = eal_text
-        .lines()
-        .find_map(|l| l.strip_prefix("file_prefix = \""))
-        .and_then(|l| l.strip_suffix('"'))
-        .expect("eal() sets file_prefix")
-        .to_string();
+    let prefix = prefix_of(&eal_text);
     let head = format!(
-        "{eal_text}\n[engine]\nstats_interval_ms = 250\n{extra_engine}\n\n[[port]]\nname = \"net_pcap0\"\n\n[[lcore]]\nid = 1\nrole = \"rx\"\nqueues = [\"net_pcap0:0\"]\n"
+        "{eal_text}\n[engine]\nstats_interval_ms = 250\n{extra_engine}\n{}",
+        rx_port("net_pcap0")
     );
     let cfg = write(&d, "c.toml", &format!("{head}{}", all_sockets()));
     (cfg, head, prefix)

@@ -37,37 +37,11 @@ duration_secs = 30
 mbufs = 4095
 cache = 128
 
-[[port]]
-name = "net_memif0"
-
-[[lcore]]
-id = 1
-role = "rx"
-queues = ["net_memif0:0"]
-{sockets}"#,
+{port}{sockets}"#,
         prefix = prefix(tag),
+        port = rx_port("net_memif0"),
     );
     write(&d, "c.toml", &text)
-}
-
-fn hugepages_ready() -> Result<(), String> {
-    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
-    let free = std::fs::read_to_string("/proc/meminfo")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("HugePages_Free:"))
-        .and_then(|l| {
-            l.split_whitespace()
-                .nth(1)
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .unwrap_or(0);
-    if !mounts.contains("hugetlbfs") || free < 128 {
-        return Err(format!(
-            "memif tests need hugepages (hugetlbfs mounted, >= 128 free 2 MB pages; {free} free): run scripts/setup.sh"
-        ));
-    }
-    Ok(())
 }
 
 /// A unique memif socket name (22.11 puts it in the abstract namespace).
@@ -124,15 +98,6 @@ fn finish_engine(mut child: Child, json: &Path, log: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(json).expect("stats json")).expect("json parses")
 }
 
-fn socket<'a>(j: &'a Value, local: &str) -> &'a Value {
-    j["sockets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["local"] == local)
-        .unwrap_or_else(|| panic!("socket {local}"))
-}
-
 /// testpmd's final "Accumulated forward statistics" TX-packets.
 fn testpmd_tx_packets(out: &str) -> Option<u64> {
     let acc = out.find("Accumulated forward statistics")?;
@@ -154,7 +119,7 @@ fn testpmd_accumulated_tx_is_parsed() {
 
 #[test]
 fn testpmd_txonly_over_memif_books_balance_against_the_sender() {
-    hugepages_ready().unwrap();
+    hugepages_ready(128).unwrap();
     let sock = memif_socket("tpmemif");
     let cfg = engine_cfg(
         "tpmemif",
@@ -237,7 +202,7 @@ fn testpmd_txonly_over_memif_books_balance_against_the_sender() {
 /// then the sender is told to go. Counts must match the sender's manifest exactly.
 #[test]
 fn gen_over_memif_matches_its_transmit_manifest() {
-    hugepages_ready().unwrap();
+    hugepages_ready(128).unwrap();
     let sock = memif_socket("genmemif");
     let sockets: String = [
         ("dns4", "198.18.1.1:53"),

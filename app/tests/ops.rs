@@ -46,14 +46,10 @@ fn replay_cfg(
 ) -> (PathBuf, String) {
     let d = scratch(tag);
     let eal_text = eal(tag, &[&pcap_vdev(infinite)]);
-    let prefix = eal_text
-        .lines()
-        .find_map(|l| l.strip_prefix("file_prefix = \""))
-        .and_then(|l| l.strip_suffix('"'))
-        .expect("eal() sets file_prefix")
-        .to_string();
+    let prefix = prefix_of(&eal_text);
     let text = format!(
-        "{eal_text}\n[engine]\n{engine}\n\n[[port]]\nname = \"net_pcap0\"\n\n[[lcore]]\nid = 1\nrole = \"rx\"\nqueues = [\"net_pcap0:0\"]\n{}",
+        "{eal_text}\n[engine]\n{engine}\n{}{}",
+        rx_port("net_pcap0"),
         sockets_toml(sockets)
     );
     (write(&d, "c.toml", &text), prefix)
@@ -107,11 +103,6 @@ fn wait_telemetry(
 
 fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a u64: {v}"))
-}
-
-fn manifest() -> Value {
-    serde_json::from_str(&std::fs::read_to_string(repo().join("conf/default.pcap.json")).unwrap())
-        .unwrap()
 }
 
 #[test]

@@ -33,20 +33,6 @@ fn default_cfg(tag: &str, strategy: &str) -> std::path::PathBuf {
     write(&d, "default.toml", &text)
 }
 
-fn manifest() -> Value {
-    serde_json::from_str(&std::fs::read_to_string(repo_file("conf/default.pcap.json")).unwrap())
-        .unwrap()
-}
-
-fn socket<'a>(j: &'a Value, local: &str) -> &'a Value {
-    j["sockets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["local"] == local)
-        .unwrap_or_else(|| panic!("socket {local}"))
-}
-
 #[test]
 fn default_replay_matches_the_manifest_exactly() {
     let m = manifest();

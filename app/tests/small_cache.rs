@@ -25,7 +25,7 @@ fn config(dir: &Path, tag: &str, cache: &str, rcvbuf: u32) -> PathBuf {
     let mut t = eal(tag, &[&format!("net_pcap0,rx_pcap={}", pcap.display())]);
     t.push_str("[engine]\nstop_when_idle_ms = 300\n");
     t.push_str(&format!("[small_cache]\n{cache}\n"));
-    t.push_str("[[port]]\nname = \"net_pcap0\"\n[[lcore]]\nid = 1\nrole = \"rx\"\nqueues = [\"net_pcap0:0\"]\n");
+    t.push_str(&rx_port("net_pcap0"));
     for (name, local) in SOCKETS {
         t.push_str(&format!(
             "[[socket]]\nname = \"{name}\"\nlocal = \"{local}\"\nrcvbuf = {rcvbuf}\nconsume_rate_pps = 1\nhandler = \"pcap\"\npcap_file = \"{}\"\n",
@@ -37,15 +37,6 @@ fn config(dir: &Path, tag: &str, cache: &str, rcvbuf: u32) -> PathBuf {
 
 fn frames(p: &Path) -> Vec<Vec<u8>> {
     PcapReader::open(p).unwrap().map(|r| r.unwrap().1).collect()
-}
-
-fn socket<'a>(j: &'a Value, name: &str) -> &'a Value {
-    j["sockets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
-        .unwrap()
 }
 
 #[test]
@@ -105,7 +96,7 @@ fn copies_are_exact_and_land_on_the_right_socket() {
         let reference = frames(&d.join(format!("roomy-{name}.pcap")));
         assert_eq!(
             with_cache.len() as u64,
-            socket(&on, name)["consumed"].as_u64().unwrap()
+            socket_named(&on, name)["consumed"].as_u64().unwrap()
         );
         // Same datagrams, same bytes, same order (FIFO per socket) as without the cache.
         assert_eq!(
@@ -118,16 +109,16 @@ fn copies_are_exact_and_land_on_the_right_socket() {
                 "socket {name}: a delivered frame is not one that was sent"
             );
         }
-        assert!(socket(&on, name)["rmem_high_water"].as_u64().unwrap() <= 400_000 + 2368);
+        assert!(socket_named(&on, name)["rmem_high_water"].as_u64().unwrap() <= 400_000 + 2368);
         // The consumer reads the payload length from the mbuf's dynfield,
         // which the copy must carry over (and releases truesize from
         // buf_len: the books' rmem == 0 above checks that).
         assert_eq!(
-            socket(&on, name)["consumed_bytes"],
-            socket(&roomy, name)["consumed_bytes"],
+            socket_named(&on, name)["consumed_bytes"],
+            socket_named(&roomy, name)["consumed_bytes"],
             "socket {name}: payload bytes counted from condensed copies"
         );
-        let lat: u64 = socket(&on, name)["consumer_latency_us"]
+        let lat: u64 = socket_named(&on, name)["consumer_latency_us"]
             .as_array()
             .unwrap()
             .iter()
@@ -135,13 +126,13 @@ fn copies_are_exact_and_land_on_the_right_socket() {
             .sum();
         assert_eq!(
             lat,
-            socket(&on, name)["consumed"].as_u64().unwrap(),
+            socket_named(&on, name)["consumed"].as_u64().unwrap(),
             "socket {name}: one latency sample each"
         );
         // consume_rate_pps = 1 holds the replay in the rings until shutdown: a
         // copy without its RX stamp would read as decades, not seconds.
         assert_eq!(
-            socket(&on, name)["consumer_latency_us"][31],
+            socket_named(&on, name)["consumer_latency_us"][31],
             0,
             "socket {name}: RX stamps carried by the copies"
         );
@@ -181,7 +172,7 @@ fn an_entry_held_by_a_consumer_is_never_reused() {
         let got = frames(&d.join(format!("busy-{name}.pcap")));
         assert_eq!(
             got.len() as u64,
-            socket(&j, name)["consumed"].as_u64().unwrap()
+            socket_named(&j, name)["consumed"].as_u64().unwrap()
         );
         let port: u16 = local.rsplit(':').next().unwrap().parse().unwrap();
         for f in &got {

@@ -165,3 +165,92 @@ pub fn telemetry_query(
             .collect(),
     )
 }
+
+/// The EAL file prefix of a config text made with [`eal`].
+pub fn prefix_of(text: &str) -> String {
+    text.lines()
+        .find_map(|l| l.strip_prefix("file_prefix = \""))
+        .and_then(|l| l.strip_suffix('"'))
+        .expect("eal() sets file_prefix")
+        .to_string()
+}
+
+/// `port` and one RX lcore (id 1) polling its queue 0: the smallest valid
+/// `[[port]]` + `[[lcore]]` pair, which most configs here need.
+pub fn rx_port(port: &str) -> String {
+    format!(
+        "\n[[port]]\nname = \"{port}\"\n\n[[lcore]]\nid = 1\nrole = \"rx\"\nqueues = [\"{port}:0\"]\n"
+    )
+}
+
+/// A TOML basic string (control characters escaped, as a real file would
+/// hold them).
+pub fn toml_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if c.is_control() => o.push_str(&format!("\\u{:04X}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+/// One `[[socket]]` table; `extra` lines go inside it.
+pub fn socket_toml(name: &str, local: &str, extra: &str) -> String {
+    format!(
+        "\n[[socket]]\nname = {}\nlocal = \"{local}\"\n{extra}",
+        toml_str(name)
+    )
+}
+
+/// A socket of a stats JSON, found by its `local` address.
+pub fn socket<'a>(j: &'a serde_json::Value, local: &str) -> &'a serde_json::Value {
+    socket_where(j, "local", local)
+}
+
+/// A socket of a stats JSON, found by its name.
+pub fn socket_named<'a>(j: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    socket_where(j, "name", name)
+}
+
+fn socket_where<'a>(j: &'a serde_json::Value, key: &str, val: &str) -> &'a serde_json::Value {
+    j["sockets"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no sockets in {j}"))
+        .iter()
+        .find(|s| s[key] == val)
+        .unwrap_or_else(|| panic!("no socket with {key} {val}"))
+}
+
+/// The generator's manifest of `conf/default.pcap` (what each socket and
+/// each drop reason must count when it is replayed once).
+pub fn manifest() -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(repo().join("conf/default.pcap.json")).unwrap())
+        .unwrap()
+}
+
+/// Hugepages for tests that cannot run with `no_huge` (memif): hugetlbfs
+/// mounted and at least `min_free` free 2 MB pages.
+pub fn hugepages_ready(min_free: u64) -> Result<(), String> {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let free = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("HugePages_Free:"))
+        .and_then(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    if !mounts.contains("hugetlbfs") || free < min_free {
+        return Err(format!(
+            "this test needs hugepages (hugetlbfs mounted, >= {min_free} free 2 MB pages; {free} free): run scripts/setup.sh"
+        ));
+    }
+    Ok(())
+}
