@@ -1412,11 +1412,10 @@ pub(crate) fn retire(shared: &Shared, entries: &[SocketEntry]) {
     // is counted once (consumed, or freed at close).
     for e in entries {
         e.sock.free_ring();
-        shared
-            .removed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(socket_summary(e, true));
+        crate::summary::retire(
+            &mut shared.removed.lock().unwrap_or_else(|p| p.into_inner()),
+            socket_summary(e, true),
+        );
         log::info!("socket {} ({}) removed", e.sock.name(), e.sock.id);
     }
 }

@@ -77,7 +77,7 @@ pub struct PoolSummary {
     pub avail: u32,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct SocketSummary {
     pub name: String,
     /// The engine's socket id: unchanged by an in-place reload, new on a replacement.
@@ -649,4 +649,183 @@ pub(crate) fn print_summary(s: &Summary) {
             format!("NOT balanced: {}", s.problems.join("; "))
         }
     );
+}
+
+/// Removed sockets whose books are kept one row each; older ones are folded
+/// into one aggregate row, so that socket churn (SIGHUP, the API) cannot grow
+/// the engine's memory without bound (a row is a few KB: drop maps and two
+/// histograms) while the books stay exact.
+pub const REMOVED_ROWS: usize = 64;
+
+/// The aggregate row's name and id.
+pub const FOLDED_NAME: &str = "(older removed sockets)";
+pub const FOLDED_ID: u32 = u32::MAX;
+
+/// Keeps the books of a socket that was just removed (see [`REMOVED_ROWS`]).
+pub fn retire(rows: &mut Vec<SocketSummary>, s: SocketSummary) {
+    rows.push(s);
+    let folded = rows
+        .first()
+        .is_some_and(|r| r.id == FOLDED_ID && r.name == FOLDED_NAME);
+    if rows.len() <= REMOVED_ROWS + usize::from(folded) {
+        return;
+    }
+    // The oldest row that is not the aggregate.
+    let oldest = rows.remove(usize::from(folded));
+    if !folded {
+        rows.insert(
+            0,
+            SocketSummary {
+                name: FOLDED_NAME.to_string(),
+                id: FOLDED_ID,
+                local: "-".to_string(),
+                handler: "-".to_string(),
+                removed: true,
+                ..SocketSummary::default()
+            },
+        );
+    }
+    if let Some(agg) = rows.first_mut() {
+        fold(agg, oldest);
+    }
+}
+
+/// Adds `b`'s books to `a`: counters and histograms summed, peaks kept.
+fn fold(a: &mut SocketSummary, b: SocketSummary) {
+    for (x, y) in [
+        (&mut a.offered, b.offered),
+        (&mut a.delivered, b.delivered),
+        (&mut a.consumed, b.consumed),
+        (&mut a.consumed_bytes, b.consumed_bytes),
+        (&mut a.freed_at_close, b.freed_at_close),
+        (&mut a.floor_delivered, b.floor_delivered),
+        (&mut a.floor_ring_full, b.floor_ring_full),
+        (&mut a.rmem, b.rmem),
+        (&mut a.condensed, b.condensed),
+        (&mut a.batches, b.batches),
+        (
+            &mut a.delivery_lock_acquisitions,
+            b.delivery_lock_acquisitions,
+        ),
+        (&mut a.busylock_acquisitions, b.busylock_acquisitions),
+        (&mut a.tx, b.tx),
+        (&mut a.tx_errors, b.tx_errors),
+        (&mut a.written, b.written),
+        (&mut a.not_written, b.not_written),
+    ] {
+        *x = x.wrapping_add(y);
+    }
+    a.rmem_high_water = a.rmem_high_water.max(b.rmem_high_water);
+    a.batch_max = a.batch_max.max(b.batch_max);
+    a.rcvbuf = a.rcvbuf.max(b.rcvbuf);
+    for (k, v) in b.drops {
+        *a.drops.entry(k).or_default() += v;
+    }
+    if a.node_drops.len() < b.node_drops.len() {
+        a.node_drops.resize(b.node_drops.len(), BTreeMap::new());
+    }
+    for (an, bn) in a.node_drops.iter_mut().zip(b.node_drops) {
+        for (k, v) in bn {
+            *an.entry(k).or_default() += v;
+        }
+    }
+    for (ah, bh) in [
+        (&mut a.stage_latency_us, b.stage_latency_us),
+        (&mut a.consumer_latency_us, b.consumer_latency_us),
+    ] {
+        if ah.len() < bh.len() {
+            ah.resize(bh.len(), 0);
+        }
+        for (x, y) in ah.iter_mut().zip(bh) {
+            *x += y;
+        }
+    }
+    let pct = |h: &[u64], p: f64| {
+        let mut b = [0u64; latency::BUCKETS];
+        for (x, y) in b.iter_mut().zip(h) {
+            *x = *y;
+        }
+        latency::percentile(&b, p)
+    };
+    a.stage_p50_us = pct(&a.stage_latency_us, 50.0);
+    a.stage_p99_us = pct(&a.stage_latency_us, 99.0);
+    a.consumer_p50_us = pct(&a.consumer_latency_us, 50.0);
+    a.consumer_p99_us = pct(&a.consumer_latency_us, 99.0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(i: u64) -> SocketSummary {
+        let mut drops = BTreeMap::new();
+        drops.insert("rcvbuf_full".to_string(), i);
+        let mut h = vec![0u64; latency::BUCKETS];
+        h[3] = i;
+        SocketSummary {
+            name: format!("s{i}"),
+            id: i as u32,
+            removed: true,
+            offered: 3 * i,
+            delivered: 2 * i,
+            consumed: 2 * i,
+            drops,
+            node_drops: vec![BTreeMap::from([("rcvbuf_full".to_string(), i)])],
+            rmem_high_water: i,
+            stage_latency_us: h.clone(),
+            consumer_latency_us: h,
+            ..SocketSummary::default()
+        }
+    }
+
+    #[test]
+    fn removed_rows_stay_bounded_and_the_books_exact() {
+        let mut rows = Vec::new();
+        let n = 1000u64;
+        for i in 1..=n {
+            retire(&mut rows, row(i));
+            assert!(
+                rows.len() <= REMOVED_ROWS + 1,
+                "{} rows after {i}",
+                rows.len()
+            );
+        }
+        assert_eq!(rows.len(), REMOVED_ROWS + 1);
+        assert_eq!(rows[0].name, FOLDED_NAME);
+        assert_eq!(rows[0].id, FOLDED_ID);
+        // The newest stay one row each, in order.
+        let first_kept = n - REMOVED_ROWS as u64 + 1;
+        assert_eq!(rows[1].name, format!("s{first_kept}"));
+        assert_eq!(rows[REMOVED_ROWS].name, format!("s{n}"));
+        // Every counter sums to what the removed sockets had.
+        let total = n * (n + 1) / 2;
+        let sum = |f: fn(&SocketSummary) -> u64| rows.iter().map(f).sum::<u64>();
+        assert_eq!(sum(|r| r.offered), 3 * total);
+        assert_eq!(sum(|r| r.delivered), 2 * total);
+        assert_eq!(sum(|r| r.drops["rcvbuf_full"]), total);
+        assert_eq!(sum(|r| r.node_drops[0]["rcvbuf_full"]), total);
+        assert_eq!(sum(|r| r.stage_latency_us[3]), total);
+        assert!(rows
+            .iter()
+            .all(|r| r.offered == r.delivered + r.drops["rcvbuf_full"]));
+        assert_eq!(
+            rows[0].rmem_high_water,
+            first_kept - 1,
+            "the peak of the folded rows"
+        );
+        assert_eq!(
+            rows[0].stage_p50_us, 4,
+            "percentiles of the merged histogram"
+        );
+    }
+
+    #[test]
+    fn few_removals_keep_one_row_each() {
+        let mut rows = Vec::new();
+        for i in 1..=REMOVED_ROWS as u64 {
+            retire(&mut rows, row(i));
+        }
+        assert_eq!(rows.len(), REMOVED_ROWS);
+        assert!(rows.iter().all(|r| r.name != FOLDED_NAME));
+    }
 }
