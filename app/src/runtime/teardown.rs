@@ -144,9 +144,10 @@ pub fn stop(mut t: Stopping<'_>) -> Result<Summary, EngineError> {
     Ok(summary)
 }
 
-/// Without an orderly stop (an error, or after one): stop and join every
-/// worker lcore, then unpublish and drop every socket, since sockets hold
-/// rte_rings that must go before the EAL does.
+/// On drop, whether or not an orderly stop came first (setup may have
+/// failed halfway): stop and join every worker lcore, then unpublish and
+/// drop every socket, since sockets hold rte_rings that must go before the
+/// EAL does.
 pub fn release(shared: &Shared, launched: &mut Vec<lcore::Launched>, main_drain: &mut Drain) {
     // Telemetry stops answering for this engine before its sockets go.
     telemetry::stop();
