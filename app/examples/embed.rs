@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use udpdemux::api::{self, RecvBatch, SocketOptions};
 use udpdemux::config::Config;
-use udpdemux::engine::{Engine, RunOptions};
+use udpdemux::runtime::engine::{Engine, RunOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();

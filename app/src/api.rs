@@ -2,7 +2,7 @@
 //! datagrams in batches, like `recvmmsg(2)` on a kernel UDP socket.
 //!
 //! ```no_run
-//! # use udpdemux::{api, config::Config, engine::{Engine, RunOptions}};
+//! # use udpdemux::{api, config::Config, runtime::engine::{Engine, RunOptions}};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let cfg = Config::load(std::path::Path::new("conf/af_packet.toml"))?;
 //! let engine = Engine::start(&cfg, &RunOptions::default())?;
@@ -32,10 +32,12 @@ use std::sync::Arc;
 use dpdk_sys::{ffi, mbuf};
 
 use crate::config::SocketConf;
-use crate::engine::{Engine, EngineError};
 use crate::handlers::{addrs, datagram_of};
 use crate::meta::MbufMeta;
 use crate::parse::{Datagram, Family};
+use crate::runtime::engine::Engine;
+use crate::runtime::error::EngineError;
+use crate::runtime::registry;
 use crate::socket::Socket;
 
 /// Datagrams per batch (the ring dequeue burst).
@@ -83,12 +85,12 @@ pub fn open(engine: &Engine, o: SocketOptions) -> Result<Arc<Socket>, EngineErro
     let conf: SocketConf = t
         .try_into()
         .map_err(|e: toml::de::Error| EngineError::Setup(e.to_string()))?;
-    engine.add_socket(conf)
+    Ok(registry::add_socket(engine.shared(), conf)?)
 }
 
 /// Close a socket: unbind it; what is still queued is freed and counted.
 pub fn close(engine: &Engine, sock: &Socket) -> Result<(), EngineError> {
-    engine.remove_socket(sock.name())
+    Ok(registry::remove_socket(engine.shared(), sock.name())?)
 }
 
 /// A batch of received datagrams, owned until cleared.

@@ -199,7 +199,7 @@ pub fn check_eal(cfg: &Config) -> Vec<Problem> {
             // The same words `run` uses: the EAL's own reason, then a hint.
             out.push(Problem::error(format!(
                 "EAL init failed: {}",
-                crate::engine::eal_failure(cfg, &e, &logged)
+                crate::eal_log::eal_failure(cfg, &e, &logged)
             )));
             return out;
         }

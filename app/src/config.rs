@@ -890,7 +890,7 @@ impl Config {
             if socket_name_problem(&s.name).is_some() {
                 continue;
             }
-            match table.insert(crate::socket::binding_of(s), i) {
+            match table.insert(binding_of(s), i) {
                 Ok(h) => names.push((h.id(), s.name.as_str())),
                 Err(FlowError::AddrInUse { new, existing }) => {
                     let other = names
@@ -1007,6 +1007,19 @@ fn one_line(s: &str) -> String {
         head
     } else {
         format!("{head}: {}", rest.join(" "))
+    }
+}
+
+/// The flow-table binding a socket config asks for.
+pub fn binding_of(c: &SocketConf) -> crate::flow_table::Binding {
+    let b = match c.remote {
+        Some(r) => crate::flow_table::Binding::connected(c.local, r),
+        None => crate::flow_table::Binding::bound(c.local),
+    };
+    if c.reuseport {
+        b.with_reuseport()
+    } else {
+        b
     }
 }
 

@@ -11,7 +11,9 @@ use std::io::{BufRead, BufReader};
 use std::os::fd::FromRawFd;
 use std::thread::JoinHandle;
 
-use dpdk_sys::ffi;
+use dpdk_sys::{ffi, DpdkError};
+
+use crate::config::Config;
 
 /// The EAL log redirected into our pipe until [`Capture::finish`].
 pub struct Capture {
@@ -106,6 +108,79 @@ pub fn reason(lines: &[String]) -> String {
     }
     let start = out.len().saturating_sub(3);
     out[start..].join("; ")
+}
+
+/// "EAL init failed: " and then this: the EAL's own reason (from its log),
+/// the errno, and the hint.
+pub fn eal_failure(cfg: &Config, err: &DpdkError, logged: &[String]) -> String {
+    let why = reason(logged);
+    let hint = eal_hint(cfg, err, &why);
+    if why.is_empty() {
+        format!("{err}; {hint}")
+    } else {
+        format!("{why} ({err}); {hint}")
+    }
+}
+
+/// A hint matched to what the EAL said failed (`why`, its own words) and
+/// to the errno, naming the config key to change.
+pub fn eal_hint(cfg: &Config, err: &DpdkError, why: &str) -> String {
+    let w = why.to_ascii_lowercase();
+    if err.errno() == Some(libc::EALREADY) {
+        return "the EAL was already initialised in this process".into();
+    }
+    if err.errno() == Some(libc::ENODEV) || w.contains("parse device") || w.contains("vdev") {
+        return format!(
+            "a device in eal.vdevs {:?} / eal.allow {:?} was not recognised: its PMD is not installed (apt-get install dpdk) or the name is misspelt",
+            cfg.eal.vdevs, cfg.eal.allow
+        );
+    }
+    if w.contains("lcore") || (w.contains("core ") && w.contains("unavailable")) {
+        let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+        return format!(
+            "eal.lcores = {:?} must name CPUs that exist (this machine has {cpus}: 0..{})",
+            cfg.eal.lcores,
+            cpus.saturating_sub(1)
+        );
+    }
+    if w.contains("hugepage") || w.contains("hugetlbfs") || w.contains("huge-dir") {
+        return "run `sudo bash scripts/setup.sh` (hugepages mounted at /dev/hugepages), or set eal.no_huge = true".into();
+    }
+    if w.contains("cannot init memory") || w.contains("memory") || w.contains("-m ") {
+        return format!(
+            "lower eal.memory_mb = {} (or free hugepages: scripts/setup.sh), or set eal.no_huge = true",
+            cfg.eal.memory_mb
+        );
+    }
+    if w.contains("prefix") || w.contains("primary process") || w.contains("lock") {
+        return format!(
+            "another DPDK process may use eal.file_prefix = {:?}: stop it or choose another prefix",
+            cfg.eal.file_prefix
+        );
+    }
+    if w.contains("command line") || w.contains("option") || w.contains("argument") {
+        return if cfg.eal.extra_args.is_empty() {
+            format!(
+                "check eal.lcores {:?}, eal.vdevs and eal.allow (the EAL's usage text above lists its options)",
+                cfg.eal.lcores
+            )
+        } else {
+            format!(
+                "check eal.extra_args {:?}: an option the EAL does not know or a bad value (the EAL's usage text above lists its options)",
+                cfg.eal.extra_args
+            )
+        };
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return "run as root (the EAL needs CAP_SYS_ADMIN, CAP_IPC_LOCK and CAP_NET_RAW)".into();
+    }
+    if cfg.eal.no_huge {
+        "check eal.lcores, eal.vdevs and eal.extra_args".into()
+    } else {
+        "run `sudo bash scripts/setup.sh` (hugepages), or set eal.no_huge = true; check eal.lcores"
+            .into()
+    }
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //!
 //! The modules follow the packet: `parse` (wire views) -> `flow_table`
 //! (early demux) -> `accounting` + `stage` (per-socket, per-node lock-free
-//! queues) -> `delivery` (the socket's ring and its consumer). `engine` and
-//! `rx` are the poll-mode runtime around them.
+//! queues) -> `delivery` (the socket's ring and its consumer). `runtime`
+//! is the poll-mode runtime around them.
 // The receive heart: pure Rust, model-checked with loom (`--cfg loom`).
 pub mod accounting;
 pub mod delivery;
@@ -17,10 +17,11 @@ pub mod parse;
 pub mod pcap;
 pub mod stats;
 
-// The DPDK runtime (left out of the loom build: loom replaces the atomics
-// the mbuf metadata is made of).
+// The DPDK runtime and what only it uses, left out of the loom build:
+// loom replaces the atomics the mbuf metadata is made of.
 #[cfg(not(loom))]
-pub mod alloc_guard;
+pub mod runtime;
+
 #[cfg(not(loom))]
 pub mod api;
 #[cfg(not(loom))]
@@ -28,14 +29,10 @@ pub mod bench;
 #[cfg(not(loom))]
 pub mod check;
 #[cfg(not(loom))]
-pub mod consumer;
-#[cfg(not(loom))]
 pub mod control;
 /// The EAL's own message when its init fails.
 #[cfg(not(loom))]
 pub mod eal_log;
-#[cfg(not(loom))]
-pub mod engine;
 #[cfg(not(loom))]
 pub mod gen;
 #[cfg(not(loom))]
@@ -47,14 +44,6 @@ pub mod meta;
 #[cfg(not(loom))]
 pub mod nstat;
 #[cfg(not(loom))]
-pub mod pipeline_floor;
-#[cfg(not(loom))]
-pub mod reload;
-#[cfg(not(loom))]
-pub mod rx;
-#[cfg(not(loom))]
-pub mod signals;
-#[cfg(not(loom))]
 pub mod small_cache;
 #[cfg(not(loom))]
 pub mod socket;
@@ -62,5 +51,3 @@ pub mod socket;
 pub mod starvation;
 #[cfg(not(loom))]
 pub mod summary;
-#[cfg(not(loom))]
-pub mod telemetry;

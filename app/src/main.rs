@@ -8,7 +8,8 @@ fn main() {}
 
 #[cfg(not(loom))]
 #[global_allocator]
-static ALLOC: udpdemux::alloc_guard::CountingAlloc = udpdemux::alloc_guard::CountingAlloc;
+static ALLOC: udpdemux::runtime::alloc_guard::CountingAlloc =
+    udpdemux::runtime::alloc_guard::CountingAlloc;
 
 #[cfg(not(loom))]
 fn main() -> std::process::ExitCode {
@@ -23,8 +24,8 @@ mod cli {
     use clap::{Parser, Subcommand};
 
     use udpdemux::config::Config;
-    use udpdemux::engine::{self, RunOptions};
-    use udpdemux::rx::Mode;
+    use udpdemux::runtime::engine::{self, RunOptions};
+    use udpdemux::runtime::shared::{Floor, Mode};
 
     #[derive(Parser)]
     #[command(
@@ -63,7 +64,7 @@ mod cli {
             /// fixed offset, table per family, per-socket enqueue_burst into the delivery
             /// rings, consumers dequeue, read pkt_len and free in bulk.
             #[arg(long, value_enum)]
-            floor: Option<udpdemux::rx::Floor>,
+            floor: Option<Floor>,
             /// Interval lines and final counters: text, or nstat-style `name value rate` lines.
             #[arg(long, value_enum, default_value_t = udpdemux::nstat::StatsFormat::Text)]
             stats_format: udpdemux::nstat::StatsFormat,
@@ -112,7 +113,7 @@ mod cli {
                 histograms,
             } => (|| -> anyhow::Result<()> {
                 // First: a SIGINT from now on stops the run with a summary.
-                udpdemux::signals::install();
+                udpdemux::runtime::signals::install();
                 let cfg = Config::load_for_start(&config)?;
                 if let Some(d) = duration {
                     if !(d.is_finite() && d > 0.0) {

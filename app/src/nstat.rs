@@ -7,7 +7,7 @@
 //! prefix, and per-object counters name their object (`UdpDemuxSock:dns4:Delivered`).
 use std::fmt::Write as _;
 
-use crate::engine::Summary;
+use crate::summary::Summary;
 
 /// How `run` prints its interval lines and its final counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]

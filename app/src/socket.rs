@@ -7,38 +7,16 @@ use std::sync::Arc;
 
 use dpdk_sys::{eal, ffi, mbuf, ring, Ring};
 
+use crate::config::binding_of;
 use crate::config::{Handler, SocketConf};
 use crate::delivery::{RxSocket, Sink, SocketConfig, SocketStats, DRAIN_BURST};
 use crate::flow_table::Binding;
 use crate::latency::Histogram;
 use crate::meta::{self, MbufMeta};
-use crate::stats::{Counter, Padded};
+use crate::stats::{ConsumerStats, Counter, Padded};
 
 /// Empty dequeues in a row after which a consumer releases its deficit.
 pub const IDLE_POLLS_BEFORE_RELEASE: u64 = 256;
-
-/// Counters of the socket's consumer (one consumer per socket at a time).
-#[derive(Debug, Default)]
-pub struct ConsumerStats {
-    /// Datagrams taken out of the ring and released.
-    pub consumed: Counter,
-    pub bytes: Counter,
-    /// Echo: replies handed to the NIC / refused by it.
-    pub tx: Counter,
-    pub tx_errors: Counter,
-    /// pcap: datagrams written / not written (file limit reached, write error).
-    pub written: Counter,
-    pub not_written: Counter,
-    /// Left in the ring when the socket was torn down (freed, counted here).
-    pub freed_at_close: Counter,
-    /// `consume_rate_pps` token bucket: TSC credited up to, and datagrams of credit.
-    pub rate_tsc: Counter,
-    pub rate_credit: Counter,
-    /// `consume_rate_pps` as it is now (0: unlimited). Here, beside the
-    /// bucket, because only the consumer reads it per burst; a reload
-    /// changes it in place.
-    pub rate_pps: Counter,
-}
 
 /// `run --floor pipeline`: what the RX lcores put straight into the ring
 /// (no stage, no accounting). Written once per burst per socket by the RX
@@ -497,18 +475,5 @@ impl Socket {
 impl Drop for Socket {
     fn drop(&mut self) {
         self.free_ring();
-    }
-}
-
-/// The flow-table binding a socket config asks for.
-pub fn binding_of(c: &SocketConf) -> Binding {
-    let b = match c.remote {
-        Some(r) => Binding::connected(c.local, r),
-        None => Binding::bound(c.local),
-    };
-    if c.reuseport {
-        b.with_reuseport()
-    } else {
-        b
     }
 }

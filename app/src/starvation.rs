@@ -15,7 +15,6 @@
 //!
 //! Everything here is written by the main lcore only (single-writer
 //! [`Counter`]s) and read by stats lines, telemetry and the exit summary.
-use crate::engine::Shared;
 use crate::stats::Counter;
 
 /// The low-water mark of a pool of `size` mbufs polled by `rx_lcores` RX
@@ -157,7 +156,9 @@ impl Sampler {
 
     /// Once per stats interval: the warning line to log (and count), if a
     /// sample of the interval was low.
-    pub fn check(&mut self, w: &PoolWatch, shared: &Shared) -> Option<String> {
+    /// `holders` names the sockets holding the most memory; it is called
+    /// only when there is a warning to make.
+    pub fn check(&mut self, w: &PoolWatch, holders: impl FnOnce() -> String) -> Option<String> {
         let ticks = w.low_ticks.get();
         let low_ms = ticks.saturating_sub(self.ticks_at_check) / w.ms_ticks.get().max(1);
         self.ticks_at_check = ticks;
@@ -172,34 +173,8 @@ impl Sampler {
             w.low_water.get(),
             w.low_ms(),
             w.low_polls.get(),
-            top_holders(shared, 3)
+            holders()
         ))
-    }
-}
-
-/// The `n` live sockets with the most `rmem`: `name rmem B ring N`, joined.
-pub fn top_holders(shared: &Shared, n: usize) -> String {
-    let socks = shared.sockets.load();
-    let mut v: Vec<(u64, u32, &str)> = socks
-        .iter()
-        .map(|e| {
-            (
-                e.sock.stats().rmem as u64,
-                e.sock.ring.count(),
-                e.sock.name(),
-            )
-        })
-        .collect();
-    v.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
-    let parts: Vec<String> = v
-        .iter()
-        .take(n)
-        .map(|(rmem, ring, name)| format!("socket {name:?} rmem {rmem} B ring {ring}"))
-        .collect();
-    if parts.is_empty() {
-        "no socket".into()
-    } else {
-        parts.join(", ")
     }
 }
 

@@ -84,6 +84,42 @@ pub fn human(v: f64) -> String {
     }
 }
 
+/// The first number after `key` on its line of a /proc file (0 if absent).
+pub fn proc_number(path: &str, key: &str) -> u64 {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Counters of the socket's consumer (one consumer per socket at a time).
+#[derive(Debug, Default)]
+pub struct ConsumerStats {
+    /// Datagrams taken out of the ring and released.
+    pub consumed: Counter,
+    pub bytes: Counter,
+    /// Echo: replies handed to the NIC / refused by it.
+    pub tx: Counter,
+    pub tx_errors: Counter,
+    /// pcap: datagrams written / not written (file limit reached, write error).
+    pub written: Counter,
+    pub not_written: Counter,
+    /// Left in the ring when the socket was torn down (freed, counted here).
+    pub freed_at_close: Counter,
+    /// `consume_rate_pps` token bucket: TSC credited up to, and datagrams of credit.
+    pub rate_tsc: Counter,
+    pub rate_credit: Counter,
+    /// `consume_rate_pps` as it is now (0: unlimited). Here, beside the
+    /// bucket, because only the consumer reads it per burst; a reload
+    /// changes it in place.
+    pub rate_pps: Counter,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,10 +27,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use libfuzzer_sys::fuzz_target;
+use udpdemux::config::binding_of;
 use udpdemux::config::{Handler, SocketConf};
 use udpdemux::flow_table::{Binding, FlowTable, SocketHandle};
-use udpdemux::reload::{plan, rebind, Change, Step};
-use udpdemux::socket::binding_of;
+use udpdemux::runtime::reload::{plan, rebind, Change, Step};
 
 const NAMES: [&str; 6] = ["a", "b", "c", "d", "e", "filler"];
 const LOCALS: [&str; 12] = [
@@ -287,7 +287,7 @@ impl Model {
                 Step::Add => assert!(l.is_none()),
                 Step::Keep(i) | Step::InPlace(i) | Step::Replace(i) => {
                     assert_eq!(Some(i), l);
-                    let c = udpdemux::reload::classify(&live_confs[i], &new[n]);
+                    let c = udpdemux::runtime::reload::classify(&live_confs[i], &new[n]);
                     let want = match c {
                         Change::Same => Step::Keep(i),
                         Change::InPlace => Step::InPlace(i),

@@ -18,7 +18,7 @@ use dpdk_sys::{eal, ffi, lcore, mbuf, port, Eal, Mbuf, Mempool, Port, PortConf};
 use serde::Serialize;
 
 use super::{FrameClass, GenArgs, Manifest, RxDrain, Tally, TrafficSpec};
-use crate::signals;
+use crate::runtime::signals;
 
 /// Largest burst accepted on the command line (DPDK examples use 32; PMDs
 /// take at most their ring size per call anyway).

@@ -12,13 +12,12 @@ use std::net::IpAddr;
 
 use dpdk_sys::{ffi, mbuf, port};
 
-use super::{datagram_of, TxCtx};
-use crate::consumer::CONSUME_BURST;
+use super::{datagram_of, TxCtx, CONSUME_BURST};
 use crate::control::Iface;
 use crate::meta::MbufMeta;
 use crate::parse::build::{self, ReplyOpts};
 use crate::parse::Datagram;
-use crate::socket::Socket;
+use crate::stats::ConsumerStats;
 
 /// The source for a reply: the request's destination, unless that was a
 /// group or broadcast address (RFC 1122 §4.1.3.5: reply from a unicast
@@ -90,14 +89,14 @@ struct TxBatch {
 
 impl TxBatch {
     /// Hand the batch to the NIC; what it refuses is freed and counted.
-    fn flush(&mut self, queue: u16, sock: &Socket) {
+    fn flush(&mut self, queue: u16, stats: &ConsumerStats) {
         if self.n == 0 {
             return;
         }
         let sent = port::tx_burst(self.port, queue, &mut self.bufs[..self.n]);
-        sock.consumer.tx.add(sent as u64);
+        stats.tx.add(sent as u64);
         let refused = &mut self.bufs[sent..self.n];
-        sock.consumer.tx_errors.add(refused.len() as u64);
+        stats.tx_errors.add(refused.len() as u64);
         // SAFETY: the NIC did not take these: still ours.
         unsafe { mbuf::free_bulk(refused) };
         self.n = 0;
@@ -109,10 +108,11 @@ impl TxBatch {
 /// and so is every datagram that got no reply.
 ///
 /// # Safety
-/// Every pointer is a live mbuf dequeued from `sock`'s ring and owned by the caller.
-pub unsafe fn echo_burst(sock: &Socket, bufs: &[*mut ffi::rte_mbuf], tx: TxCtx<'_>) {
+/// Every pointer is a live mbuf dequeued from the ring of the socket whose
+/// consumer counters `stats` are, and owned by the caller.
+pub unsafe fn echo_burst(stats: &ConsumerStats, bufs: &[*mut ffi::rte_mbuf], tx: TxCtx<'_>) {
     let Some(queue) = tx.queue else {
-        sock.consumer.tx_errors.add(bufs.len() as u64);
+        stats.tx_errors.add(bufs.len() as u64);
         return;
     };
     let mut batch = TxBatch {
@@ -124,22 +124,22 @@ pub unsafe fn echo_burst(sock: &Socket, bufs: &[*mut ffi::rte_mbuf], tx: TxCtx<'
         // SAFETY: per the contract.
         let port_id = unsafe { MbufMeta::get(m) }.port;
         let Some(iface) = tx.ifaces.get(port_id).filter(|i| queue < i.tx_queues) else {
-            sock.consumer.tx_errors.add(1);
+            stats.tx_errors.add(1);
             continue;
         };
         // SAFETY: per the contract.
         let Some(r) = (unsafe { build_reply(m, iface) }) else {
-            sock.consumer.tx_errors.add(1);
+            stats.tx_errors.add(1);
             continue;
         };
         if batch.port != port_id || batch.n == batch.bufs.len() {
-            batch.flush(queue, sock);
+            batch.flush(queue, stats);
             batch.port = port_id;
         }
         batch.bufs[batch.n] = r;
         batch.n += 1;
     }
-    batch.flush(queue, sock);
+    batch.flush(queue, stats);
 }
 
 #[cfg(test)]

@@ -12,6 +12,10 @@ use crate::control::Ifaces;
 use crate::meta::MbufMeta;
 use crate::parse::{ether, Datagram, Family};
 
+/// Datagrams taken from a ring per dequeue: the most a handler is given
+/// at once (echo sizes its TX batch by it).
+pub const CONSUME_BURST: usize = 64;
+
 #[derive(Debug, thiserror::Error)]
 pub enum HandlerError {
     #[error("cannot create pcap file {path}: {source}")]

@@ -12,7 +12,7 @@ use dpdk_sys::{eal, ffi, mbuf};
 use super::HandlerError;
 use crate::meta::MbufMeta;
 use crate::pcap::{PcapWriter, Written};
-use crate::socket::Socket;
+use crate::stats::ConsumerStats;
 
 pub struct PcapSink {
     path: PathBuf,
@@ -62,12 +62,18 @@ impl PcapSink {
             .saturating_add(u64::try_from(d).unwrap_or(u64::MAX))
     }
 
-    /// Write a burst of delivered datagrams; counts go to the socket's
-    /// `written` / `not_written`. The caller frees the mbufs afterwards.
+    /// Write a burst of delivered datagrams of socket `name`; counts go to
+    /// its consumer's `written` / `not_written`. The caller frees the mbufs
+    /// afterwards.
     ///
     /// # Safety
-    /// Every pointer is a live mbuf dequeued from `sock`'s ring and owned by the caller.
-    pub unsafe fn write_burst(&mut self, sock: &Socket, bufs: &[*mut ffi::rte_mbuf]) {
+    /// Every pointer is a live mbuf dequeued from socket `name`'s ring and owned by the caller.
+    pub unsafe fn write_burst(
+        &mut self,
+        name: &str,
+        stats: &ConsumerStats,
+        bufs: &[*mut ffi::rte_mbuf],
+    ) {
         let (mut ok, mut refused) = (0u64, 0u64);
         for &m in bufs {
             // SAFETY: per the contract: live, ours, metadata set at RX.
@@ -79,7 +85,7 @@ impl PcapSink {
                     refused += 1;
                     if !self.write_error_logged {
                         self.write_error_logged = true;
-                        log::error!("socket {}: pcap {}: {e}", sock.name(), self.path.display());
+                        log::error!("socket {}: pcap {}: {e}", name, self.path.display());
                     }
                 }
             }
@@ -88,10 +94,10 @@ impl PcapSink {
         if let Err(e) = self.w.flush() {
             if !self.write_error_logged {
                 self.write_error_logged = true;
-                log::error!("socket {}: pcap {}: {e}", sock.name(), self.path.display());
+                log::error!("socket {}: pcap {}: {e}", name, self.path.display());
             }
         }
-        sock.consumer.written.add(ok);
-        sock.consumer.not_written.add(refused);
+        stats.written.add(ok);
+        stats.not_written.add(refused);
     }
 }

@@ -5,12 +5,14 @@ use std::sync::atomic::Ordering;
 
 use dpdk_sys::{eal, ffi, mbuf, port};
 
+use super::alloc_guard::HotSection;
+use super::burst::{offload_hints, FreeList, MAX_BURST};
+use super::pipeline_floor::PipelineFloor;
+use super::shared::{Floor, Mode, RxLcore, Shared};
 use crate::accounting::DropReason;
-use crate::alloc_guard::HotSection;
 use crate::delivery::{Condense, NoCondense};
-use crate::engine::{RxLcore, Shared};
 use crate::meta::MbufMeta;
-use crate::parse::{self, CsumHint, Offload};
+use crate::parse;
 use crate::small_cache::CacheHook;
 use crate::socket::Socket;
 use crate::stats::UdpMib;
@@ -18,118 +20,6 @@ use std::sync::Arc;
 
 /// Elected stages remembered per burst before an early drain.
 const ELECTED_MAX: usize = 32;
-
-/// Largest burst the loop supports (config checks `engine.burst` against it).
-pub const MAX_BURST: usize = 512;
-
-/// mbufs to free, flushed with one `rte_pktmbuf_free_bulk` per 64.
-pub struct FreeList {
-    bufs: [*mut ffi::rte_mbuf; 64],
-    n: usize,
-}
-
-impl Default for FreeList {
-    fn default() -> Self {
-        FreeList {
-            bufs: [std::ptr::null_mut(); 64],
-            n: 0,
-        }
-    }
-}
-
-impl FreeList {
-    #[inline(always)]
-    pub fn push(&mut self, m: *mut ffi::rte_mbuf) {
-        if self.n == self.bufs.len() {
-            self.flush();
-        }
-        self.bufs[self.n] = m;
-        self.n += 1;
-    }
-    #[inline]
-    pub fn flush(&mut self) {
-        // SAFETY: every pointer pushed is an mbuf whose ownership the pusher gave up.
-        unsafe { mbuf::free_bulk(&mut self.bufs[..self.n]) };
-        self.n = 0;
-    }
-}
-
-impl Drop for FreeList {
-    fn drop(&mut self) {
-        self.flush();
-    }
-}
-
-/// Checksum verdicts the PMD left in `ol_flags` (22.11 semantics: GOOD,
-/// BAD, NONE = header valid but checksum field not filled, UNKNOWN).
-#[inline(always)]
-pub fn offload_hints(ol: u64) -> Offload {
-    let ip = match ol & ffi::RTE_MBUF_F_RX_IP_CKSUM_MASK {
-        ffi::RTE_MBUF_F_RX_IP_CKSUM_GOOD | ffi::RTE_MBUF_F_RX_IP_CKSUM_NONE => CsumHint::Good,
-        ffi::RTE_MBUF_F_RX_IP_CKSUM_BAD => CsumHint::Bad,
-        _ => CsumHint::Unknown,
-    };
-    let l4 = match ol & ffi::RTE_MBUF_F_RX_L4_CKSUM_MASK {
-        ffi::RTE_MBUF_F_RX_L4_CKSUM_GOOD | ffi::RTE_MBUF_F_RX_L4_CKSUM_NONE => CsumHint::Good,
-        ffi::RTE_MBUF_F_RX_L4_CKSUM_BAD => CsumHint::Bad,
-        _ => CsumHint::Unknown,
-    };
-    Offload { ip, l4 }
-}
-
-/// What an RX lcore does with a burst: the pipeline, or one of `run`'s
-/// benchmark modes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Mode {
-    /// Parse, demux, stage.
-    #[default]
-    Pipeline,
-    /// `run --demux-only`: parse, demux, count, then free every demuxed
-    /// datagram (counted in `UdpMib::demux_only_freed`); nothing is staged.
-    DemuxOnly,
-    /// `run --bare`: receive and free only, the baseline the RX core is
-    /// measured against.
-    Bare,
-    /// `run --floor`: the least any RX core can do per packet (see [`floor_burst`]).
-    Floor(Floor),
-}
-
-impl Mode {
-    /// Whether frames are parsed and counted by reason. `Bare` and `Floor`
-    /// free every frame unclassified, so their books are rx = freed; the
-    /// pipeline floor's are rx = put in a ring + ring full + no socket
-    /// (`summary` checks them separately, with every ring consumed or freed).
-    pub fn classifies(self) -> bool {
-        matches!(self, Mode::Pipeline | Mode::DemuxOnly)
-    }
-}
-
-/// `run --floor`: how much of the mandatory work the floor does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Floor {
-    /// Destination port, one table read, result into the mbuf.
-    Minimal,
-    /// The same plus the IPv4 header and UDP checksums in software.
-    Checksums,
-    /// The minimal cross-core pipeline (see `pipeline_floor`): destination
-    /// port, port-indexed table per family, per-socket `enqueue_burst` into
-    /// the delivery rings; the consumers dequeue, read `pkt_len`, free.
-    Pipeline,
-    /// The same pipeline with the engine's own parse (headers validated,
-    /// checksums in software where the port gives no verdict) and flow-table
-    /// lookup choosing the ring: what any validating early demux pays before
-    /// staging and accounting, so the pipeline's ratio can be split into
-    /// the mandatory part and its own.
-    PipelineDemux,
-}
-
-impl Mode {
-    /// `run --floor pipeline` or `run --floor pipeline-demux`: RX lcores put
-    /// mbufs straight into the delivery rings, consumers only read and free.
-    pub fn is_pipeline_floor(self) -> bool {
-        matches!(self, Mode::Floor(Floor::Pipeline | Floor::PipelineDemux))
-    }
-}
 
 /// Poll every queue of RX lcore `idx` until the stop flag is set.
 pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
@@ -154,9 +44,9 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
         Mode::Floor(Floor::Minimal | Floor::Checksums) => (0..=u32::from(u16::MAX)).collect(),
         _ => Vec::new(),
     };
-    let mut pipeline_floor = mode.is_pipeline_floor().then(|| {
-        crate::pipeline_floor::PipelineFloor::new(shared, mode == Mode::Floor(Floor::PipelineDemux))
-    });
+    let mut pipeline_floor = mode
+        .is_pipeline_floor()
+        .then(|| PipelineFloor::new(shared, mode == Mode::Floor(Floor::PipelineDemux)));
     let _hot = HotSection::enter();
     while !shared.stop.load(Ordering::Relaxed) {
         for (q, qs) in me.queues.iter().zip(&me.qstats) {

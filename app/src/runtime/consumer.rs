@@ -13,41 +13,10 @@ use std::sync::Arc;
 
 use dpdk_sys::{eal, ffi};
 
-use crate::alloc_guard::HotSection;
+use super::alloc_guard::HotSection;
+use super::shared::{Drainer, Shared, SocketEntry};
 use crate::config::Handler;
-use crate::engine::{Drainer, Shared, SocketEntry};
-use crate::handlers;
-use crate::stats::{Counter, Padded};
-
-/// Datagrams taken from a ring per dequeue.
-pub const CONSUME_BURST: usize = 64;
-
-/// A consumer lcore and the sockets it was given by name (empty: any).
-pub struct ConsumerLcore {
-    pub lcore: u32,
-    pub sockets: Vec<String>,
-    pub stats: Padded<ConsumerLoopStats>,
-    /// This lcore's TX queue on every port (echo replies); None: it has none.
-    pub tx_queue: Option<u16>,
-}
-
-#[derive(Debug, Default)]
-pub struct ConsumerLoopStats {
-    pub polls: Counter,
-    pub idle_polls: Counter,
-    pub datagrams: Counter,
-}
-
-impl ConsumerLcore {
-    pub fn new(lcore: u32, sockets: Vec<String>) -> Self {
-        ConsumerLcore {
-            lcore,
-            sockets,
-            stats: Padded::default(),
-            tx_queue: None,
-        }
-    }
-}
+use crate::handlers::{self, CONSUME_BURST};
 
 /// Whether this build can run a handler.
 pub fn handler_available(h: Handler) -> bool {
@@ -270,7 +239,7 @@ fn drain_socket_into(
                 queue: tx_queue_of(shared, e),
             };
             // SAFETY: dequeued from this socket's ring just now; ours until consume below.
-            unsafe { handlers::echo::echo_burst(&e.sock, &bufs[..n], tx) };
+            unsafe { handlers::echo::echo_burst(&e.sock.consumer, &bufs[..n], tx) };
         }
         Handler::Pcap => {
             // Only this socket's drainer locks it, once per burst: uncontended.
@@ -281,7 +250,7 @@ fn drain_socket_into(
                 .unwrap_or_else(|p| p.into_inner());
             if let handlers::State::Pcap(sink) = &mut *st {
                 // SAFETY: as above.
-                unsafe { sink.write_burst(&e.sock, &bufs[..n]) };
+                unsafe { sink.write_burst(e.sock.name(), &e.sock.consumer, &bufs[..n]) };
             }
         }
     }

@@ -8,7 +8,7 @@
 //! | `/udpdemux/memory` | - | `memzones`, `heap_alloc_bytes`, `heap_alloc_count`, then each memzone's name and length in bytes (leak hunting) |
 //! | `/udpdemux/latency` | socket name (optional) | log2 µs histograms: all sockets' RX-to-consumer buckets, or one socket's stage and consumer buckets with p50/p99 |
 //!
-//! Every reply is built from [`engine::snapshot`], the code path of the
+//! Every reply is built from [`snapshot`], the code path of the
 //! `--stats-json` file, so a finished replay shows the same numbers in both.
 //! Callbacks run on DPDK's telemetry threads, never on an RX lcore.
 use std::ffi::{c_char, c_int, CStr};
@@ -20,7 +20,9 @@ use arc_swap::ArcSwapOption;
 use dpdk_sys::ffi;
 use dpdk_sys::telemetry::{self as tel, TelData};
 
-use crate::engine::{self, Shared, SocketSummary, Summary};
+use super::report::snapshot;
+use super::shared::Shared;
+use crate::summary::{SocketSummary, Summary};
 
 /// The engine telemetry reads from, published by `Engine::start`.
 struct Published {
@@ -101,7 +103,7 @@ fn current() -> Option<Summary> {
     // Loaded after the increment: `stop` either sees us active or we see None.
     let s = STATE
         .load_full()
-        .map(|p| engine::snapshot(&p.shared, p.started.elapsed().as_secs_f64()));
+        .map(|p| snapshot(&p.shared, p.started.elapsed().as_secs_f64()));
     ACTIVE.fetch_sub(1, Ordering::SeqCst);
     s
 }

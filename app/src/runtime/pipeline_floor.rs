@@ -27,10 +27,10 @@ use std::mem::MaybeUninit;
 
 use dpdk_sys::{ffi, mbuf};
 
-use crate::engine::Shared;
+use super::burst::{offload_hints, FreeList, MAX_BURST};
+use super::shared::Shared;
 use crate::flow_table::Snapshot;
 use crate::parse;
-use crate::rx::{self, FreeList, MAX_BURST};
 use crate::socket::Socket;
 use crate::stats::Counter;
 
@@ -136,7 +136,7 @@ impl PipelineFloor {
             let mut d = MaybeUninit::uninit();
             // SAFETY: as above; the offload flags are a plain field.
             let ol = unsafe { (*m).ol_flags };
-            let d = parse::parse_into(data, rx::offload_hints(ol), &mut d).ok()?;
+            let d = parse::parse_into(data, offload_hints(ol), &mut d).ok()?;
             let sock = snap.lookup(d.src, d.sport, d.dst, d.dport)?;
             let idx = *self.by_id.get(sock.id as usize)?;
             return idx.checked_sub(1).map(|i| i as usize);

@@ -23,11 +23,12 @@
 //! `[eal]`, `[engine]`, `[mempool]`, `[small_cache]`, `[[port]]` and
 //! `[[lcore]]` cannot change while running: edits there are logged as not
 //! applied.
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::registry::{self, Prepared};
+use super::shared::{Shared, SocketEntry};
 use crate::config::{Config, Handler, SocketConf};
-use crate::engine::{self, Engine, Prepared, Shared, SocketEntry};
 use crate::flow_table::{Binding, Editor, FlowError, SocketHandle};
 use crate::handlers;
 
@@ -40,8 +41,10 @@ pub struct Outcome {
     pub changed: Vec<String>,
 }
 
-pub fn on_sighup(engine: &Engine) {
-    let Some(path) = engine.config_path() else {
+/// SIGHUP: re-read `config_path` and apply its sockets; `running` is the
+/// config the engine started with (only its sockets can change).
+pub fn on_sighup(config_path: Option<&Path>, running: &Config, shared: &Shared) {
+    let Some(path) = config_path else {
         log::warn!("SIGHUP: no config file to re-read");
         return;
     };
@@ -52,15 +55,15 @@ pub fn on_sighup(engine: &Engine) {
             return;
         }
     };
-    let fixed = static_edits(engine.config(), &new);
+    let fixed = static_edits(running, &new);
     if !fixed.is_empty() {
         log::warn!(
             "SIGHUP: edits to {} cannot be applied while running and are ignored (restart to apply them)",
             fixed.join(", ")
         );
     }
-    let keep_filler = engine.config().engine.filler_sockets > 0;
-    match apply(engine.shared(), &new.sockets, keep_filler) {
+    let keep_filler = running.engine.filler_sockets > 0;
+    match apply(shared, &new.sockets, keep_filler) {
         Ok(o) => log::info!(
             "SIGHUP: {} socket(s) removed, {} added, {} replaced, {} changed in place",
             o.removed.len(),
@@ -322,12 +325,12 @@ pub fn apply(
                 if share.is_none() {
                     created.note(conf);
                 }
-                match engine::prepare_socket(shared, conf.clone(), share) {
+                match registry::prepare_socket(shared, conf.clone(), share) {
                     Ok(p) => incoming.push(Incoming {
                         prepared: p,
                         replaces: old.map(|(e, _)| e.clone()),
                     }),
-                    Err(err) => rejected.push(err),
+                    Err(err) => rejected.push(err.to_string()),
                 }
             }
         }
@@ -362,7 +365,7 @@ pub fn apply(
                     refusals.push(format!(
                         "socket {:?}: {}",
                         s.name(),
-                        engine::flow_error_text(shared, &err, &extra)
+                        registry::flow_error_text(shared, &err, &extra)
                     ));
                 }
             }
@@ -405,7 +408,7 @@ pub fn apply(
             handle,
         });
     }
-    engine::register(shared, entries);
+    registry::register(shared, entries);
     for (e, conf, state) in in_place {
         let before = e.sock.current_conf();
         e.sock.change_in_place(&conf, state);
@@ -427,7 +430,7 @@ pub fn apply(
         .filter(|e| !out.replaced.iter().any(|n| n == e.sock.name()))
         .map(|e| e.sock.name().to_string())
         .collect();
-    engine::retire(shared, &retiring);
+    registry::retire(shared, &retiring);
     Ok(out)
 }
 

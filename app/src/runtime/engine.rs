@@ -1,0 +1,216 @@
+//! The engine entry, shaped like DPDK's examples (skeleton, l3fwd,
+//! client_server_mp): [`setup`](super::setup) (EAL, pools, ports, sockets),
+//! one loop per worker lcore (RX or consumer), stats on the main lcore
+//! ([`main_loop`](super::main_loop)), and a clean
+//! [`teardown`](super::teardown) that checks the books. This file only
+//! owns what those steps make and calls them in order.
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use dpdk_sys::{lcore, Eal, Mempool, Port};
+
+use super::consumer::Drain;
+use super::error::EngineError;
+use super::main_loop::{self, MainLcore};
+use super::shared::{Mode, Shared};
+use super::teardown::{self, Stopping};
+use super::{setup, signals, telemetry};
+use crate::config::Config;
+use crate::socket::Socket;
+use crate::summary::Summary;
+
+/// Command-line overrides of `run`.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub duration: Option<f64>,
+    pub stats_json: Option<PathBuf>,
+    /// What the RX lcores do: the pipeline, or one of the benchmark modes.
+    pub mode: Mode,
+    /// The config file, re-read on SIGHUP.
+    pub config_path: Option<PathBuf>,
+    /// Interval lines and final counters as text or `nstat` lines.
+    pub stats_format: crate::nstat::StatsFormat,
+    /// Print every socket's latency histograms (bpftrace style) at exit.
+    pub histograms: bool,
+}
+
+/// A running engine. Field order is teardown order: sockets (rings) and
+/// ports before pools, pools before the EAL.
+pub struct Engine {
+    shared: Arc<Shared>,
+    launched: Vec<lcore::Launched>,
+    ports: Vec<Port>,
+    port_names: Vec<String>,
+    pools: Vec<(u32, Mempool)>,
+    small_pools: Vec<(u32, Mempool)>,
+    started: Instant,
+    cfg: Config,
+    config_path: Option<PathBuf>,
+    stats_format: crate::nstat::StatsFormat,
+    histograms: bool,
+    /// RX pools' free mbufs per stats interval (main lcore only, not per packet).
+    pool_samples: Vec<u32>,
+    /// Each RX pool's low-water mark and the RX lcores that allocate from
+    /// it (same order as `pools`).
+    pool_marks: Vec<(u32, Vec<u32>)>,
+    /// The main lcore's consumer state ([`Engine::poll_main`], [`Engine::main_loop`]):
+    /// its burst array and registry survive between polls.
+    main_drain: RefCell<Drain>,
+    eal: Option<Eal>,
+    /// This engine's claim on its file prefix, released after the EAL.
+    instance: Option<crate::instance::InstanceLock>,
+}
+
+/// Run the engine until a signal, the duration, or idleness stops it.
+pub fn run(cfg: &Config, opts: &RunOptions) -> Result<Summary, EngineError> {
+    // A SIGINT from here on ends the run with a summary, even during setup.
+    signals::install();
+    // Fail now, not after the whole run, if the JSON cannot be written.
+    if let Some(path) = &opts.stats_json {
+        setup::probe_writable(path)?;
+    }
+    let mut engine = Engine::start(cfg, opts)?;
+    let duration = opts
+        .duration
+        .or((cfg.engine.duration_secs > 0.0).then_some(cfg.engine.duration_secs));
+    engine.main_loop(duration);
+    let summary = engine.stop()?;
+    if let Some(path) = &opts.stats_json {
+        let text = serde_json::to_string_pretty(&summary).expect("summary serialises");
+        std::fs::write(path, text).map_err(|source| EngineError::Write {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    if !summary.books_balanced {
+        return Err(EngineError::Books(summary.problems.join("; ")));
+    }
+    Ok(summary)
+}
+
+impl Engine {
+    /// Initialise the EAL, pools, ports and sockets, and launch the worker lcores.
+    pub fn start(cfg: &Config, opts: &RunOptions) -> Result<Engine, EngineError> {
+        signals::install();
+        setup::preflight(cfg)?;
+        let instance = setup::lock_instance(cfg)?;
+        let eal = setup::init_eal(cfg)?;
+        let built = setup::build(cfg, opts.mode)?;
+        let mut e = Engine {
+            main_drain: RefCell::new(Drain::new(&built.shared, None)),
+            shared: built.shared,
+            launched: Vec::new(),
+            ports: built.ports,
+            port_names: built.port_names,
+            pools: built.pools,
+            small_pools: built.small_pools,
+            started: Instant::now(),
+            cfg: cfg.clone(),
+            config_path: opts.config_path.clone(),
+            stats_format: opts.stats_format,
+            histograms: opts.histograms,
+            pool_samples: Vec::new(),
+            pool_marks: built.pool_marks,
+            eal: None,
+            instance: None,
+        };
+        setup::launch_workers(&e.shared, &mut e.launched)?;
+        e.started = Instant::now();
+        e.eal = Some(eal);
+        e.instance = Some(instance);
+        // Telemetry reads the same snapshot the exit JSON is made from.
+        telemetry::start(&e.shared);
+        Ok(e)
+    }
+
+    pub fn config_path(&self) -> Option<&std::path::Path> {
+        self.config_path.as_deref()
+    }
+
+    /// The config the engine was started with (a reload changes only sockets).
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// A live socket by name.
+    pub fn socket(&self, name: &str) -> Option<Arc<Socket>> {
+        self.shared
+            .sockets
+            .load()
+            .iter()
+            .find(|e| e.sock.name() == name)
+            .map(|e| Arc::clone(&e.sock))
+    }
+
+    /// The main lcore's duties once: consume the sockets it drains (one
+    /// pass of its [`Drain`], as `main_loop` does).
+    pub fn poll_main(&self) -> usize {
+        self.main_drain.borrow_mut().poll(&self.shared)
+    }
+
+    /// Print a stats line per interval; return on a signal, the duration, or idleness.
+    ///
+    /// When the main lcore consumes, this is a poll loop like DPDK's
+    /// examples: the per-poll path is one pass of the [`Drain`];
+    /// every [`main_loop::MAIN_CHECK_POLLS`] polls one TSC read decides which timer is
+    /// due (duration, stats interval, flow-table GC, idle check) and the
+    /// signal flags are read. No system clock per poll.
+    pub fn main_loop(&mut self, duration: Option<f64>) {
+        // Out of its cell for the loop (SIGHUP handling borrows self). The
+        // placeholder left in the cell holds no registry: one that did would
+        // keep the sockets of that moment, and their rings (memzones), alive
+        // until the loop ends, however many reloads retired them.
+        let mut placeholder = Drain::new(&self.shared, None);
+        placeholder.release();
+        let mut drain = std::mem::replace(self.main_drain.get_mut(), placeholder);
+        main_loop::run(
+            MainLcore {
+                shared: &self.shared,
+                cfg: &self.cfg,
+                config_path: self.config_path.as_deref(),
+                started: self.started,
+                stats_format: self.stats_format,
+                pools: &self.pools,
+                pool_marks: &self.pool_marks,
+                pool_samples: &mut self.pool_samples,
+            },
+            &mut drain,
+            duration,
+        );
+        *self.main_drain.get_mut() = drain;
+    }
+
+    /// Stop RX, drain every stage, let consumers finish, check the books.
+    pub fn stop(mut self) -> Result<Summary, EngineError> {
+        teardown::stop(Stopping {
+            shared: &self.shared,
+            launched: std::mem::take(&mut self.launched),
+            started: self.started,
+            ports: &mut self.ports,
+            port_names: &self.port_names,
+            pools: &self.pools,
+            small_pools: &self.small_pools,
+            pool_samples: std::mem::take(&mut self.pool_samples),
+            main_drain: self.main_drain.get_mut(),
+            stats_format: self.stats_format,
+            histograms: self.histograms,
+        })
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        teardown::release(&self.shared, &mut self.launched, self.main_drain.get_mut());
+        self.ports.clear();
+        teardown::release_small_caches(&self.shared);
+        self.small_pools.clear();
+        self.pools.clear();
+        self.eal.take();
+    }
+}

@@ -1,0 +1,242 @@
+//! The main lcore's loop: its share of consuming, the timers (duration,
+//! stats lines, flow-table GC, idleness), signals and SIGHUP reloads, and
+//! the starvation watch of the RX pools.
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dpdk_sys::{eal, Mempool};
+
+use super::consumer::Drain;
+use super::report::snapshot;
+use super::shared::Shared;
+use super::{reload, signals};
+use crate::config::Config;
+use crate::nstat::{self, StatsFormat};
+use crate::starvation::Sampler;
+use crate::stats;
+
+/// Polls of the main lcore's consumer between two looks at its timers and
+/// signals (a poll over a few empty rings takes tens of ns; a loaded one a
+/// few µs, so timers fire within a millisecond or so).
+pub const MAIN_CHECK_POLLS: u32 = 64;
+
+/// What the main lcore's loop works with, lent by the engine.
+pub struct MainLcore<'a> {
+    pub shared: &'a Arc<Shared>,
+    pub cfg: &'a Config,
+    /// The config file, re-read on SIGHUP.
+    pub config_path: Option<&'a Path>,
+    /// When the worker lcores were launched (the duration counts from it).
+    pub started: Instant,
+    pub stats_format: StatsFormat,
+    pub pools: &'a [(u32, Mempool)],
+    /// Each RX pool's low-water mark and its pollers (same order as `pools`).
+    pub pool_marks: &'a [(u32, Vec<u32>)],
+    /// RX pools' free mbufs per stats interval.
+    pub pool_samples: &'a mut Vec<u32>,
+}
+
+/// Print a stats line per interval; return on a signal, the duration, or idleness.
+///
+/// When the main lcore consumes, this is a poll loop like DPDK's
+/// examples: the per-poll path is one pass of the [`Drain`];
+/// every [`MAIN_CHECK_POLLS`] polls one TSC read decides which timer is
+/// due (duration, stats interval, flow-table GC, idle check) and the
+/// signal flags are read. No system clock per poll.
+pub fn run(m: MainLcore<'_>, drain: &mut Drain, duration: Option<f64>) {
+    let shared = Arc::clone(m.shared);
+    let hz = shared.tsc_hz.max(1);
+    let ms_ticks = (hz / 1000).max(1);
+    let interval_ticks = m
+        .cfg
+        .engine
+        .stats_interval_ms
+        .max(1)
+        .saturating_mul(ms_ticks);
+    let idle_ticks = m.cfg.engine.stop_when_idle_ms.saturating_mul(hz) / 1000;
+    // Duration counts from `started` (set when the lcores were launched).
+    let start_tsc = eal::rdtsc();
+    let left = duration.map(|d| (d - m.started.elapsed().as_secs_f64()).max(0.0));
+    let end_tsc = left.map(|l| start_tsc.saturating_add((l * hz as f64) as u64));
+    let mut last_print = start_tsc;
+    let mut next_print = start_tsc + interval_ticks;
+    let mut next_gc = start_tsc + hz;
+    // The idle check sums every RX queue's counters (lines the RX lcores
+    // write): once per millisecond is plenty for a timeout in ms.
+    let mut next_idle = start_tsc + ms_ticks;
+    let mut last_pkts = 0u64;
+    let mut last_bytes = 0u64;
+    let mut last_delivered = 0u64;
+    let mut last_drops = 0u64;
+    let mut last_nstat: Option<nstat::Counters> = None;
+    let mut polls = 0u32;
+    // The RX pools' free counts, once per millisecond at most (TSC).
+    let mut sampler = Sampler::new(start_tsc);
+    let mut next_sample = start_tsc;
+    loop {
+        // The poll re-reads the registry when it changed: sockets added
+        // on SIGHUP are drained too.
+        drain.poll(&shared);
+        if drain.sockets() > 0 {
+            polls += 1;
+            if polls < MAIN_CHECK_POLLS {
+                continue;
+            }
+            polls = 0;
+        } else {
+            // Nothing to consume here: the main lcore only keeps time.
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if signals::stop_requested() {
+            log::info!("signal received, stopping");
+            break;
+        }
+        if signals::take_reload() {
+            reload::on_sighup(m.config_path, m.cfg, &shared);
+        }
+        let now = eal::rdtsc();
+        if end_tsc.is_some_and(|e| now >= e) {
+            break;
+        }
+        if idle_ticks > 0 && now >= next_idle {
+            next_idle = now + ms_ticks;
+            let total: u64 = shared
+                .rx
+                .iter()
+                .flat_map(|l| l.qstats.iter())
+                .map(|q| q.packets.get())
+                .sum();
+            // An lcore that never received (stamp 0) counts as idle only once others have.
+            let all_idle = shared
+                .rx
+                .iter()
+                .all(|l| now.saturating_sub(l.last_rx_tsc.get()) > idle_ticks);
+            let any_seen = shared.rx.iter().any(|l| l.last_rx_tsc.get() != 0);
+            if total > 0 && any_seen && all_idle {
+                log::info!(
+                    "all RX queues idle for {} ms, stopping",
+                    m.cfg.engine.stop_when_idle_ms
+                );
+                break;
+            }
+        }
+        if now >= next_gc {
+            shared.table.collect_garbage();
+            next_gc = now + hz;
+        }
+        if now >= next_sample {
+            next_sample = now + ms_ticks;
+            sample_pools(&m, &mut sampler, now);
+        }
+        if now >= next_print {
+            let secs = now.saturating_sub(last_print) as f64 / hz as f64;
+            last_print = now;
+            next_print = now + interval_ticks;
+            let pkts: u64 = shared
+                .rx
+                .iter()
+                .flat_map(|l| l.qstats.iter())
+                .map(|q| q.packets.get())
+                .sum();
+            let bytes: u64 = shared
+                .rx
+                .iter()
+                .flat_map(|l| l.qstats.iter())
+                .map(|q| q.bytes.get())
+                .sum();
+            let socks = shared.sockets.load();
+            // Removed sockets keep their books in `removed`: count them too,
+            // so a SIGHUP does not make the totals (and rates) go backwards.
+            // The floor pipeline's own counters are zero in other modes.
+            let removed = shared.removed.lock().expect("removed lock");
+            let delivered: u64 = socks
+                .iter()
+                .map(|e| e.sock.stats().delivered + e.sock.floor.delivered())
+                .sum::<u64>()
+                + removed.iter().map(|s| s.delivered).sum::<u64>();
+            let drops: u64 = socks
+                .iter()
+                .map(|e| e.sock.stats().drops_total() + e.sock.floor.ring_full())
+                .sum::<u64>()
+                + removed
+                    .iter()
+                    .map(|s| s.drops.values().sum::<u64>())
+                    .sum::<u64>();
+            drop(removed);
+            // A fresh sample for the line, then the warning if the pool
+            // was below its mark at any sample of the interval.
+            sample_pools(&m, &mut sampler, now);
+            if let Some(w) = sampler.check(&shared.pool_watch, || top_holders(&shared, 3)) {
+                log::warn!("{w}");
+            }
+            let pw = &shared.pool_watch;
+            if m.stats_format == StatsFormat::Nstat {
+                let now = nstat::counters(&snapshot(&shared, m.started.elapsed().as_secs_f64()));
+                print!("{}", nstat::render(&now, last_nstat.as_ref(), secs));
+                last_nstat = Some(now);
+            } else {
+                log::info!(
+                    "rx {} pps {} bit/s | delivered {}/s drops {}/s | total rx {} delivered {} drops {} | pool free {}/{} low-water {}",
+                    stats::human(stats::rate(pkts, last_pkts, secs)),
+                    stats::human(stats::rate(bytes, last_bytes, secs) * 8.0),
+                    stats::human(stats::rate(delivered, last_delivered, secs)),
+                    stats::human(stats::rate(drops, last_drops, secs)),
+                    pkts,
+                    delivered,
+                    drops,
+                    pw.free.get(),
+                    pw.size.get(),
+                    pw.low_water.get()
+                );
+            }
+            last_pkts = pkts;
+            last_bytes = bytes;
+            last_delivered = delivered;
+            last_drops = drops;
+            m.pool_samples
+                .push(m.pools.iter().map(|(_, mp)| mp.avail()).sum());
+        }
+    }
+}
+
+/// One starvation sample (main lcore): the RX pools' free counts
+/// against their marks, and the RX lcores' poll counters.
+fn sample_pools(m: &MainLcore<'_>, sampler: &mut Sampler, now: u64) {
+    let mut free = 0u64;
+    let mut low = false;
+    for ((_, mp), (mark, pollers)) in m.pools.iter().zip(m.pool_marks) {
+        // What RX can still allocate: not what sits in consumers' caches.
+        let a = mp.avail_to(pollers);
+        free += a as u64;
+        low |= a < *mark;
+    }
+    let polls: u64 = m.shared.rx.iter().map(|l| l.lstats.polls.get()).sum();
+    sampler.sample(&m.shared.pool_watch, now, free, low, polls);
+}
+
+/// The `n` live sockets with the most `rmem`: `name rmem B ring N`, joined.
+pub fn top_holders(shared: &Shared, n: usize) -> String {
+    let socks = shared.sockets.load();
+    let mut v: Vec<(u64, u32, &str)> = socks
+        .iter()
+        .map(|e| {
+            (
+                e.sock.stats().rmem as u64,
+                e.sock.ring.count(),
+                e.sock.name(),
+            )
+        })
+        .collect();
+    v.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
+    let parts: Vec<String> = v
+        .iter()
+        .take(n)
+        .map(|(rmem, ring, name)| format!("socket {name:?} rmem {rmem} B ring {ring}"))
+        .collect();
+    if parts.is_empty() {
+        "no socket".into()
+    } else {
+        parts.join(", ")
+    }
+}

@@ -1,0 +1,21 @@
+//! The poll-mode runtime around the receive heart. Imports run downward
+//! only: [`engine`] (the entry) calls [`setup`], [`main_loop`] and
+//! [`teardown`]; they and the lcore loops ([`rx`], [`consumer`]), the
+//! socket [`registry`], [`reload`], [`report`] and [`telemetry`] all stand
+//! on [`shared`], the state the lcores share, which imports none of them.
+pub mod alloc_guard;
+pub mod burst;
+pub mod consumer;
+pub mod engine;
+pub mod error;
+pub mod main_loop;
+pub mod pipeline_floor;
+pub mod registry;
+pub mod reload;
+pub mod report;
+pub mod rx;
+pub mod setup;
+pub mod shared;
+pub mod signals;
+pub mod teardown;
+pub mod telemetry;

@@ -1,0 +1,384 @@
+//! The books gathered from the running engine: every counter of the
+//! shared state read into a [`Summary`] (the `--stats-json` file,
+//! telemetry replies, the nstat view and the exit printout are all made
+//! from it), and the checks that every frame is in exactly one place.
+use std::collections::BTreeMap;
+
+use dpdk_sys::Port;
+
+use super::shared::{Shared, SocketEntry};
+use crate::accounting::DropReason;
+use crate::latency;
+use crate::parse::Reason;
+use crate::stats::UdpMib;
+use crate::summary::{
+    ConsumerSummary, LcoreSummary, NodeSummary, PortSummary, QueueSummary, SmallCacheSummary,
+    SocketSummary, Summary,
+};
+
+pub(crate) fn socket_summary(e: &SocketEntry, removed: bool) -> SocketSummary {
+    let s = e.sock.stats();
+    let c = &e.sock.consumer;
+    let st = e.sock.stage_latency.snapshot();
+    let cl = e.sock.consumer_latency.snapshot();
+    let (floor_delivered, floor_ring_full) = (e.sock.floor.delivered(), e.sock.floor.ring_full());
+    SocketSummary {
+        name: e.sock.name().to_string(),
+        id: e.sock.id,
+        local: e.sock.conf.local.to_string(),
+        handler: format!("{:?}", e.sock.handler()).to_lowercase(),
+        removed,
+        offered: s.offered + floor_delivered + floor_ring_full,
+        delivered: s.delivered + floor_delivered,
+        consumed: c.consumed.get(),
+        consumed_bytes: c.bytes.get(),
+        freed_at_close: c.freed_at_close.get(),
+        floor_delivered,
+        floor_ring_full,
+        drops: DropReason::ALL
+            .iter()
+            .map(|r| {
+                let floor = if *r == DropReason::RingFull {
+                    floor_ring_full
+                } else {
+                    0
+                };
+                (r.as_str().to_string(), s.drop(*r) + floor)
+            })
+            .collect(),
+        node_drops: (0..e.sock.rx.nodes())
+            .map(|n| {
+                DropReason::ALL
+                    .iter()
+                    .filter_map(|r| {
+                        e.sock
+                            .rx
+                            .node_drops(n, *r)
+                            .filter(|v| *v > 0)
+                            .map(|v| (r.as_str().to_string(), v))
+                    })
+                    .collect()
+            })
+            .collect(),
+        rcvbuf: e.sock.rx.rcvbuf() as u64,
+        rmem: s.rmem as u64,
+        rmem_high_water: s.rmem_high_water,
+        condensed: s.condensed,
+        batches: s.batches,
+        batch_max: s.batch_max,
+        delivery_lock_acquisitions: s.delivery_lock_acquisitions,
+        busylock_acquisitions: s.busylock_acquisitions,
+        tx: c.tx.get(),
+        tx_errors: c.tx_errors.get(),
+        written: c.written.get(),
+        not_written: c.not_written.get(),
+        stage_latency_us: st.to_vec(),
+        consumer_latency_us: cl.to_vec(),
+        stage_p50_us: latency::percentile(&st, 50.0),
+        stage_p99_us: latency::percentile(&st, 99.0),
+        consumer_p50_us: latency::percentile(&cl, 50.0),
+        consumer_p99_us: latency::percentile(&cl, 99.0),
+    }
+}
+
+/// Snapshot of every counter (callable while running: telemetry, stats lines).
+pub fn snapshot(shared: &Shared, seconds: f64) -> Summary {
+    summarize_inner(shared, &[], &[], seconds, Vec::new(), false)
+}
+
+pub(crate) fn summarize(
+    shared: &Shared,
+    ports: &[Port],
+    names: &[String],
+    seconds: f64,
+    problems: Vec<String>,
+) -> Summary {
+    summarize_inner(shared, ports, names, seconds, problems, true)
+}
+
+fn summarize_inner(
+    shared: &Shared,
+    ports: &[Port],
+    names: &[String],
+    seconds: f64,
+    mut problems: Vec<String>,
+    at_exit: bool,
+) -> Summary {
+    let lcores: Vec<LcoreSummary> = shared
+        .rx
+        .iter()
+        .map(|l| LcoreSummary {
+            lcore: l.lcore,
+            node: l.node,
+            polls: l.lstats.polls.get(),
+            idle_polls: l.lstats.idle_polls.get(),
+            busy_cycles: l.lstats.busy_cycles.get(),
+            queues: l
+                .queues
+                .iter()
+                .zip(&l.qstats)
+                .map(|(q, s)| QueueSummary {
+                    port: q.port_name.clone(),
+                    queue: q.queue,
+                    packets: s.packets.get(),
+                    bytes: s.bytes.get(),
+                    bursts: s.bursts.get(),
+                })
+                .collect(),
+        })
+        .collect();
+    let rx_packets: u64 = lcores
+        .iter()
+        .flat_map(|l| &l.queues)
+        .map(|q| q.packets)
+        .sum();
+    let rx_bytes = lcores.iter().flat_map(|l| &l.queues).map(|q| q.bytes).sum();
+
+    // Sum the per-lcore MIBs.
+    let sum = |f: &dyn Fn(&UdpMib) -> u64| -> u64 { shared.rx.iter().map(|l| f(&l.mib)).sum() };
+    let mut reasons: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    for (fi, fname) in ["v4", "v6", "other"].iter().enumerate() {
+        let m = reasons.entry(fname.to_string()).or_default();
+        for r in Reason::ALL {
+            let v = sum(&|mib| mib.errors[fi][r.index()].get());
+            if v > 0 {
+                m.insert(r.name().to_string(), v);
+            }
+        }
+    }
+    let mut sockets: Vec<SocketSummary> = shared
+        .sockets
+        .load()
+        .iter()
+        .map(|e| socket_summary(e, false))
+        .collect();
+    sockets.extend(shared.removed.lock().expect("removed lock").iter().cloned());
+
+    let mut udp = BTreeMap::new();
+    for (fi, pre) in [(0usize, "Udp"), (1, "Udp6")] {
+        let in_dg = sum(&|m| m.in_datagrams[fi].get());
+        let no_ports = sum(&|m| m.no_ports[fi].get());
+        let csum: u64 = [Reason::UdpChecksum, Reason::Udp6ZeroChecksum]
+            .iter()
+            .map(|r| sum(&|m| m.errors[fi][r.index()].get()))
+            .sum();
+        let udp_parse_errors: u64 = Reason::ALL
+            .iter()
+            .filter(|r| r.is_udp_error())
+            .map(|r| sum(&|m| m.errors[fi][r.index()].get()))
+            .sum();
+        let fam_sockets = sockets
+            .iter()
+            .filter(|s| s.local.starts_with('[') == (fi == 1));
+        let (mut rcvbuf, mut mem) = (0u64, 0u64);
+        for s in fam_sockets {
+            // The pipeline floor's ring-full drops are not UDP MIB events (it does not demux).
+            rcvbuf += s
+                .drops
+                .get(DropReason::RcvbufFull.as_str())
+                .copied()
+                .unwrap_or(0)
+                + s.drops
+                    .get(DropReason::RingFull.as_str())
+                    .copied()
+                    .unwrap_or(0)
+                - s.floor_ring_full;
+            mem += s
+                .drops
+                .get(DropReason::RcvbufFullAtDrain.as_str())
+                .copied()
+                .unwrap_or(0);
+        }
+        udp.insert(format!("{pre}InDatagrams"), in_dg);
+        udp.insert(format!("{pre}NoPorts"), no_ports);
+        udp.insert(format!("{pre}InErrors"), udp_parse_errors + rcvbuf + mem);
+        udp.insert(format!("{pre}InCsumErrors"), csum);
+        udp.insert(format!("{pre}RcvbufErrors"), rcvbuf);
+        udp.insert(format!("{pre}MemErrors"), mem);
+    }
+    let lookups = sum(&|m| m.lookups.get());
+    let demux_only_freed = sum(&|m| m.demux_only_freed.get());
+    let floor_no_socket: u64 = shared
+        .rx
+        .iter()
+        .map(|l| l.lstats.floor_no_socket.get())
+        .sum();
+    let control = sum(&|m| m.control.get());
+    let mut responder = BTreeMap::new();
+    for l in &shared.rx {
+        l.control.stats.add_to(&mut responder);
+    }
+    if at_exit {
+        let taken: u64 = shared.rx.iter().map(|l| l.control.stats.taken()).sum();
+        if taken != control {
+            problems.push(format!(
+                "control path took {control} frames but accounted for {taken}"
+            ));
+        }
+    }
+
+    // Per-node drops: the sum over sockets (removed ones included) of each stage node's counters.
+    let mut nodes: Vec<NodeSummary> = Vec::new();
+    for l in &shared.rx {
+        if !nodes.iter().any(|n| n.index == l.node_index) {
+            nodes.push(NodeSummary {
+                index: l.node_index,
+                node: l.node,
+                drops: BTreeMap::new(),
+            });
+        }
+    }
+    nodes.sort_by_key(|n| n.index);
+    for s in &sockets {
+        for (i, d) in s.node_drops.iter().enumerate() {
+            if let Some(n) = nodes.iter_mut().find(|n| n.index == i) {
+                for (r, v) in d {
+                    *n.drops.entry(r.clone()).or_default() += v;
+                }
+            }
+        }
+    }
+    let consumers: Vec<ConsumerSummary> = shared
+        .consumers
+        .iter()
+        .map(|c| ConsumerSummary {
+            lcore: c.lcore,
+            polls: c.stats.polls.get(),
+            idle_polls: c.stats.idle_polls.get(),
+            datagrams: c.stats.datagrams.get(),
+        })
+        .collect();
+
+    let port_summaries: Vec<PortSummary> = ports
+        .iter()
+        .zip(names)
+        .map(|(p, n)| {
+            let s = p.stats();
+            PortSummary {
+                name: n.clone(),
+                driver: p.info().driver.clone(),
+                ipackets: s.ipackets,
+                ibytes: s.ibytes,
+                imissed: s.imissed,
+                ierrors: s.ierrors,
+                rx_nombuf: s.rx_nombuf,
+                xstats: p.xstats().into_iter().collect(),
+            }
+        })
+        .collect();
+
+    // The books: every frame in exactly one place.
+    let classified: u64 = shared.rx.iter().map(|l| l.mib.total()).sum();
+    if at_exit {
+        // The bare loop and the floor free every frame unparsed: their books
+        // are rx = freed.
+        if classified != rx_packets && (shared.mode.classifies() || classified != 0) {
+            problems.push(format!("received {rx_packets} but classified {classified}"));
+        }
+        let in_dg = udp["UdpInDatagrams"] + udp["Udp6InDatagrams"];
+        // What the pipeline floor put in rings (or found full) did not go through demux.
+        let floor_offered: u64 = sockets
+            .iter()
+            .map(|s| s.floor_delivered + s.floor_ring_full)
+            .sum();
+        let offered: u64 = sockets.iter().map(|s| s.offered).sum::<u64>() - floor_offered;
+        if shared.mode.is_pipeline_floor() {
+            if rx_packets != floor_offered + floor_no_socket {
+                problems.push(format!(
+                    "pipeline floor: received {rx_packets} but put {floor_offered} in rings (or found them full) and freed {floor_no_socket} without a socket"
+                ));
+            }
+        } else if floor_offered + floor_no_socket != 0 {
+            problems.push(format!(
+                "{floor_offered} frames went through the pipeline floor outside --floor pipeline"
+            ));
+        }
+        if in_dg != offered + demux_only_freed {
+            problems.push(format!(
+                "demuxed {in_dg} but sockets were offered {offered} (+ {demux_only_freed} freed by --demux-only)"
+            ));
+        }
+        let valid = lookups;
+        let expect_lookups = in_dg + udp["UdpNoPorts"] + udp["Udp6NoPorts"];
+        if valid != expect_lookups {
+            problems.push(format!(
+                "{valid} lookups for {expect_lookups} valid datagrams (must be one each)"
+            ));
+        }
+        for s in &sockets {
+            let drops: u64 = s.drops.values().sum();
+            if s.offered != s.delivered + drops {
+                problems.push(format!(
+                    "socket {}: offered {} != delivered {} + dropped {drops}",
+                    s.name, s.offered, s.delivered
+                ));
+            }
+            if s.delivered != s.consumed + s.freed_at_close {
+                problems.push(format!(
+                    "socket {}: delivered {} != consumed {} + freed at close {}",
+                    s.name, s.delivered, s.consumed, s.freed_at_close
+                ));
+            }
+            if s.rmem != 0 {
+                problems.push(format!(
+                    "socket {}: {} bytes still accounted at exit",
+                    s.name, s.rmem
+                ));
+            }
+        }
+        if rx_packets > 0 && !shared.sockets.load().is_empty() {
+            // Every stage and ring is empty (checked above by drain_closed / free_ring).
+        }
+    }
+    let heap = dpdk_sys::memory::heap_stats().unwrap_or_default();
+    Summary {
+        seconds,
+        strategy: shared.strategy.as_str().to_string(),
+        rx_packets,
+        rx_bytes,
+        hot_path_allocations: super::alloc_guard::hot_allocations(),
+        udp,
+        reasons,
+        lookups,
+        demux_only_freed,
+        floor_no_socket,
+        control,
+        responder,
+        sockets,
+        nodes,
+        lcores,
+        consumers,
+        ports: port_summaries,
+        small_cache: SmallCacheSummary {
+            enabled: shared
+                .rx
+                .iter()
+                .any(|l| l.small.lock().map(|c| c.is_some()).unwrap_or(false))
+                || shared
+                    .rx
+                    .iter()
+                    .any(|l| l.cache_stats.condensed.get() + l.cache_stats.busy.get() > 0),
+            condensed: shared
+                .rx
+                .iter()
+                .map(|l| l.cache_stats.condensed.get())
+                .sum(),
+            busy: shared.rx.iter().map(|l| l.cache_stats.busy.get()).sum(),
+            too_big: shared.rx.iter().map(|l| l.cache_stats.too_big.get()).sum(),
+            bytes_saved: shared
+                .rx
+                .iter()
+                .map(|l| l.cache_stats.bytes_saved.get())
+                .sum(),
+        },
+        pools: Vec::new(),
+        peak_rss_kb: 0,
+        pool_avail_samples: Vec::new(),
+        rx_pool: shared.pool_watch.summary(),
+        memzones: dpdk_sys::memory::memzone_count().unwrap_or(0),
+        heap_alloc_bytes: heap.alloc_bytes,
+        heap_alloc_count: heap.alloc_count,
+        books_balanced: problems.is_empty(),
+        problems,
+    }
+}

@@ -1,0 +1,546 @@
+//! Setup, in the order DPDK's examples do it: the EAL, then pools, ports,
+//! the shared state and the sockets; the engine entry launches the worker
+//! lcores last. Each step is a function so the order stays visible in
+//! [`build`] and a step can be read on its own.
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use dpdk_sys::{eal, lcore, port, Eal, Mempool, Port};
+
+use super::consumer;
+use super::error::EngineError;
+use super::registry;
+use super::shared::{ConsumerLcore, Mode, QueueRef, RxLcore, Shared};
+use super::{rx, signals};
+use crate::config::{self, Config, Handler, Role};
+use crate::control::Iface;
+use crate::eal_log::eal_failure;
+use crate::flow_table::FlowTable;
+use crate::instance::InstanceLock;
+use crate::stats::Padded;
+
+/// What setup made: the shared state (with the configured sockets) and the
+/// DPDK objects the engine owns until teardown.
+pub struct Built {
+    pub shared: Arc<Shared>,
+    pub ports: Vec<Port>,
+    pub port_names: Vec<String>,
+    pub pools: Vec<(u32, Mempool)>,
+    pub small_pools: Vec<(u32, Mempool)>,
+    /// Each RX pool's low-water mark and the RX lcores that allocate from
+    /// it (same order as `pools`).
+    pub pool_marks: Vec<(u32, Vec<u32>)>,
+}
+
+/// Whether `path` can be written, leaving no file behind that was not there.
+pub fn probe_writable(path: &std::path::Path) -> Result<(), EngineError> {
+    let existed = path.exists();
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+    {
+        Ok(_) => {
+            if !existed {
+                let _ = std::fs::remove_file(path);
+            }
+            Ok(())
+        }
+        Err(e) => Err(EngineError::Setup(format!(
+            "--stats-json {}: cannot write it ({e}): give a path in a writable directory",
+            path.display()
+        ))),
+    }
+}
+
+/// Checks that give a better message than the EAL would.
+pub fn preflight(cfg: &Config) -> Result<(), EngineError> {
+    if !cfg.eal.no_huge {
+        let mounted = std::fs::read_to_string("/proc/mounts")
+            .map(|m| m.contains("hugetlbfs"))
+            .unwrap_or(false);
+        if !mounted {
+            return Err(EngineError::Setup(
+                "no hugetlbfs mount found: run `sudo bash scripts/setup.sh`, or set eal.no_huge = true in the config".into(),
+            ));
+        }
+        if hugepages_free() == 0 {
+            return Err(EngineError::Setup(
+                "no free hugepages (HugePages_Free is 0): run `sudo bash scripts/setup.sh`, or set eal.no_huge = true in the config"
+                    .into(),
+            ));
+        }
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        log::warn!("not running as root: the EAL usually needs root (or CAP_SYS_ADMIN, CAP_IPC_LOCK, CAP_NET_RAW)");
+    }
+    for s in &cfg.sockets {
+        if matches!(s.handler, Handler::Echo | Handler::Pcap)
+            && !consumer::handler_available(s.handler)
+        {
+            return Err(EngineError::Setup(format!(
+                "socket {:?}: handler {:?} is not available in this build",
+                s.name, s.handler
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn hugepages_free() -> u64 {
+    crate::stats::proc_number("/proc/meminfo", "HugePages_Free:")
+}
+
+/// This engine's claim on its file prefix.
+pub fn lock_instance(cfg: &Config) -> Result<InstanceLock, EngineError> {
+    let prefix = crate::instance::effective_prefix(&cfg.eal.args())
+        .unwrap_or_else(|| cfg.eal.file_prefix.clone());
+    crate::instance::lock(&prefix).map_err(EngineError::Setup)
+}
+
+/// Initialise the EAL, with its own words in the error if it refuses.
+pub fn init_eal(cfg: &Config) -> Result<Eal, EngineError> {
+    let capture = crate::eal_log::Capture::start();
+    let res = Eal::init(&cfg.eal.args());
+    let logged = capture
+        .map(crate::eal_log::Capture::finish)
+        .unwrap_or_default();
+    let eal = res.map_err(|err| EngineError::Eal {
+        msg: eal_failure(cfg, &err, &logged),
+        err,
+    })?;
+    log::info!(
+        "{} up, TSC {} MHz",
+        eal::version(),
+        eal::tsc_hz() / 1_000_000
+    );
+    Ok(eal)
+}
+
+/// Pools, ports, the shared state and the sockets (no worker lcore yet);
+/// the RX lcores will run in `mode`.
+pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
+    register_dynfield()?;
+    check_lcores(cfg)?;
+    let port_ids = find_ports(cfg)?;
+    let (node_ids, rx_lcores) = plan_rx_lcores(cfg, &port_ids);
+    let consumers = plan_consumers(cfg, rx_lcores.len());
+    let main_tx_queue = Some((rx_lcores.len() + consumers.len()) as u16);
+    let pools = rx_pools(cfg, &rx_lcores)?;
+    let small_pools = small_pools(cfg, &rx_lcores)?;
+    let (ports, ifaces) = start_ports(cfg, &port_ids, &rx_lcores, &pools, consumers.len())?;
+
+    let numa = rx_lcores
+        .first()
+        .map(|l| lcore::socket_id(l.lcore) as i32)
+        .unwrap_or(0);
+    let shared = Arc::new(Shared {
+        stop: AtomicBool::new(false),
+        consumers_stop: AtomicBool::new(false),
+        rx: rx_lcores,
+        consumers,
+        burst: cfg.engine.burst,
+        tsc_hz: eal::tsc_hz(),
+        strategy: cfg.engine.strategy,
+        table: FlowTable::new(),
+        sockets: ArcSwap::from_pointee(Vec::new()),
+        sockets_gen: std::sync::atomic::AtomicU64::new(0),
+        nodes: node_ids.len().max(1),
+        numa,
+        next_socket_id: Mutex::new(0),
+        filler_handles: Mutex::new(Vec::new()),
+        removed: Mutex::new(Vec::new()),
+        ifaces: crate::control::Ifaces(ifaces),
+        main_tx_queue,
+        mode,
+        pool_watch: Default::default(),
+    });
+    let pool_marks = pool_marks(cfg, &shared, &pools);
+    create_sockets(cfg, &shared)?;
+    log::info!(
+        "{} socket(s), strategy {}, {} node(s): {:?}",
+        cfg.sockets.len(),
+        cfg.engine.strategy.as_str(),
+        node_ids.len(),
+        node_ids
+    );
+    Ok(Built {
+        shared,
+        ports,
+        port_names: cfg.ports.iter().map(|p| p.name.clone()).collect(),
+        pools,
+        small_pools,
+        pool_marks,
+    })
+}
+
+/// The mbuf dynfield, before any pool, RX lcore or consumer exists: its
+/// offset is read per packet.
+fn register_dynfield() -> Result<(), EngineError> {
+    let off = crate::meta::register_hot().map_err(|e| {
+        EngineError::Setup(format!("mbuf dynfield {}: {e}", crate::meta::HOT_DYNFIELD))
+    })?;
+    log::debug!(
+        "mbuf dynfield {} at offset {off}",
+        crate::meta::HOT_DYNFIELD
+    );
+    Ok(())
+}
+
+/// Every configured lcore is enabled and none is the main lcore.
+fn check_lcores(cfg: &Config) -> Result<(), EngineError> {
+    let main = lcore::main_lcore();
+    for l in &cfg.lcores {
+        if !lcore::is_enabled(l.id) {
+            return Err(EngineError::Setup(format!(
+                "lcore {} is not enabled by eal.lcores = {:?}: add it there or change [[lcore]] id",
+                l.id, cfg.eal.lcores
+            )));
+        }
+        if l.id == main {
+            return Err(EngineError::Setup(format!(
+                "lcore {} is the main lcore (it prints stats and handles signals): give [[lcore]] a worker lcore id",
+                l.id
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The port id of every configured port, in config order.
+fn find_ports(cfg: &Config) -> Result<Vec<u16>, EngineError> {
+    if port::count() == 0 {
+        return Err(EngineError::Setup(format!(
+            "no ports found: the EAL probed no device (vdevs {:?}, allow {:?}); check eal.vdevs / eal.allow and that the PMD is installed (apt-get install dpdk)",
+            cfg.eal.vdevs, cfg.eal.allow
+        )));
+    }
+    let mut port_ids = Vec::new();
+    for p in &cfg.ports {
+        let id = port::by_name(&p.name).ok_or_else(|| {
+            EngineError::Setup(format!(
+                "port {:?} not found: no such device was probed; its PMD may be missing or its eal.vdevs/eal.allow entry is wrong",
+                p.name
+            ))
+        })?;
+        port_ids.push(id);
+    }
+    Ok(port_ids)
+}
+
+/// RX lcores, with the node each belongs to, mapped to dense stage indices.
+fn plan_rx_lcores(cfg: &Config, port_ids: &[u16]) -> (Vec<u32>, Vec<RxLcore>) {
+    let mut node_ids: Vec<u32> = Vec::new();
+    let mut rx_lcores = Vec::new();
+    for l in cfg.lcores.iter().filter(|l| l.role == Role::Rx) {
+        let node = l.node.unwrap_or_else(|| lcore::socket_id(l.id));
+        let node_index = match node_ids.iter().position(|&n| n == node) {
+            Some(i) => i,
+            None => {
+                node_ids.push(node);
+                node_ids.len() - 1
+            }
+        };
+        let mut queues = Vec::new();
+        for q in &l.queues {
+            let (pname, qi) = config::parse_queue_ref(q).expect("validated");
+            let idx = cfg
+                .ports
+                .iter()
+                .position(|p| p.name == pname)
+                .expect("validated");
+            queues.push(QueueRef {
+                port_name: pname.to_string(),
+                port: port_ids[idx],
+                queue: qi,
+            });
+        }
+        let qstats = queues.iter().map(|_| Padded::default()).collect();
+        rx_lcores.push(RxLcore {
+            lcore: l.id,
+            node,
+            node_index,
+            queues,
+            qstats,
+            lstats: Padded::default(),
+            mib: Padded::default(),
+            last_rx_tsc: Default::default(),
+            quiescent: Default::default(),
+            // TX slot k = the k-th RX lcore; consumers and the main lcore follow.
+            control: crate::control::LcoreControl::new(
+                rx_lcores.len() as u16,
+                eal::tsc_hz(),
+                cfg.engine.control_pps,
+                cfg.engine.control_burst,
+            ),
+            small: Mutex::new(None),
+            cache_stats: Padded::default(),
+        });
+    }
+    (node_ids, rx_lcores)
+}
+
+/// Consumer lcores. Every lcore that transmits has its own TX queue on
+/// every port (no TX lock): the RX lcores' come first, then the
+/// consumers', then the main lcore's.
+fn plan_consumers(cfg: &Config, rx_lcores: usize) -> Vec<ConsumerLcore> {
+    let consumers: Vec<ConsumerLcore> = cfg
+        .lcores
+        .iter()
+        .filter(|l| l.role == Role::Consumer)
+        .map(|l| ConsumerLcore::new(l.id, l.sockets.clone()))
+        .collect();
+    let mut consumers = consumers;
+    for (j, c) in consumers.iter_mut().enumerate() {
+        c.tx_queue = Some((rx_lcores + j) as u16);
+    }
+    consumers
+}
+
+/// One pktmbuf pool per NUMA socket that polls a queue (allocate where you receive).
+fn rx_pools(cfg: &Config, rx_lcores: &[RxLcore]) -> Result<Vec<(u32, Mempool)>, EngineError> {
+    let mut pools: Vec<(u32, Mempool)> = Vec::new();
+    for l in rx_lcores {
+        let sock = lcore::socket_id(l.lcore);
+        if !pools.iter().any(|(s, _)| *s == sock) {
+            let mp = Mempool::new(
+                &format!("rx_pool_s{sock}"),
+                cfg.mempool.mbufs,
+                cfg.mempool.cache,
+                crate::meta::PRIV_SIZE,
+                cfg.mempool.data_room,
+                sock as i32,
+            )
+            .map_err(|e| {
+                EngineError::Setup(format!(
+                    "{e}: lower mempool.mbufs or raise eal.memory_mb (and hugepages: scripts/setup.sh)"
+                ))
+            })?;
+            log::info!(
+                "pool rx_pool_s{sock}: {} mbufs x {} B data room (truesize {} B)",
+                mp.size(),
+                mp.data_room(),
+                mp.truesize()
+            );
+            crate::meta::check_pool_truesize(&mp)
+                .map_err(|e| EngineError::Setup(format!("rx_pool_s{sock}: {e}")))?;
+            pools.push((sock, mp));
+        }
+    }
+    Ok(pools)
+}
+
+/// The small-buffer cache: one small pool per NUMA socket, a fixed ring per RX lcore.
+fn small_pools(cfg: &Config, rx_lcores: &[RxLcore]) -> Result<Vec<(u32, Mempool)>, EngineError> {
+    let mut small_pools: Vec<(u32, Mempool)> = Vec::new();
+    if cfg.small_cache.enabled {
+        for l in rx_lcores {
+            let sock = lcore::socket_id(l.lcore);
+            if !small_pools.iter().any(|(s, _)| *s == sock) {
+                let n = rx_lcores
+                    .iter()
+                    .filter(|x| lcore::socket_id(x.lcore) == sock)
+                    .count() as u32
+                    * cfg.small_cache.entries;
+                let mp = Mempool::new(
+                    &format!("small_pool_s{sock}"),
+                    n,
+                    0,
+                    crate::meta::PRIV_SIZE,
+                    cfg.small_cache.data_room,
+                    sock as i32,
+                )
+                .map_err(|e| {
+                    EngineError::Setup(format!(
+                        "{e}: lower small_cache.entries or raise eal.memory_mb"
+                    ))
+                })?;
+                log::info!(
+                    "pool small_pool_s{sock}: {} mbufs x {} B data room (truesize {} B)",
+                    mp.size(),
+                    mp.data_room(),
+                    mp.truesize()
+                );
+                crate::meta::check_pool_truesize(&mp)
+                    .map_err(|e| EngineError::Setup(format!("small_pool_s{sock}: {e}")))?;
+                small_pools.push((sock, mp));
+            }
+        }
+        for l in rx_lcores {
+            let sock = lcore::socket_id(l.lcore);
+            let pool = &small_pools
+                .iter()
+                .find(|(s, _)| *s == sock)
+                .expect("small pool per socket")
+                .1;
+            let cache = crate::small_cache::SmallCache::new(pool, cfg.small_cache.entries)
+                .map_err(|e| {
+                    EngineError::Setup(format!("small cache for lcore {}: {e}", l.lcore))
+                })?;
+            *l.small.lock().expect("small cache lock") = Some(cache);
+        }
+    }
+    Ok(small_pools)
+}
+
+/// Configure and start every port, each RX queue on the pool of its
+/// poller's node, with a TX queue for every lcore that transmits.
+fn start_ports(
+    cfg: &Config,
+    port_ids: &[u16],
+    rx_lcores: &[RxLcore],
+    pools: &[(u32, Mempool)],
+    consumers: usize,
+) -> Result<(Vec<Port>, Vec<Iface>), EngineError> {
+    let tx_slots = rx_lcores.len() + consumers + 1;
+    let wants_echo = cfg.sockets.iter().any(|s| s.handler == Handler::Echo);
+    let mut ifaces = Vec::new();
+    let mut ports = Vec::new();
+    for (i, pc) in cfg.ports.iter().enumerate() {
+        let id = port_ids[i];
+        let info = port::info(id)?;
+        let mut qpools = Vec::new();
+        for q in 0..pc.rx_queues {
+            let poller = rx_lcores
+                .iter()
+                .find(|l| l.queues.iter().any(|r| r.port == id && r.queue == q))
+                .expect("validated: every queue has a poller");
+            let sock = lcore::socket_id(poller.lcore);
+            if info.socket >= 0 && info.socket as u32 != sock {
+                log::warn!(
+                    "port {} is on NUMA socket {} but queue {q} is polled by lcore {} on socket {sock}: cross-node traffic",
+                    pc.name,
+                    info.socket,
+                    poller.lcore
+                );
+            }
+            qpools.push(
+                &pools
+                    .iter()
+                    .find(|(s, _)| *s == sock)
+                    .expect("pool per socket")
+                    .1,
+            );
+        }
+        let wants_tx = wants_echo || !pc.addresses.is_empty();
+        let tx_queues = if wants_tx {
+            pc.tx_queues.max(tx_slots as u16)
+        } else {
+            pc.tx_queues
+        };
+        if wants_tx && tx_queues > info.max_tx_queues {
+            return Err(EngineError::Setup(format!(
+                "port {}: {tx_slots} TX queues needed (one each for {} RX lcore(s), {} consumer lcore(s) and the main lcore, which send ARP/ND/ICMP and echo replies) but the device has at most {}; for net_af_packet set qpairs={tx_slots} and poll every RX queue",
+                pc.name,
+                rx_lcores.len(),
+                consumers,
+                info.max_tx_queues
+            )));
+        }
+        let conf = dpdk_sys::PortConf {
+            rx_queues: pc.rx_queues,
+            tx_queues,
+            rx_desc: pc.rx_desc,
+            tx_desc: pc.tx_desc,
+            rss: pc.rss,
+            promiscuous: pc.promiscuous,
+            rx_checksum_offload: pc.rx_checksum_offload,
+        };
+        let mut p = Port::configure(id, &conf, &qpools)?;
+        p.start()?;
+        let (up, speed) = p.link();
+        let mac = p.mac();
+        ifaces.push(crate::control::Iface::new(id, mac, pc, tx_queues));
+        if !pc.addresses.is_empty() {
+            let a: Vec<String> = pc.addresses.iter().map(|a| a.to_string()).collect();
+            log::info!(
+                "port {}: answering ARP/ND/echo for {}",
+                pc.name,
+                a.join(", ")
+            );
+        }
+        log::info!(
+            "port {} ({}): {} rxq {} txq, link {} {} Mbit/s, mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            pc.name,
+            p.info().driver,
+            pc.rx_queues,
+            pc.tx_queues,
+            if up { "up" } else { "down" },
+            speed,
+            mac[0],
+            mac[1],
+            mac[2],
+            mac[3],
+            mac[4],
+            mac[5]
+        );
+        ports.push(p);
+    }
+    Ok((ports, ifaces))
+}
+
+/// Each RX pool's low-water mark, from the RX lcores that take from it.
+fn pool_marks(cfg: &Config, shared: &Shared, pools: &[(u32, Mempool)]) -> Vec<(u32, Vec<u32>)> {
+    let pool_marks: Vec<(u32, Vec<u32>)> = pools
+        .iter()
+        .map(|(sock, mp)| {
+            let pollers: Vec<u32> = shared
+                .rx
+                .iter()
+                .filter(|l| lcore::socket_id(l.lcore) == *sock)
+                .map(|l| l.lcore)
+                .collect();
+            (
+                crate::starvation::low_water(mp.size(), cfg.engine.burst, pollers.len()),
+                pollers,
+            )
+        })
+        .collect();
+    shared.pool_watch.set_pools(
+        pools.iter().map(|(_, mp)| mp.size() as u64).sum(),
+        pool_marks.iter().map(|(m, _)| *m as u64).sum(),
+        eal::tsc_hz() / 1000,
+    );
+    pool_marks
+}
+
+/// The configured sockets, and `engine.filler_sockets`.
+fn create_sockets(cfg: &Config, shared: &Shared) -> Result<(), EngineError> {
+    for (i, s) in cfg.sockets.iter().enumerate() {
+        // A SIGINT during setup: stop creating sockets, run on to the summary.
+        if signals::stop_requested() {
+            log::info!(
+                "signal received during setup: {i} of {} socket(s) created",
+                cfg.sockets.len()
+            );
+            break;
+        }
+        registry::add_socket(shared, s.clone())?;
+    }
+    if cfg.engine.filler_sockets > 0 && !signals::stop_requested() {
+        registry::add_filler(shared, cfg.engine.filler_sockets)?;
+    }
+    Ok(())
+}
+
+/// Launch the consumer lcores, then the RX lcores, into `launched` (so if
+/// one fails, the engine's teardown stops and joins those already running).
+pub fn launch_workers(
+    shared: &Arc<Shared>,
+    launched: &mut Vec<lcore::Launched>,
+) -> Result<(), EngineError> {
+    for (i, c) in shared.consumers.iter().enumerate() {
+        let sh = Arc::clone(shared);
+        let h = lcore::launch(c.lcore, move || consumer::consumer_loop(&sh, Some(i)))?;
+        launched.push(h);
+    }
+    for (i, l) in shared.rx.iter().enumerate() {
+        let sh = Arc::clone(shared);
+        let h = lcore::launch(l.lcore, move || rx::rx_loop(&sh, i))?;
+        launched.push(h);
+    }
+    Ok(())
+}

@@ -1,0 +1,185 @@
+//! The runtime's shared state: what the worker lcores share with the main
+//! lcore (like `shared/common.h` of DPDK's client_server_mp). Every other
+//! runtime file imports it; it imports none of them, so setup, the loops,
+//! the registry and teardown can each depend on it without depending on
+//! each other.
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+
+use crate::delivery;
+use crate::flow_table::FlowTable;
+use crate::socket::Socket;
+use crate::stats::{self, Counter, Padded, UdpMib};
+use crate::summary::SocketSummary;
+
+/// Where one RX queue is polled.
+#[derive(Debug, Clone)]
+pub struct QueueRef {
+    pub port_name: String,
+    pub port: u16,
+    pub queue: u16,
+}
+
+/// Who drains a socket's delivery ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drainer {
+    /// A consumer lcore (index into `Shared::consumers`).
+    Lcore(usize),
+    /// The main lcore, between stats lines (no consumer lcore configured).
+    Main,
+    /// Nobody inside the engine: the library API or another process.
+    External,
+}
+
+/// A socket and who consumes it.
+#[derive(Debug, Clone)]
+pub struct SocketEntry {
+    pub sock: Arc<Socket>,
+    pub drainer: Drainer,
+    pub handle: crate::flow_table::SocketHandle,
+}
+
+/// Everything the worker lcores share with the main lcore.
+pub struct Shared {
+    /// RX lcores stop polling.
+    pub stop: AtomicBool,
+    /// Consumers stop once their rings are empty (set after RX has stopped).
+    pub consumers_stop: AtomicBool,
+    pub rx: Vec<RxLcore>,
+    pub consumers: Vec<ConsumerLcore>,
+    pub burst: u16,
+    pub tsc_hz: u64,
+    pub strategy: delivery::Strategy,
+    /// Early demux: the RX lcores' view of the sockets.
+    pub table: FlowTable<Arc<Socket>>,
+    /// Every live socket, for consumers and stats (read-mostly, RCU-published).
+    pub sockets: ArcSwap<Vec<SocketEntry>>,
+    /// Bumped after every store to `sockets`: pollers keep their registry
+    /// and re-read it only when this changes (one load per poll, of a line
+    /// written only when a socket comes or goes).
+    pub sockets_gen: std::sync::atomic::AtomicU64,
+    /// Stages per socket: distinct (virtual) nodes of the RX lcores.
+    pub nodes: usize,
+    /// NUMA socket for rings (the first RX lcore's).
+    pub numa: i32,
+    pub(crate) next_socket_id: Mutex<u32>,
+    /// Extra flow-table bindings of the `filler` socket (engine.filler_sockets).
+    pub(crate) filler_handles: Mutex<Vec<crate::flow_table::SocketHandle>>,
+    /// Books of sockets removed while running.
+    pub removed: Mutex<Vec<SocketSummary>>,
+    /// Every port's addresses, MAC and TX queue count (control path, echo).
+    pub ifaces: crate::control::Ifaces,
+    /// The main lcore's TX queue on every port (echo replies of sockets it drains).
+    pub main_tx_queue: Option<u16>,
+    /// What the RX lcores do (`RunOptions::mode`).
+    pub mode: Mode,
+    /// The RX pools' free count and time below the low-water mark, as the
+    /// main lcore samples them (issue 14: starvation made visible).
+    pub pool_watch: crate::starvation::PoolWatch,
+}
+
+/// One RX lcore's assignment and counters.
+pub struct RxLcore {
+    pub lcore: u32,
+    /// NUMA or virtual node id, as configured or reported.
+    pub node: u32,
+    /// Dense index of `node` among the engine's nodes (the stage index).
+    pub node_index: usize,
+    pub queues: Vec<QueueRef>,
+    pub qstats: Vec<Padded<stats::QueueStats>>,
+    pub lstats: Padded<stats::LoopStats>,
+    pub mib: Padded<UdpMib>,
+    /// TSC of the last burst that returned packets (for stop_when_idle).
+    pub last_rx_tsc: stats::Counter,
+    /// Advanced at every quiescent point of the loop (QSBR for socket removal).
+    pub quiescent: stats::Counter,
+    /// ARP / ND / ICMP echo responder state: TX queue, rate limits, counters.
+    pub control: crate::control::LcoreControl,
+    /// The small-buffer cache: taken by the lcore when its loop starts (no
+    /// lock per packet), given back when it ends so teardown can check it.
+    pub small: Mutex<Option<crate::small_cache::SmallCache>>,
+    pub cache_stats: Padded<crate::small_cache::CacheStats>,
+}
+
+/// A consumer lcore and the sockets it was given by name (empty: any).
+pub struct ConsumerLcore {
+    pub lcore: u32,
+    pub sockets: Vec<String>,
+    pub stats: Padded<ConsumerLoopStats>,
+    /// This lcore's TX queue on every port (echo replies); None: it has none.
+    pub tx_queue: Option<u16>,
+}
+
+#[derive(Debug, Default)]
+pub struct ConsumerLoopStats {
+    pub polls: Counter,
+    pub idle_polls: Counter,
+    pub datagrams: Counter,
+}
+
+impl ConsumerLcore {
+    pub fn new(lcore: u32, sockets: Vec<String>) -> Self {
+        ConsumerLcore {
+            lcore,
+            sockets,
+            stats: Padded::default(),
+            tx_queue: None,
+        }
+    }
+}
+
+/// What an RX lcore does with a burst: the pipeline, or one of `run`'s
+/// benchmark modes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Parse, demux, stage.
+    #[default]
+    Pipeline,
+    /// `run --demux-only`: parse, demux, count, then free every demuxed
+    /// datagram (counted in `UdpMib::demux_only_freed`); nothing is staged.
+    DemuxOnly,
+    /// `run --bare`: receive and free only, the baseline the RX core is
+    /// measured against.
+    Bare,
+    /// `run --floor`: the least any RX core can do per packet (see `rx::floor_burst`).
+    Floor(Floor),
+}
+
+impl Mode {
+    /// Whether frames are parsed and counted by reason. `Bare` and `Floor`
+    /// free every frame unclassified, so their books are rx = freed; the
+    /// pipeline floor's are rx = put in a ring + ring full + no socket
+    /// (`summary` checks them separately, with every ring consumed or freed).
+    pub fn classifies(self) -> bool {
+        matches!(self, Mode::Pipeline | Mode::DemuxOnly)
+    }
+}
+
+/// `run --floor`: how much of the mandatory work the floor does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Floor {
+    /// Destination port, one table read, result into the mbuf.
+    Minimal,
+    /// The same plus the IPv4 header and UDP checksums in software.
+    Checksums,
+    /// The minimal cross-core pipeline (see `pipeline_floor`): destination
+    /// port, port-indexed table per family, per-socket `enqueue_burst` into
+    /// the delivery rings; the consumers dequeue, read `pkt_len`, free.
+    Pipeline,
+    /// The same pipeline with the engine's own parse (headers validated,
+    /// checksums in software where the port gives no verdict) and flow-table
+    /// lookup choosing the ring: what any validating early demux pays before
+    /// staging and accounting, so the pipeline's ratio can be split into
+    /// the mandatory part and its own.
+    PipelineDemux,
+}
+
+impl Mode {
+    /// `run --floor pipeline` or `run --floor pipeline-demux`: RX lcores put
+    /// mbufs straight into the delivery rings, consumers only read and free.
+    pub fn is_pipeline_floor(self) -> bool {
+        matches!(self, Mode::Floor(Floor::Pipeline | Floor::PipelineDemux))
+    }
+}

@@ -1,0 +1,189 @@
+//! Teardown, the reverse of setup: stop RX, drain every stage, let the
+//! consumers finish, then check the books before ports and pools go.
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use dpdk_sys::{lcore, Mempool, Port};
+
+use super::burst::FreeList;
+use super::consumer::Drain;
+use super::error::EngineError;
+use super::report::summarize;
+use super::shared::Shared;
+use super::telemetry;
+use crate::nstat::StatsFormat;
+use crate::summary::{print_histograms, print_summary, PoolSummary, Summary};
+
+/// What an orderly stop works with, lent by the engine (which still owns
+/// and later drops the ports, pools and the EAL).
+pub struct Stopping<'a> {
+    pub shared: &'a Arc<Shared>,
+    pub launched: Vec<lcore::Launched>,
+    pub started: Instant,
+    pub ports: &'a mut [Port],
+    pub port_names: &'a [String],
+    pub pools: &'a [(u32, Mempool)],
+    pub small_pools: &'a [(u32, Mempool)],
+    pub pool_samples: Vec<u32>,
+    pub main_drain: &'a mut Drain,
+    pub stats_format: StatsFormat,
+    pub histograms: bool,
+}
+
+/// Stop RX, drain every stage, let consumers finish, check the books.
+pub fn stop(mut t: Stopping<'_>) -> Result<Summary, EngineError> {
+    let shared = Arc::clone(t.shared);
+    shared.stop.store(true, Ordering::SeqCst);
+    let mut failed = Vec::new();
+    // RX lcores first (they were launched last).
+    let (rx_handles, cons_handles): (Vec<_>, Vec<_>) = t
+        .launched
+        .drain(..)
+        .partition(|h| shared.rx.iter().any(|l| l.lcore == h.lcore()));
+    for h in rx_handles {
+        let lc = h.lcore();
+        if h.join() != 0 {
+            failed.push(lc);
+        }
+    }
+    let seconds = t.started.elapsed().as_secs_f64();
+    let mut problems = Vec::new();
+    // The election protocol leaves no packet on a stage once producers stop.
+    for e in shared.sockets.load().iter() {
+        let mut free = FreeList::default();
+        let stranded = e
+            .sock
+            .rx
+            .drain_closed(&mut |p, _r| free.push(crate::meta::MbufMeta::mbuf(p)));
+        if stranded > 0 {
+            problems.push(format!(
+                "socket {}: {stranded} packet(s) stranded in a stage",
+                e.sock.name()
+            ));
+        }
+    }
+    shared.consumers_stop.store(true, Ordering::SeqCst);
+    for h in cons_handles {
+        let lc = h.lcore();
+        if h.join() != 0 {
+            failed.push(lc);
+        }
+    }
+    // Main-lcore sockets: drain what is left.
+    while t.main_drain.poll(&shared) > 0 {}
+    t.main_drain.release();
+    // External consumers: whatever they did not take is freed and counted.
+    for e in shared.sockets.load().iter() {
+        e.sock.free_ring();
+    }
+    // Every small-cache entry is back (only the cache holds it).
+    for l in &shared.rx {
+        if let Some(c) = l.small.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            let held = c.in_use();
+            if held > 0 {
+                problems.push(format!(
+                    "lcore {}: {held} small-cache entries still held at exit",
+                    l.lcore
+                ));
+            }
+        }
+    }
+    let mut summary = summarize(&shared, t.ports, t.port_names, seconds, problems);
+    // The cache gives its entries back: the small pools must be full again.
+    release_small_caches(&shared);
+    for (name, pools) in [("rx_pool", t.pools), ("small_pool", t.small_pools)] {
+        for (sock, mp) in pools {
+            summary.pools.push(PoolSummary {
+                name: format!("{name}_s{sock}"),
+                size: mp.size(),
+                avail: mp.avail(),
+            });
+        }
+    }
+    summary.peak_rss_kb = crate::stats::proc_number("/proc/self/status", "VmHWM:");
+    summary.pool_avail_samples = t.pool_samples;
+    for (sock, mp) in t.small_pools {
+        if mp.avail() != mp.size() {
+            summary.problems.push(format!(
+                "small_pool_s{sock}: {} of {} mbufs back at exit",
+                mp.avail(),
+                mp.size()
+            ));
+            summary.books_balanced = false;
+        }
+    }
+    for p in t.ports.iter_mut() {
+        p.stop()?;
+    }
+    match t.stats_format {
+        StatsFormat::Text => print_summary(&summary),
+        StatsFormat::Nstat => {
+            print!(
+                "{}",
+                crate::nstat::render(&crate::nstat::counters(&summary), None, summary.seconds)
+            );
+            println!(
+                "#books {}",
+                if summary.books_balanced {
+                    "balanced".to_string()
+                } else {
+                    summary.problems.join("; ")
+                }
+            );
+        }
+    }
+    if t.histograms {
+        print_histograms(&summary);
+    }
+    if !failed.is_empty() {
+        return Err(EngineError::Setup(format!(
+            "worker lcores {failed:?} failed (see log)"
+        )));
+    }
+    Ok(summary)
+}
+
+/// On drop, whether or not an orderly stop came first (setup may have
+/// failed halfway): stop and join every worker lcore, then unpublish and
+/// drop every socket, since sockets hold rte_rings that must go before the
+/// EAL does.
+pub fn release(shared: &Shared, launched: &mut Vec<lcore::Launched>, main_drain: &mut Drain) {
+    // Telemetry stops answering for this engine before its sockets go.
+    telemetry::stop();
+    shared.stop.store(true, Ordering::SeqCst);
+    shared.consumers_stop.store(true, Ordering::SeqCst);
+    for h in launched.drain(..) {
+        h.join();
+    }
+    // Sockets hold rte_rings: release them before the EAL goes.
+    main_drain.release();
+    let entries = shared.sockets.swap(Arc::new(Vec::new()));
+    shared.sockets_gen.fetch_add(1, Ordering::Release);
+    let fillers = std::mem::take(
+        &mut *shared
+            .filler_handles
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()),
+    );
+    let _ = shared.table.update(|ed| {
+        for e in entries.iter() {
+            ed.remove(e.handle)?;
+        }
+        for h in fillers {
+            ed.remove(h)?;
+        }
+        Ok(())
+    });
+    drop(entries);
+    shared.table.collect_garbage();
+}
+
+/// Give the small-buffer caches' entries back to their pools.
+pub fn release_small_caches(shared: &Shared) {
+    for l in &shared.rx {
+        if let Some(c) = l.small.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            c.release();
+        }
+    }
+}
