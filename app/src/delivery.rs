@@ -953,6 +953,10 @@ pub mod testkit {
     pub struct VecSink<P> {
         q: VecDeque<NonNull<P>>,
         cap: usize,
+        /// The largest burst one `enqueue_burst` call was handed.
+        pub max_burst: usize,
+        /// `enqueue_burst` calls, empty ones included.
+        pub calls: usize,
     }
 
     // SAFETY: the sink exclusively owns the packets it holds; handing them
@@ -964,6 +968,8 @@ pub mod testkit {
             Self {
                 q: VecDeque::with_capacity(cap),
                 cap,
+                max_burst: 0,
+                calls: 0,
             }
         }
         pub fn pop(&mut self) -> Option<NonNull<P>> {
@@ -979,6 +985,8 @@ pub mod testkit {
 
     impl<P> Sink<P> for VecSink<P> {
         fn enqueue_burst(&mut self, pkts: &[NonNull<P>]) -> usize {
+            self.calls += 1;
+            self.max_burst = self.max_burst.max(pkts.len());
             let room = self.cap.saturating_sub(self.q.len());
             let n = room.min(pkts.len());
             for &p in pkts.iter().take(n) {
@@ -1079,6 +1087,101 @@ mod tests {
             );
             std::thread::yield_now();
         }
+    }
+
+    /// The accessors report what was set, and node ids beyond the stage
+    /// count fold onto a stage (id % nodes) instead of being refused.
+    #[test]
+    fn accessors_and_node_ids_folding_onto_stages() {
+        let s = sock(3, 10 * TS as usize, 64);
+        assert_eq!(s.nodes(), 3);
+        assert_eq!(s.rcvbuf(), 10 * TS as usize);
+        s.set_rcvbuf(7 * TS as usize);
+        assert_eq!(s.rcvbuf(), 7 * TS as usize);
+        assert!(!s.is_closed());
+        let pkts: Vec<_> = (0..8).map(|i| HeapPacket::alloc(i, TS)).collect();
+        // (node id, the stage it must land on): in range, == nodes, beyond.
+        for (i, (node, stage)) in [(1, 1), (3, 0), (4, 1), (5, 2)].into_iter().enumerate() {
+            // SAFETY: each packet is enqueued exactly once.
+            let v = unsafe {
+                s.enqueue_deferred(
+                    node,
+                    pkts[i],
+                    Strategy::NumaQueues,
+                    &mut NoCondense,
+                    &mut free,
+                )
+            };
+            assert_eq!(v, Verdict::Elected, "node {node}");
+            for n in 0..3 {
+                assert_eq!(
+                    s.stage_is_empty(n),
+                    Some(n != stage),
+                    "node {node}: stage {n}"
+                );
+            }
+            assert_eq!(s.drain(node, &mut free).delivered, 1, "node {node}");
+            assert_eq!(s.stage_is_empty(stage), Some(true));
+        }
+        assert_eq!(consume(&s), 4);
+        assert_eq!(s.drop_count(), 0);
+        // Over budget: every drop shows in drop_count.
+        s.set_rcvbuf(TS as usize);
+        let mut dropped = 0;
+        for &p in &pkts[4..7] {
+            if let Verdict::Dropped(_) = enq(&s, 0, p, Strategy::NumaQueues) {
+                dropped += 1;
+            }
+        }
+        assert!(dropped >= 1);
+        assert_eq!(s.drop_count(), dropped);
+        consume(&s);
+        s.close();
+        assert!(s.is_closed());
+        assert_eq!(
+            enq(&s, 2, pkts[7], Strategy::NumaQueues),
+            Verdict::Dropped(DropReason::Closed)
+        );
+        assert_eq!(s.drop_count(), dropped + 1);
+        assert_quiescent(&s);
+        sweep(pkts);
+    }
+
+    #[test]
+    fn books_balance_needs_every_offered_packet_accounted() {
+        let mut st = SocketStats {
+            offered: 3,
+            delivered: 1,
+            ..SocketStats::default()
+        };
+        assert!(!st.books_balance(), "one packet unaccounted");
+        st.drops[DropReason::RcvbufFull.index()] = 1;
+        assert!(!st.books_balance());
+        st.drops[DropReason::RingFull.index()] = 1;
+        assert!(st.books_balance());
+        assert_eq!(st.drops_total(), 2);
+        assert_eq!(st.rcvbuf_errors(), 1);
+    }
+
+    /// A drain hands the ring full bursts of DRAIN_BURST, never one packet
+    /// at a time, and never an empty burst.
+    #[test]
+    fn drain_hands_the_ring_bursts_of_drain_burst() {
+        let n = DRAIN_BURST + DRAIN_BURST / 2;
+        let s = sock(1, n * TS as usize, 2 * n);
+        let pkts: Vec<_> = (0..n as u32).map(|i| HeapPacket::alloc(i, TS)).collect();
+        for &p in &pkts {
+            // SAFETY: each packet is enqueued exactly once.
+            unsafe { s.enqueue_deferred(0, p, Strategy::NumaQueues, &mut NoCondense, &mut free) };
+        }
+        let out = s.drain(0, &mut free);
+        assert_eq!(out.delivered as usize, n);
+        let (max, calls) = s.with_sink(|k| (k.max_burst, k.calls));
+        assert_eq!(max, DRAIN_BURST, "the first burst is a full one");
+        assert_eq!(calls, 2, "one full burst and the rest");
+        assert_eq!(consume(&s), n as u64);
+        assert_quiescent(&s);
+        sweep(pkts);
     }
 
     #[test]
