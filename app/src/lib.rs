@@ -4,6 +4,8 @@
 //! (early demux) -> `accounting` + `stage` (per-socket, per-node lock-free
 //! queues) -> `delivery` (the socket's ring and its consumer). `runtime`
 //! is the poll-mode runtime around them.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 // The receive heart: pure Rust, model-checked with loom (`--cfg loom`).
 pub mod accounting;
 pub mod delivery;

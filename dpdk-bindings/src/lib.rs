@@ -1,5 +1,7 @@
 //! Bindings to the system DPDK (bindgen, `ffi`) and thin safe wrappers.
 //! All `unsafe` of the project that touches DPDK lives in this crate.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 pub mod ffi {
     #![allow(
         non_upper_case_globals,
@@ -8,7 +10,7 @@ pub mod ffi {
         dead_code,
         improper_ctypes
     )]
-    #![allow(clippy::all)]
+    #![allow(clippy::all, clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
     include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 }
 
