@@ -8,7 +8,8 @@
 # Traffic: two net_pcap queues polled by one RX lcore, replayed without end:
 # the flood (conf/traffic/flood.toml: a victim gets 90%) and the size/VLAN mix
 # with malformed frames (conf/traffic/mix.toml). While it runs, every
-# SOAK_STEP seconds (default 5) the script samples the process (VmRSS) and
+# SOAK_STEP seconds (default 5) the script samples the process (VmRSS, and
+# RssAnon / RssFile apart; ANON_DRIFT_KB bounds the heap's growth) and
 # DPDK telemetry (/udpdemux/stats: pool free, memzones, heap; /udpdemux/sockets:
 # rmem and delivered per socket), and it alternates operator actions by SIGHUP:
 # the victim's consumer paused (consume_rate_pps = 1) and resumed (0 =
@@ -113,7 +114,7 @@ for _ in $(seq 100); do grep -q "socket victim" "$W/engine.log" 2>/dev/null && b
 kill -0 "$PID" 2>/dev/null || die "engine did not start: $(tail -3 "$W/engine.log")"
 log "engine pid $PID, ${SECS}s, sample every ${STEP}s; samples in $W/samples.csv"
 
-echo "t,rss_kb,pool_free,memzones,heap_bytes,delivered,rmem_dns4,rmem_dns6,rmem_victim,extra" >"$W/samples.csv"
+echo "t,rss_kb,pool_free,memzones,heap_bytes,delivered,rmem_dns4,rmem_dns6,rmem_victim,extra,rss_anon_kb,rss_file_kb" >"$W/samples.csv"
 START=$(date +%s)
 i=0; extra=0
 while :; do
@@ -121,13 +122,17 @@ while :; do
   [ "$t" -ge "$SECS" ] && break
   kill -0 "$PID" 2>/dev/null || die "engine exited during the soak: $(tail -3 "$W/engine.log")"
   rss=$(awk '/VmRSS/ {print $2}' "/proc/$PID/status")
+  # Anonymous memory (the heap: what a leak grows) apart from file-backed
+  # pages (code of the binary and DPDK's libraries, touched as paths first run).
+  anon=$(awk '/RssAnon/ {print $2}' "/proc/$PID/status")
+  file=$(awk '/RssFile/ {print $2}' "/proc/$PID/status")
   tel=$(printf '/udpdemux/stats\n/udpdemux/sockets\n' | timeout 10 python3 /usr/bin/dpdk-telemetry.py -f "$PREFIX" 2>/dev/null | grep '^{' || true)
   row=$(printf '%s\n' "$tel" | jq -rs --arg t "$t" --arg rss "$rss" --arg extra "$extra" '
     (map(."/udpdemux/stats" // empty) | .[0] // {}) as $s
     | (map(."/udpdemux/sockets" // empty) | .[0] // {}) as $k
     | [$t, $rss, ($s.pool_free // ""), ($s.memzones // ""), ($s.heap_alloc_bytes // ""),
        ([$k[] | .delivered] | add // ""), ($k.dns4.rmem // ""), ($k.dns6.rmem // ""), ($k.victim.rmem // ""), $extra] | map(tostring) | join(",")')
-  echo "$row" >>"$W/samples.csv"
+  echo "$row,$anon,$file" >>"$W/samples.csv"
   # Operator actions, one every other sample, in a fixed rotation.
   case $((i % 8)) in
     1) write_cfg 1 "$extra"; kill -HUP "$PID" ;;              # victim's consumer paused
@@ -156,10 +161,12 @@ bal=$(jq -r '.books_balanced // false' "$W/exit.json" 2>/dev/null || echo false)
 [ "$bal" = true ] && check ok "books balanced at exit ($(jq -r '.rx_packets' "$W/exit.json") frames received)" || check bad "books: $(jq -c '.problems // "no exit JSON"' "$W/exit.json" 2>/dev/null)"
 refused=$(grep -c "reload rejected" "$W/engine.log" || true)
 echo "- reloads: $(grep -c "SIGHUP" "$W/engine.log" || true) SIGHUP log lines, $refused refused whole (the colliding edit)"
-awk -F, -v drift="$DRIFT" '
+awk -F, -v drift="$DRIFT" -v adrift="${ANON_DRIFT_KB:-64}" '
   NR == 1 { next }
-  { n++; t[n] = $1; rss[n] = $2; pf[n] = $3; mz[n] = $4; hp[n] = $5; dl[n] = $6; ex[n] = $10 }
+  { n++; t[n] = $1; rss[n] = $2; pf[n] = $3; mz[n] = $4; hp[n] = $5; dl[n] = $6; ex[n] = $10; an[n] = $11; fl[n] = $12 }
   function q(a, b,   i, s, c) { s = 0; c = 0; for (i = a; i <= b; i++) if (rss[i] != "") { s += rss[i]; c++ } return c ? s / c : 0 }
+  function qa(a, b,   i, s, c) { s = 0; c = 0; for (i = a; i <= b; i++) if (an[i] != "") { s += an[i]; c++ } return c ? s / c : 0 }
+  function qf(a, b,   i, s, c) { s = 0; c = 0; for (i = a; i <= b; i++) if (fl[i] != "") { s += fl[i]; c++ } return c ? s / c : 0 }
   function mn(a, b,   i, m) { m = -1; for (i = a; i <= b; i++) if (pf[i] != "" && (m < 0 || pf[i] + 0 < m)) m = pf[i] + 0; return m }
   function rate(i) { return (dl[i] != "" && dl[i-1] != "" && t[i] > t[i-1]) ? (dl[i] - dl[i-1]) / (t[i] - t[i-1]) : -1 }
   function med(a, b,   i, k, v, x, y, tmp) { k = 0; for (i = (a < 2 ? 2 : a); i <= b; i++) { x = rate(i); if (x >= 0) v[++k] = x }
@@ -171,6 +178,14 @@ awk -F, -v drift="$DRIFT" '
     r2 = q(a, b); r4 = q(c, n); d = r2 > 0 ? (r4 - r2) / r2 * 100 : 0
     printf "- %s: RSS second quarter %.0f kB, last quarter %.0f kB (%+.1f%%, limit %s%%)\n", (d <= drift ? "ok" : "**FAILED**"), r2, r4, d, drift
     bad = (d > drift)
+    a2 = qa(a, b); a4 = qa(c, n); f2 = qf(a, b); f4 = qf(c, n)
+    if (a2 > 0) {
+      # The heap must be flat once the rotation has run its course: at most
+      # ANON_DRIFT_KB more in the last quarter than in the second.
+      ad = a4 - a2
+      printf "- %s: anonymous RSS second quarter %.0f kB, last quarter %.0f kB (%+.0f kB, limit %s kB); file-backed %.0f / %.0f kB\n", (ad <= adrift ? "ok" : "**FAILED**"), a2, a4, ad, adrift, f2, f4
+      if (ad > adrift) bad = 1
+    }
     m0 = ""; h0 = ""; same = 1
     for (i = 1; i <= n; i++) if (ex[i] == 0 && mz[i] != "") { if (m0 == "") { m0 = mz[i]; h0 = hp[i] } else if (mz[i] != m0 || hp[i] != h0) { same = 0; mi = i } }
     if (same) printf "- ok: memzones %s and DPDK heap %s B at every sample without the extra socket\n", m0, h0
@@ -196,7 +211,9 @@ set datafile separator ","
 set key autotitle columnhead
 set multiplot layout 2,2 title "udpdemux soak: ${SECS} s"
 set xlabel "seconds"
-set title "RSS (kB)"; plot "$W/samples.csv" using 1:2 with lines notitle
+set y2tics; set ytics nomirror
+set title "RSS (kB): total (left), anonymous (right)"; plot "$W/samples.csv" using 1:2 axes x1y1 with lines title "RSS", "" using 1:11 axes x1y2 with lines title "anonymous"
+unset y2tics; set ytics mirror
 set title "RX pool free mbufs"; plot "$W/samples.csv" using 1:3 with lines notitle
 set title "rmem per socket (bytes)"; plot "$W/samples.csv" using 1:7 with lines title "dns4", "" using 1:8 with lines title "dns6", "" using 1:9 with lines title "victim"
 prev = NaN; tprev = NaN
