@@ -10,7 +10,11 @@ pub mod ffi {
         dead_code,
         improper_ctypes
     )]
-    #![allow(clippy::all, clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
+    #![allow(
+        clippy::all,
+        clippy::undocumented_unsafe_blocks,
+        unsafe_op_in_unsafe_fn
+    )]
     include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 }
 
