@@ -5,9 +5,13 @@
 //! share the winning binding.
 #![no_main]
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 use libfuzzer_sys::fuzz_target;
+
+#[path = "shared/score.rs"]
+mod shared_score;
+use shared_score::score;
 use udpdemux::flow_table::{Binding, FlowTable};
 use udpdemux::parse::{parse, CsumHint, Offload};
 
@@ -25,23 +29,6 @@ fn sockets() -> Vec<Binding> {
         Binding::connected(a("[::]:5000"), a("[fd00::9]:4000")),
         Binding::bound(a("0.0.0.0:9")),
     ]
-}
-
-/// 3: connected, 2: exact local address, 1: wildcard, 0: no match.
-fn score(b: &Binding, src: IpAddr, sport: u16, dst: IpAddr, dport: u16) -> u8 {
-    if b.local.port() != dport || b.local.is_ipv4() != dst.is_ipv4() {
-        return 0;
-    }
-    let local_ok = b.local.ip().is_unspecified() || b.local.ip() == dst;
-    if !local_ok {
-        return 0;
-    }
-    match b.remote {
-        Some(r) if r.ip() == src && r.port() == sport => 3,
-        Some(_) => 0,
-        None if b.local.ip().is_unspecified() => 1,
-        None => 2,
-    }
 }
 
 fuzz_target!(|data: &[u8]| {

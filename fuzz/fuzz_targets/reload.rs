@@ -27,6 +27,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use libfuzzer_sys::fuzz_target;
+
+#[path = "shared/score.rs"]
+mod shared_score;
+use shared_score::score;
 use udpdemux::config::binding_of;
 use udpdemux::config::{Handler, SocketConf};
 use udpdemux::flow_table::{Binding, FlowTable, SocketHandle};
@@ -165,22 +169,6 @@ fn no_collisions(bs: &[Binding]) -> bool {
     bs.iter()
         .enumerate()
         .all(|(i, a)| bs[i + 1..].iter().all(|b| !naive_collide(a, b)))
-}
-
-/// 3: connected, 2: exact local address, 1: wildcard, 0: no match.
-fn score(b: &Binding, src: IpAddr, sport: u16, dst: IpAddr, dport: u16) -> u8 {
-    if b.local.port() != dport || b.local.is_ipv4() != dst.is_ipv4() {
-        return 0;
-    }
-    if !(b.local.ip().is_unspecified() || b.local.ip() == dst) {
-        return 0;
-    }
-    match b.remote {
-        Some(r) if r.ip() == src && r.port() == sport => 3,
-        Some(_) => 0,
-        None if b.local.ip().is_unspecified() => 1,
-        None => 2,
-    }
 }
 
 #[derive(Clone)]
