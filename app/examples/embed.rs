@@ -5,7 +5,7 @@
 //!     cargo run --release --example embed -- conf/af_packet.toml 198.18.0.1:5000 10
 //!
 //! arguments: config file, local address to open, seconds to run (default
-//! 10). With `conf/af_packet.toml` and the veth pair from the README, send
+//! 10). With `conf/af_packet.toml` and the veth pair from docs/veth.md, send
 //! from the namespace:
 //!
 //!     ip netns exec udx-client sh -c 'echo hi | socat - UDP4:198.18.0.1:5000'

@@ -184,7 +184,8 @@ pub fn demux(n_sockets: usize, fam: Family, traffic: Traffic, packets: usize) ->
     }
 }
 
-/// The README table: every size, both families, both traffic shapes.
+/// The bench-demux table of docs/benchmarks.md (scripts/bench.sh's report):
+/// every size, both families, both traffic shapes.
 pub fn demux_table(sizes: &[usize], packets: usize) -> Vec<DemuxResult> {
     let mut out = Vec::new();
     for &n in sizes {
