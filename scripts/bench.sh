@@ -22,7 +22,10 @@
 #   - a kernel baseline: recvmmsg(2) on a loopback UDP socket, same payloads
 #
 # Prints Markdown (also written to $BENCH_DIR/bench.md); exits non-zero if the
-# books of any run do not balance. Performance runs: main lcore on CPU 0, one
+# books of any run do not balance. A full run (no BENCH_ONLY) whose books
+# balance also writes the report into docs/benchmarks.md, between its
+# `<!-- bench:begin -->` and `<!-- bench:end -->` lines (scripts/bench-docs.sh);
+# the hand-written notes per goal above them stay as they are. Performance runs: main lcore on CPU 0, one
 # RX lcore on CPU 1 (eal.lcores = "0,1"); never two busy lcores on one CPU,
 # except the memif sender, which must share CPU 0 with the engine's main lcore
 # on a 2-CPU machine (its figures are marked as context), and the two-producer
@@ -54,6 +57,8 @@
 #   BENCH_VICTIM_PPS         the victim's consumer cap in "flood" (default 200000)
 #   BENCH_FRAMES   frames per replayed pcap (default 8192)
 #   BENCH_DIR      output directory (default target/bench)
+#   BENCH_DOCS     the file whose bench:begin/bench:end region gets the report of a
+#                  full run (default docs/benchmarks.md); set it empty to leave it alone
 #   BENCH_NO_BUILD set: do not build first
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -777,5 +782,19 @@ fi
 echo "Books: $( [ "$FAIL" -eq 0 ] && echo "balanced in every run" || echo "NOT balanced in at least one run (see bench: lines on stderr and $W/*.json)")."
 echo "Wall time: $(( $(date +%s) - START )) s."
 } | tee "$W/bench.md"
+
+# docs/benchmarks.md keeps the last full run's report (the generated part;
+# the notes per goal above it are written by hand). A BENCH_ONLY run or one
+# whose books do not balance leaves it as it is.
+DOCS=${BENCH_DOCS-$REPO/docs/benchmarks.md}
+if [ -z "$DOCS" ]; then
+  :
+elif [ -n "$ONLY" ]; then
+  log "BENCH_ONLY run: $DOCS not updated (only a full run replaces its report)"
+elif [ "$FAIL" -ne 0 ]; then
+  log "books not balanced: $DOCS not updated"
+else
+  bash "$REPO/scripts/bench-docs.sh" "$W/bench.md" "$DOCS" || log "could not update $DOCS (the report is in $W/bench.md)"
+fi
 
 exit "$FAIL"
