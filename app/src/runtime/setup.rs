@@ -152,7 +152,7 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
         numa,
         next_socket_id: Mutex::new(0),
         filler_handles: Mutex::new(Vec::new()),
-        removed: Mutex::new(Vec::new()),
+        removed: Mutex::new(Vec::with_capacity(crate::summary::REMOVED_CAPACITY)),
         ifaces: crate::control::Ifaces(ifaces),
         main_tx_queue,
         mode,
