@@ -73,26 +73,18 @@ pub fn datagram_of(frame: &[u8], meta: &MbufMeta) -> Option<Datagram> {
     let l3 = usize::from(meta.l3_off);
     let l4 = usize::from(meta.l4_off);
     let vlans = l3.checked_sub(ether::HEADER_LEN)? / ether::VLAN_TAG_LEN;
-    let (family, src, dst) = match meta.family {
-        4 => {
+    let family = meta.family;
+    let (src, dst) = match family {
+        Family::V4 => {
             let s: [u8; 4] = frame.get(l3 + 12..l3 + 16)?.try_into().ok()?;
             let d: [u8; 4] = frame.get(l3 + 16..l3 + 20)?.try_into().ok()?;
-            (
-                Family::V4,
-                IpAddr::V4(Ipv4Addr::from(s)),
-                IpAddr::V4(Ipv4Addr::from(d)),
-            )
+            (IpAddr::V4(Ipv4Addr::from(s)), IpAddr::V4(Ipv4Addr::from(d)))
         }
-        6 => {
+        Family::V6 => {
             let s: [u8; 16] = frame.get(l3 + 8..l3 + 24)?.try_into().ok()?;
             let d: [u8; 16] = frame.get(l3 + 24..l3 + 40)?.try_into().ok()?;
-            (
-                Family::V6,
-                IpAddr::V6(Ipv6Addr::from(s)),
-                IpAddr::V6(Ipv6Addr::from(d)),
-            )
+            (IpAddr::V6(Ipv6Addr::from(s)), IpAddr::V6(Ipv6Addr::from(d)))
         }
-        _ => return None,
     };
     let ports = frame.get(l4..l4 + 4)?;
     let payload_end = usize::from(meta.payload_off).checked_add(usize::from(meta.payload_len))?;
@@ -131,13 +123,14 @@ mod tests {
 
     fn meta_of(d: &Datagram) -> MbufMeta {
         // The fields the RX lcore fills (MbufMeta::init writes the same).
-        // SAFETY: MbufMeta is integers and an AtomicPtr: all-zero is a valid value of each field.
+        // SAFETY: MbufMeta is integers, an AtomicPtr and a `Family`, which is
+        // `repr(u8)` with `V4` = 0: all-zero is a valid value of each field.
         let mut m: MbufMeta = unsafe { std::mem::zeroed() };
         m.l3_off = d.l3_off;
         m.l4_off = d.l4_off;
         m.payload_off = d.payload_off;
         m.payload_len = d.payload_len;
-        m.family = if d.family == Family::V4 { 4 } else { 6 };
+        m.family = d.family;
         m
     }
 

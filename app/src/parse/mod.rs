@@ -62,8 +62,8 @@ pub const PROTO_ICMPV6: u8 = 58;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Family {
-    V4,
-    V6,
+    V4 = 0,
+    V6 = 1,
 }
 
 impl Family {
