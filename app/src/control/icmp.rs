@@ -7,7 +7,7 @@ use crate::parse::ipv4::{self, Ipv4Packet};
 use crate::parse::ipv6::{self, Ipv6Packet};
 
 /// Linux's default TTL / hop limit for locally generated replies.
-pub(super) const REPLY_TTL: u8 = 64;
+const REPLY_TTL: u8 = 64;
 
 /// An ICMP echo request to one of `iface`'s addresses, from a single host.
 pub(super) fn classify_v4(f: &[u8], l3: usize, l4: usize, iface: &Iface) -> Result<Plan, Skip> {

@@ -11,7 +11,7 @@ use crate::parse::ipv6::{self, Ipv6Packet};
 use crate::parse::PROTO_ICMPV6;
 
 /// RFC 4861 §7.1.1/§7.1.2: ND messages travel one hop only.
-pub(super) const ND_HOP_LIMIT: u8 = 255;
+const ND_HOP_LIMIT: u8 = 255;
 /// The length of one link-layer address option on Ethernet (§4.6.1).
 const LL_ADDR_OPTION_LEN: usize = 8;
 /// NA with one target link-layer address option (RFC 4861 §4.4).
