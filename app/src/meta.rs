@@ -195,8 +195,8 @@ pub struct MbufMeta {
     pub l4_off: u16,
     pub payload_off: u16,
     pub payload_len: u16,
-    /// 4 or 6.
-    pub family: u8,
+    /// The datagram's IP family (one byte).
+    pub family: Family,
     /// Bit 0: copied into a small buffer under pressure.
     pub flags: u8,
     /// Port the packet arrived on (echo replies leave through it).
@@ -261,10 +261,7 @@ impl MbufMeta {
             l4_off: d.l4_off,
             payload_off: d.payload_off,
             payload_len: d.payload_len,
-            family: match d.family {
-                Family::V4 => 4,
-                Family::V6 => 6,
-            },
+            family: d.family,
             flags: 0,
             port,
         };

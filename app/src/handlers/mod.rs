@@ -5,12 +5,16 @@
 pub mod echo;
 pub mod pcap_sink;
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 
 use crate::config::{Handler, SocketConf};
 use crate::control::Ifaces;
 use crate::meta::MbufMeta;
-use crate::parse::{ether, Datagram, Family};
+use crate::parse::ether::{self, EthernetFrame};
+use crate::parse::ipv4::Ipv4Packet;
+use crate::parse::ipv6::Ipv6Packet;
+use crate::parse::udp::{self, UdpPacket};
+use crate::parse::{Datagram, Family};
 
 /// Datagrams taken from a ring per dequeue: the most a handler is given
 /// at once (echo sizes its TX batch by it).
@@ -73,28 +77,21 @@ pub fn datagram_of(frame: &[u8], meta: &MbufMeta) -> Option<Datagram> {
     let l3 = usize::from(meta.l3_off);
     let l4 = usize::from(meta.l4_off);
     let vlans = l3.checked_sub(ether::HEADER_LEN)? / ether::VLAN_TAG_LEN;
-    let (family, src, dst) = match meta.family {
-        4 => {
-            let s: [u8; 4] = frame.get(l3 + 12..l3 + 16)?.try_into().ok()?;
-            let d: [u8; 4] = frame.get(l3 + 16..l3 + 20)?.try_into().ok()?;
-            (
-                Family::V4,
-                IpAddr::V4(Ipv4Addr::from(s)),
-                IpAddr::V4(Ipv4Addr::from(d)),
-            )
+    let family = meta.family;
+    let (src, dst) = match family {
+        Family::V4 => {
+            let ip = Ipv4Packet::new_checked(frame.get(l3..)?).ok()?;
+            (IpAddr::V4(ip.src_addr()), IpAddr::V4(ip.dst_addr()))
         }
-        6 => {
-            let s: [u8; 16] = frame.get(l3 + 8..l3 + 24)?.try_into().ok()?;
-            let d: [u8; 16] = frame.get(l3 + 24..l3 + 40)?.try_into().ok()?;
-            (
-                Family::V6,
-                IpAddr::V6(Ipv6Addr::from(s)),
-                IpAddr::V6(Ipv6Addr::from(d)),
-            )
+        Family::V6 => {
+            let ip = Ipv6Packet::new_checked(frame.get(l3..)?).ok()?;
+            (IpAddr::V6(ip.src_addr()), IpAddr::V6(ip.dst_addr()))
         }
-        _ => return None,
     };
-    let ports = frame.get(l4..l4 + 4)?;
+    // Only the ports are read: the header's first 4 bytes are enough.
+    let ports = UdpPacket::new_unchecked(frame.get(l4..l4 + udp::field::DST_PORT.end)?);
+    // The IP header was read past l3 >= 14: the Ethernet header is there.
+    let eth = EthernetFrame::new_checked(frame).ok()?;
     let payload_end = usize::from(meta.payload_off).checked_add(usize::from(meta.payload_len))?;
     if payload_end > frame.len() {
         return None;
@@ -108,10 +105,10 @@ pub fn datagram_of(frame: &[u8], meta: &MbufMeta) -> Option<Datagram> {
         payload_len: meta.payload_len,
         src,
         dst,
-        sport: u16::from_be_bytes([ports[0], ports[1]]),
-        dport: u16::from_be_bytes([ports[2], ports[3]]),
-        src_mac: frame.get(6..12)?.try_into().ok()?,
-        dst_mac: frame.get(0..6)?.try_into().ok()?,
+        sport: ports.src_port(),
+        dport: ports.dst_port(),
+        src_mac: eth.src_mac(),
+        dst_mac: eth.dst_mac(),
     })
 }
 
@@ -131,13 +128,14 @@ mod tests {
 
     fn meta_of(d: &Datagram) -> MbufMeta {
         // The fields the RX lcore fills (MbufMeta::init writes the same).
-        // SAFETY: MbufMeta is integers and an AtomicPtr: all-zero is a valid value of each field.
+        // SAFETY: MbufMeta is integers, an AtomicPtr and a `Family`, which is
+        // `repr(u8)` with `V4` = 0: all-zero is a valid value of each field.
         let mut m: MbufMeta = unsafe { std::mem::zeroed() };
         m.l3_off = d.l3_off;
         m.l4_off = d.l4_off;
         m.payload_off = d.payload_off;
         m.payload_len = d.payload_len;
-        m.family = if d.family == Family::V4 { 4 } else { 6 };
+        m.family = d.family;
         m
     }
 

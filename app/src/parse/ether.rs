@@ -3,13 +3,35 @@
 //! Zero-copy views in the style of smoltcp's `wire`: `new_checked` proves
 //! the fixed header is present, after which the accessors index inside it.
 
-use super::ParseError;
+use std::net::Ipv6Addr;
+
+use super::{field_array, field_be16, ParseError};
+
+/// Byte offsets in the Ethernet II header.
+pub mod field {
+    use std::ops::Range;
+
+    pub const DST_MAC: Range<usize> = 0..6;
+    pub const SRC_MAC: Range<usize> = 6..12;
+    pub const ETHERTYPE: Range<usize> = 12..14;
+}
+
+/// Byte offsets in a VLAN tag as [`VlanTag`] sees it (after the TPID).
+pub mod vlan_field {
+    use std::ops::Range;
+
+    /// PCP (3 bits), DEI (1), VID (12).
+    pub const TCI: Range<usize> = 0..2;
+    pub const INNER_ETHERTYPE: Range<usize> = 2..4;
+}
 
 /// Destination MAC, source MAC, EtherType.
-pub const HEADER_LEN: usize = 14;
+pub const HEADER_LEN: usize = field::ETHERTYPE.end;
 /// One VLAN tag: TPID (already read as the outer EtherType) is before it;
 /// the view covers TCI + inner EtherType.
-pub const VLAN_TAG_LEN: usize = 4;
+pub const VLAN_TAG_LEN: usize = vlan_field::INNER_ETHERTYPE.end;
+
+const _: () = assert!(HEADER_LEN == 14 && VLAN_TAG_LEN == 4);
 
 /// EtherType values this crate cares about (IEEE registry).
 pub mod ethertype {
@@ -24,6 +46,14 @@ pub mod ethertype {
 #[inline]
 pub const fn is_vlan_tpid(t: u16) -> bool {
     t == ethertype::VLAN || t == ethertype::QINQ
+}
+
+/// The Ethernet destination of an IPv6 multicast address: 33:33 and the
+/// address's low 32 bits (RFC 2464 §7).
+#[inline]
+pub fn ipv6_multicast_mac(a: &Ipv6Addr) -> [u8; 6] {
+    let [w, x, y, z] = (u128::from(*a) as u32).to_be_bytes();
+    [0x33, 0x33, w, x, y, z]
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,38 +84,35 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
 
     #[inline]
     pub fn dst_mac(&self) -> [u8; 6] {
-        let b = self.buffer.as_ref();
-        [b[0], b[1], b[2], b[3], b[4], b[5]]
+        field_array(self.buffer.as_ref(), field::DST_MAC)
     }
 
     #[inline]
     pub fn src_mac(&self) -> [u8; 6] {
-        let b = self.buffer.as_ref();
-        [b[6], b[7], b[8], b[9], b[10], b[11]]
+        field_array(self.buffer.as_ref(), field::SRC_MAC)
     }
 
     /// The outer EtherType (a TPID when the frame is tagged).
     #[inline]
     pub fn ethertype(&self) -> u16 {
-        let b = self.buffer.as_ref();
-        u16::from_be_bytes([b[12], b[13]])
+        field_be16(self.buffer.as_ref(), field::ETHERTYPE)
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
     #[inline]
     pub fn set_dst_mac(&mut self, mac: [u8; 6]) {
-        self.buffer.as_mut()[0..6].copy_from_slice(&mac);
+        self.buffer.as_mut()[field::DST_MAC].copy_from_slice(&mac);
     }
 
     #[inline]
     pub fn set_src_mac(&mut self, mac: [u8; 6]) {
-        self.buffer.as_mut()[6..12].copy_from_slice(&mac);
+        self.buffer.as_mut()[field::SRC_MAC].copy_from_slice(&mac);
     }
 
     #[inline]
     pub fn set_ethertype(&mut self, t: u16) {
-        self.buffer.as_mut()[12..14].copy_from_slice(&t.to_be_bytes());
+        self.buffer.as_mut()[field::ETHERTYPE].copy_from_slice(&t.to_be_bytes());
     }
 }
 
@@ -111,8 +138,7 @@ impl<T: AsRef<[u8]>> VlanTag<T> {
 
     #[inline]
     pub fn tci(&self) -> u16 {
-        let b = self.buffer.as_ref();
-        u16::from_be_bytes([b[0], b[1]])
+        field_be16(self.buffer.as_ref(), vlan_field::TCI)
     }
 
     #[inline]
@@ -127,20 +153,19 @@ impl<T: AsRef<[u8]>> VlanTag<T> {
 
     #[inline]
     pub fn inner_ethertype(&self) -> u16 {
-        let b = self.buffer.as_ref();
-        u16::from_be_bytes([b[2], b[3]])
+        field_be16(self.buffer.as_ref(), vlan_field::INNER_ETHERTYPE)
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> VlanTag<T> {
     #[inline]
     pub fn set_tci(&mut self, tci: u16) {
-        self.buffer.as_mut()[0..2].copy_from_slice(&tci.to_be_bytes());
+        self.buffer.as_mut()[vlan_field::TCI].copy_from_slice(&tci.to_be_bytes());
     }
 
     #[inline]
     pub fn set_inner_ethertype(&mut self, t: u16) {
-        self.buffer.as_mut()[2..4].copy_from_slice(&t.to_be_bytes());
+        self.buffer.as_mut()[vlan_field::INNER_ETHERTYPE].copy_from_slice(&t.to_be_bytes());
     }
 }
 
@@ -188,5 +213,16 @@ mod tests {
         t.set_tci(0xa064);
         t.set_inner_ethertype(ethertype::IPV4);
         assert_eq!(b, TAGGED);
+    }
+
+    #[test]
+    fn ipv6_multicast_macs() {
+        let all_nodes: Ipv6Addr = "ff02::1".parse().unwrap();
+        assert_eq!(ipv6_multicast_mac(&all_nodes), [0x33, 0x33, 0, 0, 0, 1]);
+        let snm: Ipv6Addr = "ff02::1:ff12:3456".parse().unwrap();
+        assert_eq!(
+            ipv6_multicast_mac(&snm),
+            [0x33, 0x33, 0xff, 0x12, 0x34, 0x56]
+        );
     }
 }

@@ -3,10 +3,32 @@
 use std::net::Ipv4Addr;
 
 use super::checksum::Sum;
-use super::{Family, ParseError};
+use super::{field_array, field_be16, Family, ParseError};
+
+/// Byte offsets in the IPv4 header (RFC 791 §3.1).
+pub mod field {
+    use std::ops::Range;
+
+    /// Version (high 4 bits) and IHL (low 4 bits).
+    pub const VER_IHL: usize = 0;
+    /// DSCP (high 6 bits) and ECN (low 2 bits).
+    pub const DSCP_ECN: usize = 1;
+    pub const TOTAL_LEN: Range<usize> = 2..4;
+    pub const IDENT: Range<usize> = 4..6;
+    /// Flags (high 3 bits) and fragment offset (low 13).
+    pub const FLAGS_FRAG: Range<usize> = 6..8;
+    pub const TTL: usize = 8;
+    pub const PROTOCOL: usize = 9;
+    pub const CHECKSUM: Range<usize> = 10..12;
+    pub const SRC_ADDR: Range<usize> = 12..16;
+    pub const DST_ADDR: Range<usize> = 16..20;
+    /// Options, up to IHL * 4.
+    pub const OPTIONS: usize = DST_ADDR.end;
+}
 
 /// Fixed header without options.
-pub const HEADER_LEN: usize = 20;
+pub const HEADER_LEN: usize = field::DST_ADDR.end;
+const _: () = assert!(HEADER_LEN == 20);
 /// IHL is 4 bits of 32-bit words: at most 60 bytes, so at most 40 of options.
 pub const MAX_OPTIONS_LEN: usize = 40;
 
@@ -50,13 +72,13 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
 
     #[inline]
     pub fn version(&self) -> u8 {
-        self.b()[0] >> 4
+        self.b()[field::VER_IHL] >> 4
     }
 
     /// IHL in 32-bit words.
     #[inline]
     pub fn ihl(&self) -> u8 {
-        self.b()[0] & 0x0f
+        self.b()[field::VER_IHL] & 0x0f
     }
 
     /// Header length in bytes (IHL * 4); not validated.
@@ -67,23 +89,23 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
 
     #[inline]
     pub fn dscp_ecn(&self) -> u8 {
-        self.b()[1]
+        self.b()[field::DSCP_ECN]
     }
 
     #[inline]
     pub fn total_len(&self) -> u16 {
-        u16::from_be_bytes([self.b()[2], self.b()[3]])
+        field_be16(self.b(), field::TOTAL_LEN)
     }
 
     #[inline]
     pub fn ident(&self) -> u16 {
-        u16::from_be_bytes([self.b()[4], self.b()[5]])
+        field_be16(self.b(), field::IDENT)
     }
 
     /// Flags and fragment offset as one 16-bit field.
     #[inline]
     pub fn frag_field(&self) -> u16 {
-        u16::from_be_bytes([self.b()[6], self.b()[7]])
+        field_be16(self.b(), field::FLAGS_FRAG)
     }
 
     #[inline]
@@ -110,36 +132,34 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
 
     #[inline]
     pub fn ttl(&self) -> u8 {
-        self.b()[8]
+        self.b()[field::TTL]
     }
 
     #[inline]
     pub fn protocol(&self) -> u8 {
-        self.b()[9]
+        self.b()[field::PROTOCOL]
     }
 
     #[inline]
     pub fn header_checksum(&self) -> u16 {
-        u16::from_be_bytes([self.b()[10], self.b()[11]])
+        field_be16(self.b(), field::CHECKSUM)
     }
 
     #[inline]
     pub fn src_addr(&self) -> Ipv4Addr {
-        let b = self.b();
-        Ipv4Addr::new(b[12], b[13], b[14], b[15])
+        Ipv4Addr::from(field_array::<4>(self.b(), field::SRC_ADDR))
     }
 
     #[inline]
     pub fn dst_addr(&self) -> Ipv4Addr {
-        let b = self.b();
-        Ipv4Addr::new(b[16], b[17], b[18], b[19])
+        Ipv4Addr::from(field_array::<4>(self.b(), field::DST_ADDR))
     }
 
     /// Options bytes, or `None` when IHL claims more than the buffer holds
     /// or less than the fixed header.
     #[inline]
     pub fn options(&self) -> Option<&[u8]> {
-        self.b().get(HEADER_LEN..self.header_len())
+        self.b().get(field::OPTIONS..self.header_len())
     }
 
     /// Verifies the header checksum over IHL*4 bytes; `None` when IHL is
@@ -164,52 +184,52 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// Sets version 4 and the IHL (in 32-bit words).
     #[inline]
     pub fn set_version_ihl(&mut self, version: u8, ihl: u8) {
-        self.m()[0] = (version << 4) | (ihl & 0x0f);
+        self.m()[field::VER_IHL] = (version << 4) | (ihl & 0x0f);
     }
 
     #[inline]
     pub fn set_dscp_ecn(&mut self, v: u8) {
-        self.m()[1] = v;
+        self.m()[field::DSCP_ECN] = v;
     }
 
     #[inline]
     pub fn set_total_len(&mut self, v: u16) {
-        self.m()[2..4].copy_from_slice(&v.to_be_bytes());
+        self.m()[field::TOTAL_LEN].copy_from_slice(&v.to_be_bytes());
     }
 
     #[inline]
     pub fn set_ident(&mut self, v: u16) {
-        self.m()[4..6].copy_from_slice(&v.to_be_bytes());
+        self.m()[field::IDENT].copy_from_slice(&v.to_be_bytes());
     }
 
     #[inline]
     pub fn set_frag_field(&mut self, v: u16) {
-        self.m()[6..8].copy_from_slice(&v.to_be_bytes());
+        self.m()[field::FLAGS_FRAG].copy_from_slice(&v.to_be_bytes());
     }
 
     #[inline]
     pub fn set_ttl(&mut self, v: u8) {
-        self.m()[8] = v;
+        self.m()[field::TTL] = v;
     }
 
     #[inline]
     pub fn set_protocol(&mut self, v: u8) {
-        self.m()[9] = v;
+        self.m()[field::PROTOCOL] = v;
     }
 
     #[inline]
     pub fn set_header_checksum(&mut self, v: u16) {
-        self.m()[10..12].copy_from_slice(&v.to_be_bytes());
+        self.m()[field::CHECKSUM].copy_from_slice(&v.to_be_bytes());
     }
 
     #[inline]
     pub fn set_src_addr(&mut self, a: Ipv4Addr) {
-        self.m()[12..16].copy_from_slice(&a.octets());
+        self.m()[field::SRC_ADDR].copy_from_slice(&a.octets());
     }
 
     #[inline]
     pub fn set_dst_addr(&mut self, a: Ipv4Addr) {
-        self.m()[16..20].copy_from_slice(&a.octets());
+        self.m()[field::DST_ADDR].copy_from_slice(&a.octets());
     }
 
     /// Computes and stores the header checksum over IHL*4 bytes.

@@ -2,11 +2,46 @@
 
 use std::net::Ipv6Addr;
 
-use super::{Family, ParseError};
+use super::{field_array, field_be16, Family, ParseError};
 
-pub const HEADER_LEN: usize = 40;
+/// Byte offsets in the IPv6 fixed header (RFC 8200 §3).
+pub mod field {
+    use std::ops::Range;
+
+    /// Version (4 bits), traffic class (8), flow label (20).
+    pub const VER_TC_FLOW: Range<usize> = 0..4;
+    pub const PAYLOAD_LEN: Range<usize> = 4..6;
+    pub const NEXT_HEADER: usize = 6;
+    pub const HOP_LIMIT: usize = 7;
+    pub const SRC_ADDR: Range<usize> = 8..24;
+    pub const DST_ADDR: Range<usize> = 24..40;
+}
+
+/// Byte offsets shared by Hop-by-Hop, Routing and Destination Options
+/// headers (RFC 8200 §4.3-4.6), and the Routing header's next two.
+pub mod ext_field {
+    pub const NEXT_HEADER: usize = 0;
+    /// In 8-octet units, not counting the first 8 octets.
+    pub const LENGTH: usize = 1;
+    pub const ROUTING_TYPE: usize = 2;
+    pub const SEGMENTS_LEFT: usize = 3;
+}
+
+/// Byte offsets in the Fragment header (RFC 8200 §4.5).
+pub mod frag_field {
+    use std::ops::Range;
+
+    pub const NEXT_HEADER: usize = 0;
+    pub const RESERVED: usize = 1;
+    /// Fragment offset (13 bits), 2 reserved bits, M flag.
+    pub const OFFSET_M: Range<usize> = 2..4;
+    pub const IDENT: Range<usize> = 4..8;
+}
+
+pub const HEADER_LEN: usize = field::DST_ADDR.end;
 /// Length of a fragment header (RFC 8200 §4.5).
-pub const FRAG_HEADER_LEN: usize = 8;
+pub const FRAG_HEADER_LEN: usize = frag_field::IDENT.end;
+const _: () = assert!(HEADER_LEN == 40 && FRAG_HEADER_LEN == 8);
 
 /// Next Header values (IANA "Assigned Internet Protocol Numbers").
 pub mod next_header {
@@ -56,47 +91,47 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
 
     #[inline]
     pub fn version(&self) -> u8 {
-        self.b()[0] >> 4
+        self.b()[field::VER_TC_FLOW.start] >> 4
+    }
+
+    #[inline]
+    fn ver_tc_flow(&self) -> u32 {
+        u32::from_be_bytes(field_array(self.b(), field::VER_TC_FLOW))
     }
 
     #[inline]
     pub fn traffic_class(&self) -> u8 {
-        (self.b()[0] << 4) | (self.b()[1] >> 4)
+        (self.ver_tc_flow() >> 20) as u8
     }
 
     #[inline]
     pub fn flow_label(&self) -> u32 {
-        let b = self.b();
-        u32::from_be_bytes([0, b[1] & 0x0f, b[2], b[3]])
+        self.ver_tc_flow() & 0x000f_ffff
     }
 
     #[inline]
     pub fn payload_len(&self) -> u16 {
-        u16::from_be_bytes([self.b()[4], self.b()[5]])
+        field_be16(self.b(), field::PAYLOAD_LEN)
     }
 
     #[inline]
     pub fn next_header(&self) -> u8 {
-        self.b()[6]
+        self.b()[field::NEXT_HEADER]
     }
 
     #[inline]
     pub fn hop_limit(&self) -> u8 {
-        self.b()[7]
+        self.b()[field::HOP_LIMIT]
     }
 
     #[inline]
     pub fn src_addr(&self) -> Ipv6Addr {
-        let mut a = [0u8; 16];
-        a.copy_from_slice(&self.b()[8..24]);
-        Ipv6Addr::from(a)
+        Ipv6Addr::from(field_array::<16>(self.b(), field::SRC_ADDR))
     }
 
     #[inline]
     pub fn dst_addr(&self) -> Ipv6Addr {
-        let mut a = [0u8; 16];
-        a.copy_from_slice(&self.b()[24..40]);
-        Ipv6Addr::from(a)
+        Ipv6Addr::from(field_array::<16>(self.b(), field::DST_ADDR))
     }
 }
 
@@ -110,32 +145,32 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
     #[inline]
     pub fn set_version_tc_flow(&mut self, tc: u8, flow: u32) {
         let w = (6u32 << 28) | (u32::from(tc) << 20) | (flow & 0x000f_ffff);
-        self.m()[0..4].copy_from_slice(&w.to_be_bytes());
+        self.m()[field::VER_TC_FLOW].copy_from_slice(&w.to_be_bytes());
     }
 
     #[inline]
     pub fn set_payload_len(&mut self, v: u16) {
-        self.m()[4..6].copy_from_slice(&v.to_be_bytes());
+        self.m()[field::PAYLOAD_LEN].copy_from_slice(&v.to_be_bytes());
     }
 
     #[inline]
     pub fn set_next_header(&mut self, v: u8) {
-        self.m()[6] = v;
+        self.m()[field::NEXT_HEADER] = v;
     }
 
     #[inline]
     pub fn set_hop_limit(&mut self, v: u8) {
-        self.m()[7] = v;
+        self.m()[field::HOP_LIMIT] = v;
     }
 
     #[inline]
     pub fn set_src_addr(&mut self, a: &Ipv6Addr) {
-        self.m()[8..24].copy_from_slice(&a.octets());
+        self.m()[field::SRC_ADDR].copy_from_slice(&a.octets());
     }
 
     #[inline]
     pub fn set_dst_addr(&mut self, a: &Ipv6Addr) {
-        self.m()[24..40].copy_from_slice(&a.octets());
+        self.m()[field::DST_ADDR].copy_from_slice(&a.octets());
     }
 }
 
@@ -154,7 +189,7 @@ impl<T: AsRef<[u8]>> ExtHeader<T> {
     #[inline]
     pub fn new_checked(buffer: T) -> Result<Self, ParseError> {
         let b = buffer.as_ref();
-        let hdr_len = match b.get(1) {
+        let hdr_len = match b.get(ext_field::LENGTH) {
             Some(&l) => (usize::from(l) + 1) * 8,
             None => return Err(ParseError::BadIpHeader { family: Family::V6 }),
         };
@@ -166,25 +201,26 @@ impl<T: AsRef<[u8]>> ExtHeader<T> {
 
     #[inline]
     pub fn next_header(&self) -> u8 {
-        self.buffer.as_ref()[0]
+        self.buffer.as_ref()[ext_field::NEXT_HEADER]
     }
 
     /// Total header length in bytes.
     #[inline]
     pub fn header_len(&self) -> usize {
-        (usize::from(self.buffer.as_ref()[1]) + 1) * 8
+        (usize::from(self.buffer.as_ref()[ext_field::LENGTH]) + 1) * 8
     }
 
-    /// Routing header only: routing type (byte 2).
+    /// Routing header only: routing type (byte 2). The buffer holds at
+    /// least 8 bytes (`header_len` is a multiple of 8).
     #[inline]
     pub fn routing_type(&self) -> u8 {
-        self.buffer.as_ref()[2]
+        self.buffer.as_ref()[ext_field::ROUTING_TYPE]
     }
 
     /// Routing header only: segments left (byte 3).
     #[inline]
     pub fn segments_left(&self) -> u8 {
-        self.buffer.as_ref()[3]
+        self.buffer.as_ref()[ext_field::SEGMENTS_LEFT]
     }
 }
 
@@ -205,13 +241,12 @@ impl<T: AsRef<[u8]>> FragmentHeader<T> {
 
     #[inline]
     pub fn next_header(&self) -> u8 {
-        self.buffer.as_ref()[0]
+        self.buffer.as_ref()[frag_field::NEXT_HEADER]
     }
 
     #[inline]
     fn field(&self) -> u16 {
-        let b = self.buffer.as_ref();
-        u16::from_be_bytes([b[2], b[3]])
+        field_be16(self.buffer.as_ref(), frag_field::OFFSET_M)
     }
 
     /// Offset in 8-octet units.
@@ -227,8 +262,7 @@ impl<T: AsRef<[u8]>> FragmentHeader<T> {
 
     #[inline]
     pub fn ident(&self) -> u32 {
-        let b = self.buffer.as_ref();
-        u32::from_be_bytes([b[4], b[5], b[6], b[7]])
+        u32::from_be_bytes(field_array(self.buffer.as_ref(), frag_field::IDENT))
     }
 }
 

@@ -8,9 +8,13 @@
 //! handlers, `__udp4_lib_rcv` / `__udp6_lib_rcv`) so that drop counts can be
 //! compared with `nstat` on a kernel fed the same traffic.
 //!
-//! The typed views (`ether`, `ipv4`, `ipv6`, `udp`, `icmp`) follow smoltcp's
-//! `wire` style; `build` writes frames (traffic generator, echo replies).
+//! The typed views (`ether`, `arp`, `ipv4`, `ipv6`, `udp`, `icmp`) follow
+//! smoltcp's `wire` style: a checked constructor proves the fixed header is
+//! in the buffer, getters and setters read and write it, and each module's
+//! `field` names the byte offsets, so header bytes are indexed nowhere else.
+//! `build` writes frames (traffic generator, echo replies).
 
+pub mod arp;
 pub mod build;
 pub mod checksum;
 pub mod ether;
@@ -20,8 +24,25 @@ pub mod ipv6;
 pub mod udp;
 
 use std::net::{IpAddr, Ipv6Addr};
+use std::ops::Range;
 
 use checksum::Sum;
+
+/// The bytes a view's `field` range names, as an array. The view's checked
+/// constructor proved the range is inside the buffer; `N` is the range's
+/// length (a mismatch is a bug in the view and panics).
+#[inline(always)]
+pub(crate) fn field_array<const N: usize>(b: &[u8], f: Range<usize>) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&b[f]);
+    a
+}
+
+/// The big-endian u16 a view's two-byte `field` range names.
+#[inline(always)]
+pub(crate) fn field_be16(b: &[u8], f: Range<usize>) -> u16 {
+    u16::from_be_bytes(field_array(b, f))
+}
 
 /// Maximum number of IPv6 extension headers walked before giving up. Linux
 /// has no fixed count but RFC 8200 §4.1 lists at most 8 kinds with one of
@@ -36,10 +57,13 @@ pub const PROTO_ICMP: u8 = 1;
 pub const PROTO_UDP: u8 = 17;
 pub const PROTO_ICMPV6: u8 = 58;
 
+/// An IP family. One byte (`repr(u8)`, `V4` = 0): it is stored as is in
+/// each packet's metadata (`MbufMeta.family`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
 pub enum Family {
-    V4,
-    V6,
+    V4 = 0,
+    V6 = 1,
 }
 
 impl Family {

@@ -1,8 +1,19 @@
 //! UDP header view (RFC 768).
 
-use super::ParseError;
+use super::{field_be16, ParseError};
 
-pub const HEADER_LEN: usize = 8;
+/// Byte offsets in the UDP header.
+pub mod field {
+    use std::ops::Range;
+
+    pub const SRC_PORT: Range<usize> = 0..2;
+    pub const DST_PORT: Range<usize> = 2..4;
+    pub const LENGTH: Range<usize> = 4..6;
+    pub const CHECKSUM: Range<usize> = 6..8;
+}
+
+pub const HEADER_LEN: usize = field::CHECKSUM.end;
+const _: () = assert!(HEADER_LEN == 8);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdpPacket<T: AsRef<[u8]>> {
@@ -33,20 +44,17 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
 
     #[inline]
     pub fn src_port(&self) -> u16 {
-        let b = self.buffer.as_ref();
-        u16::from_be_bytes([b[0], b[1]])
+        field_be16(self.buffer.as_ref(), field::SRC_PORT)
     }
 
     #[inline]
     pub fn dst_port(&self) -> u16 {
-        let b = self.buffer.as_ref();
-        u16::from_be_bytes([b[2], b[3]])
+        field_be16(self.buffer.as_ref(), field::DST_PORT)
     }
 
     #[inline]
     pub fn len(&self) -> u16 {
-        let b = self.buffer.as_ref();
-        u16::from_be_bytes([b[4], b[5]])
+        field_be16(self.buffer.as_ref(), field::LENGTH)
     }
 
     /// True when the length field says zero (only meaningful for IPv6,
@@ -58,30 +66,29 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
 
     #[inline]
     pub fn checksum(&self) -> u16 {
-        let b = self.buffer.as_ref();
-        u16::from_be_bytes([b[6], b[7]])
+        field_be16(self.buffer.as_ref(), field::CHECKSUM)
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
     #[inline]
     pub fn set_src_port(&mut self, v: u16) {
-        self.buffer.as_mut()[0..2].copy_from_slice(&v.to_be_bytes());
+        self.buffer.as_mut()[field::SRC_PORT].copy_from_slice(&v.to_be_bytes());
     }
 
     #[inline]
     pub fn set_dst_port(&mut self, v: u16) {
-        self.buffer.as_mut()[2..4].copy_from_slice(&v.to_be_bytes());
+        self.buffer.as_mut()[field::DST_PORT].copy_from_slice(&v.to_be_bytes());
     }
 
     #[inline]
     pub fn set_len(&mut self, v: u16) {
-        self.buffer.as_mut()[4..6].copy_from_slice(&v.to_be_bytes());
+        self.buffer.as_mut()[field::LENGTH].copy_from_slice(&v.to_be_bytes());
     }
 
     #[inline]
     pub fn set_checksum(&mut self, v: u16) {
-        self.buffer.as_mut()[6..8].copy_from_slice(&v.to_be_bytes());
+        self.buffer.as_mut()[field::CHECKSUM].copy_from_slice(&v.to_be_bytes());
     }
 }
 
