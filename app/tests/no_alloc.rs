@@ -1,9 +1,9 @@
 //! Proves the enqueue/drain/release path allocates nothing, for all three
 //! strategies, including every drop path and the condense hook.
 //!
-//! A counting global allocator counts allocations made by the current
-//! thread while it is armed (the test harness's own threads allocate
-//! freely and must not be counted).
+//! The binary's counting global allocator (`runtime::alloc_guard`) counts
+//! allocations made by the current thread while it is hot (the test
+//! harness's own threads allocate freely and are not counted).
 //!
 //! `rx.rs`'s burst processing (`process_burst`: parse, demux, group, stage,
 //! deferred drains, `FreeList`) is not covered here: it cannot run without
@@ -17,62 +17,26 @@
 //! `foundation.rs`) require `hot_path_allocations == 0` in the run's JSON.
 #![cfg(not(loom))]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::ptr::NonNull;
 
 use udpdemux::accounting::DropReason;
 use udpdemux::delivery::testkit::{HeapPacket, ShrinkTo, VecSink};
 use udpdemux::delivery::{RxSocket, SocketConfig, Strategy};
+use udpdemux::runtime::alloc_guard::{thread_hot_allocations, CountingAlloc, HotSection};
 
-struct Counting;
-
-thread_local! {
-    // const-initialised: reading them never allocates. The count is per
-    // thread too: with one global counter, a test armed on another thread
-    // (`the_counter_can_fail`'s Box) was counted against this one.
-    static ARMED: Cell<bool> = const { Cell::new(false) };
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn note() {
-    if ARMED.with(Cell::get) {
-        ALLOCS.with(|n| n.set(n.get() + 1));
-    }
-}
-
-// SAFETY: forwards every call to the system allocator unchanged.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        note();
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        note();
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc_zeroed(l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        note();
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(p, l, n) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(p, l) }
-    }
-}
-
+// The binary's own counting allocator: what these tests prove is what the
+// engine's summary reports as `hot_path_allocations`.
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: CountingAlloc = CountingAlloc;
 
+/// Runs `f` with this thread marked hot; returns what it allocated (this
+/// thread only: the harness runs other tests in parallel threads).
 fn armed<R>(f: impl FnOnce() -> R) -> (R, u64) {
-    let before = ALLOCS.with(Cell::get);
-    ARMED.with(|a| a.set(true));
+    let before = thread_hot_allocations();
+    let hot = HotSection::enter();
     let r = f();
-    ARMED.with(|a| a.set(false));
-    (r, ALLOCS.with(Cell::get) - before)
+    drop(hot);
+    (r, thread_hot_allocations() - before)
 }
 
 /// The consumer: takes everything out of the sink, marks it, releases it.

@@ -11,6 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 thread_local! {
     static HOT: Cell<bool> = const { Cell::new(false) };
+    /// This thread's share of `HOT_ALLOCS`: tests that run in parallel
+    /// threads each read their own.
+    static THREAD_HOT_ALLOCS: Cell<u64> = const { Cell::new(0) };
 }
 
 static HOT_ALLOCS: AtomicU64 = AtomicU64::new(0);
@@ -46,6 +49,7 @@ fn note() {
     // try_with: during thread teardown the TLS may be gone; such frees/allocs are not hot.
     if HOT.try_with(|h| h.get()).unwrap_or(false) {
         HOT_ALLOCS.fetch_add(1, Ordering::Relaxed);
+        let _ = THREAD_HOT_ALLOCS.try_with(|n| n.set(n.get() + 1));
     }
 }
 
@@ -69,4 +73,9 @@ impl Drop for HotSection {
 /// `CountingAlloc` is the global allocator: the `udpdemux` binary and tests that install it).
 pub fn hot_allocations() -> u64 {
     HOT_ALLOCS.load(Ordering::Relaxed)
+}
+
+/// Allocations the calling thread made while hot, so far.
+pub fn thread_hot_allocations() -> u64 {
+    THREAD_HOT_ALLOCS.with(Cell::get)
 }
