@@ -65,7 +65,8 @@ pub struct Shared {
     /// NUMA socket for rings (the first RX lcore's).
     pub numa: i32,
     pub(crate) next_socket_id: Mutex<u32>,
-    /// Extra flow-table bindings of the `filler` socket (engine.filler_sockets).
+    /// Extra flow-table bindings of the `filler` socket (engine.filler_sockets,
+    /// `bench::filler`).
     pub(crate) filler_handles: Mutex<Vec<crate::flow_table::SocketHandle>>,
     /// Books of sockets removed while running.
     pub removed: Mutex<Vec<SocketSummary>>,
@@ -143,7 +144,7 @@ pub enum Mode {
     /// `run --bare`: receive and free only, the baseline the RX core is
     /// measured against.
     Bare,
-    /// `run --floor`: the least any RX core can do per packet (see `rx::floor_burst`).
+    /// `run --floor`: the least any RX core can do per packet (see `bench::floor`).
     Floor(Floor),
 }
 
@@ -164,7 +165,7 @@ pub enum Floor {
     Minimal,
     /// The same plus the IPv4 header and UDP checksums in software.
     Checksums,
-    /// The minimal cross-core pipeline (see `pipeline_floor`): destination
+    /// The minimal cross-core pipeline (see `bench::pipeline_floor`): destination
     /// port, port-indexed table per family, per-socket `enqueue_burst` into
     /// the delivery rings; the consumers dequeue, read `pkt_len`, free.
     Pipeline,
