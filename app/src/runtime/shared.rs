@@ -158,14 +158,16 @@ impl Mode {
     }
 }
 
-/// `run --floor`: how much of the mandatory work the floor does.
+/// `run --floor`: how much of the mandatory work the floor does (the code:
+/// `bench::floor`).
+// The variants' doc lines are `udpdemux run --help`'s text, word for word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Floor {
     /// Destination port, one table read, result into the mbuf.
     Minimal,
     /// The same plus the IPv4 header and UDP checksums in software.
     Checksums,
-    /// The minimal cross-core pipeline (see `bench::pipeline_floor`): destination
+    /// The minimal cross-core pipeline (see `pipeline_floor`): destination
     /// port, port-indexed table per family, per-socket `enqueue_burst` into
     /// the delivery rings; the consumers dequeue, read `pkt_len`, free.
     Pipeline,
