@@ -4,7 +4,7 @@
 //! socket [`registry`], [`reload`], [`report`] and [`telemetry`] all stand
 //! on [`shared`], the state the lcores share, which imports none of them.
 //! The benchmark references (`run --floor`, `engine.filler_sockets`) are
-//! in [`bench`], which `rx`, `consumer`, `setup` and `teardown` dispatch to.
+//! in [`bench`](mod@bench), which `rx`, `consumer`, `setup` and `teardown` dispatch to.
 pub mod alloc_guard;
 pub mod bench;
 pub mod burst;

@@ -1,6 +1,6 @@
 //! `run --floor`: what an RX lcore does with a burst in a floor mode.
 //!
-//! - `minimal` and `checksums` ([`floor_burst`]): a lower bound for the RX
+//! - `minimal` and `checksums` (`floor_burst`): a lower bound for the RX
 //!   core, against which `--demux-only` is read;
 //! - `pipeline` and `pipeline-demux` ([`PipelineFloor`]): the minimal
 //!   cross-core pipeline, against which the whole pipeline is read.
