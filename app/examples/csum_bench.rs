@@ -29,10 +29,16 @@ use std::hint::black_box;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Instant;
 
-use udpdemux::gen::rng::SplitMix64;
 use udpdemux::parse::build::{self, CsumMode, FragSpec, FrameSpec, L3Spec};
 use udpdemux::parse::checksum::{self, Sum};
 use udpdemux::parse::{self, CsumHint, Family, Offload};
+
+// The seeded generator of the command's tools (`udpdemux gen`,
+// `bench-demux`): part of the binary, not the library, so included here.
+#[path = "../src/tools/rng.rs"]
+#[allow(dead_code)]
+mod rng;
+use rng::SplitMix64;
 
 const FRAMES: usize = 128;
 const ITERS: usize = 40_000; // passes over FRAMES per round

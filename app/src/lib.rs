@@ -27,16 +27,12 @@ pub mod runtime;
 #[cfg(not(loom))]
 pub mod api;
 #[cfg(not(loom))]
-pub mod bench;
-#[cfg(not(loom))]
 pub mod check;
 #[cfg(not(loom))]
 pub mod control;
 /// The EAL's own message when its init fails.
 #[cfg(not(loom))]
 pub mod eal_log;
-#[cfg(not(loom))]
-pub mod gen;
 #[cfg(not(loom))]
 pub mod handlers;
 #[cfg(not(loom))]

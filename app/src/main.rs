@@ -1,7 +1,12 @@
 //! The `udpdemux` command: run the engine, check a config, generate traffic.
 //!
+//! The engine is the library (`udpdemux`); the tools the command also
+//! offers, `gen` and `bench-demux`, are this binary's own [`tools`] tree.
+//!
 //! Under `--cfg loom` (the model-check build) the crate keeps only its
 //! pure-Rust heart, so the binary is empty there.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 #[cfg(loom)]
 fn main() {}
@@ -17,6 +22,9 @@ fn main() -> std::process::ExitCode {
 }
 
 #[cfg(not(loom))]
+mod tools;
+
+#[cfg(not(loom))]
 mod cli {
     use std::path::PathBuf;
     use std::process::ExitCode;
@@ -26,6 +34,8 @@ mod cli {
     use udpdemux::config::Config;
     use udpdemux::runtime::engine::{self, RunOptions};
     use udpdemux::runtime::shared::{Floor, Mode};
+
+    use crate::tools;
 
     #[derive(Parser)]
     #[command(
@@ -78,7 +88,7 @@ mod cli {
             config: PathBuf,
         },
         /// Generate traffic: write a pcap (with a manifest of exact counts) or transmit on a DPDK port.
-        Gen(Box<udpdemux::gen::GenArgs>),
+        Gen(Box<tools::traffic::GenArgs>),
         /// Micro-benchmark (no EAL): parse + early-demux ns per packet for 16 .. 1M sockets.
         BenchDemux {
             /// Table sizes.
@@ -138,33 +148,13 @@ mod cli {
                 )?;
                 Ok(())
             })(),
-            Cmd::Gen(args) => udpdemux::gen::run(&args),
+            Cmd::Gen(args) => tools::traffic::run(&args),
             Cmd::BenchDemux {
                 sockets,
                 packets,
                 json,
             } => {
-                let rows = udpdemux::bench::demux_table(&sockets, packets);
-                if json {
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&rows).expect("rows serialise")
-                    );
-                } else {
-                    println!("| sockets | family | traffic | parse ns/pkt | parse + lookup ns/pkt | parse + lookup, checksums offloaded ns/pkt |");
-                    println!("|---:|---|---|---:|---:|---:|");
-                    for r in rows {
-                        println!(
-                            "| {} | {} | {} | {:.1} | {:.1} | {:.1} |",
-                            r.sockets,
-                            r.family,
-                            r.traffic,
-                            r.parse_only_ns,
-                            r.ns_per_packet,
-                            r.offload_ns
-                        );
-                    }
-                }
+                tools::bench_demux::run(&sockets, packets, json);
                 Ok(())
             }
         };

@@ -1,16 +1,48 @@
-//! The generator's contract: same seed, same bytes; the manifest says
-//! exactly what `parse` finds in the pcap read back; every malformed kind
-//! lands in its one drop reason; the transmit mode sends what it reports.
-// The generator is DPDK-side (`gen` is left out of the loom build).
+//! The generator's contract through the command (`udpdemux gen`, a tool of
+//! the binary, not of the library): same seed, same bytes; the manifest it
+//! writes says exactly what `parse` finds in the pcap read back; the
+//! transmit mode sends what the pcap mode's manifest says. The per-frame
+//! checks (every malformed kind in its one drop reason) are the tool's unit
+//! tests (`app/src/tools/traffic/pcap_tests.rs`).
+// The generator is DPDK-side (the binary is empty in the loom build).
 #![cfg(not(loom))]
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use udpdemux::gen::{self, FrameKind, GenArgs, Malformed, Manifest, TrafficSpec};
+use serde::Deserialize;
 use udpdemux::parse::{parse, Family, Offload};
 use udpdemux::pcap::{PcapReader, LINKTYPE_ETHERNET};
+
+/// Frame counts by family, as the manifest has them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+struct FamilyCounts {
+    v4: u64,
+    v6: u64,
+    other: u64,
+}
+
+/// The manifest `gen` writes beside a pcap (and the manifest fields of the
+/// transmit mode's `--stats-json`): the JSON contract end-to-end tests read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+struct Manifest {
+    seed: u64,
+    frames: u64,
+    bytes: u64,
+    valid: u64,
+    per_dst: BTreeMap<String, u64>,
+    malformed: BTreeMap<String, u64>,
+    per_reason: BTreeMap<String, u64>,
+    no_socket: u64,
+    family: FamilyCounts,
+    vlan_tagged: u64,
+    no_port_dst: Vec<String>,
+}
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_udpdemux")
+}
 
 fn traffic(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -24,36 +56,43 @@ fn tmp(name: &str) -> PathBuf {
     d.join(name)
 }
 
-fn spec_with(file: &str, count: Option<u64>, seed: Option<u64>) -> TrafficSpec {
-    GenArgs {
-        config: Some(traffic(file)),
-        count,
-        seed,
-        ..GenArgs::default()
-    }
-    .spec()
-    .expect("spec")
+/// `udpdemux gen --config FILE --out OUT [extra]`: the manifest it wrote
+/// (to the default path, OUT.json).
+fn gen_pcap(file: &str, out: &Path, extra: &[&str]) -> Manifest {
+    let o = Command::new(bin())
+        .args(["gen", "--config"])
+        .arg(traffic(file))
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .output()
+        .expect("run udpdemux gen");
+    assert!(
+        o.status.success(),
+        "gen {file} {extra:?} failed: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut mpath = out.as_os_str().to_owned();
+    mpath.push(".json");
+    let text = std::fs::read_to_string(&mpath).expect("manifest beside the pcap");
+    serde_json::from_str(&text).expect("manifest json")
 }
 
 #[test]
 fn same_seed_gives_identical_bytes() {
-    let spec = spec_with("mix.toml", Some(2000), None);
     let (a, b) = (tmp("same-a.pcap"), tmp("same-b.pcap"));
-    gen::write_pcap(&spec, &a, None).expect("write a");
-    gen::write_pcap(&spec, &b, None).expect("write b");
+    let ma = gen_pcap("mix.toml", &a, &["--count", "2000"]);
+    let mb = gen_pcap("mix.toml", &b, &["--count", "2000"]);
     let (ba, bb) = (
         std::fs::read(&a).expect("read"),
         std::fs::read(&b).expect("read"),
     );
     assert!(ba.len() > 24 + 2000 * 16);
     assert_eq!(ba, bb, "same seed, different bytes");
-    assert_eq!(
-        std::fs::read(gen::manifest_path(&a)).expect("m"),
-        std::fs::read(gen::manifest_path(&b)).expect("m")
-    );
-    let other = spec_with("mix.toml", Some(2000), Some(99));
+    assert_eq!(ma, mb);
     let c = tmp("same-c.pcap");
-    gen::write_pcap(&other, &c, None).expect("write c");
+    gen_pcap("mix.toml", &c, &["--count", "2000", "--seed", "99"]);
     assert_ne!(
         ba,
         std::fs::read(&c).expect("read"),
@@ -61,15 +100,15 @@ fn same_seed_gives_identical_bytes() {
     );
 }
 
-/// Recounts a pcap with `parse` alone, the way the engine will.
-fn recount(spec: &TrafficSpec, path: &Path) -> Manifest {
-    let sockets: Vec<SocketAddr> = spec.targets().iter().map(|t| t.addr).collect();
+/// Recounts a pcap with `parse` alone, the way the engine will, against the
+/// manifest's destinations.
+fn recount(want: &Manifest, path: &Path) -> Manifest {
     let mut m = Manifest {
-        seed: spec.seed(),
+        seed: want.seed,
         ..Manifest::default()
     };
-    for a in &sockets {
-        m.per_dst.insert(a.to_string(), 0);
+    for a in want.per_dst.keys() {
+        m.per_dst.insert(a.clone(), 0);
     }
     let rd = PcapReader::open(path).expect("open");
     assert_eq!(rd.linktype(), LINKTYPE_ETHERNET);
@@ -115,16 +154,11 @@ fn recount(spec: &TrafficSpec, path: &Path) -> Manifest {
     m
 }
 
-fn check_manifest(file: &str, count: Option<u64>) {
-    let spec = spec_with(file, count, None);
-    let out = tmp(&format!("{file}.pcap"));
-    let returned = gen::write_pcap(&spec, &out, None).expect("write");
-    let on_disk: Manifest =
-        serde_json::from_str(&std::fs::read_to_string(gen::manifest_path(&out)).expect("manifest"))
-            .expect("json");
-    assert_eq!(returned, on_disk);
-    let seen = recount(&spec, &out);
-    assert_eq!(seen.frames, spec.count());
+fn check_manifest(tag: &str, file: &str, extra: &[&str], count: u64) -> Manifest {
+    let out = tmp(&format!("{tag}.pcap"));
+    let on_disk = gen_pcap(file, &out, extra);
+    let seen = recount(&on_disk, &out);
+    assert_eq!(seen.frames, count);
     assert_eq!(
         (
             seen.frames,
@@ -148,114 +182,68 @@ fn check_manifest(file: &str, count: Option<u64>) {
         ),
         "{file}: manifest disagrees with parse"
     );
-    // Per kind and per reason agree (no-port is the only kind without a reason).
-    let mut by_reason: BTreeMap<String, u64> = BTreeMap::new();
-    for (k, n) in &on_disk.malformed {
-        let kind = Malformed::ALL
-            .into_iter()
-            .find(|m| m.name() == k)
-            .expect("known kind");
-        match kind.expected_reason() {
-            Some(r) if *n > 0 => *by_reason.entry(r.name().to_string()).or_default() += n,
-            Some(_) => {}
-            None => assert_eq!(*n, on_disk.no_socket),
-        }
-    }
-    assert_eq!(by_reason, on_disk.per_reason);
+    // Kinds and reasons agree: no-port is the only kind without a reason
+    // (its frames parse and match no socket), every other kind is one
+    // reason's frames (which reason: the tool's unit tests).
+    let no_port = on_disk.malformed.get("no-port").copied().unwrap_or(0);
+    assert_eq!(no_port, on_disk.no_socket, "{file}");
+    assert_eq!(
+        on_disk.malformed.values().sum::<u64>() - no_port,
+        on_disk.per_reason.values().sum::<u64>(),
+        "{file}"
+    );
+    on_disk
 }
 
 #[test]
 fn manifest_matches_parse_default() {
-    check_manifest("default.toml", None);
-    // The committed default capture must stay small and cover every kind.
-    let spec = spec_with("default.toml", None, None);
-    let m = gen::write_pcap(&spec, &tmp("default-size.pcap"), None).expect("write");
-    assert!(
-        std::fs::metadata(tmp("default-size.pcap"))
-            .expect("stat")
-            .len()
-            < 300_000
-    );
-    assert_eq!(m.malformed.len(), Malformed::ALL.len());
+    // conf/traffic/default.toml (the committed capture's spec): 1000 frames.
+    let m = check_manifest("default", "default.toml", &[], 1000);
     assert!(m.malformed.values().all(|&n| n >= 3), "{:?}", m.malformed);
     assert!(m.family.v4 > 300 && m.family.v6 > 300, "{:?}", m.family);
 }
 
 #[test]
 fn manifest_matches_parse_mix_and_flood() {
-    check_manifest("mix.toml", Some(5000));
-    check_manifest("flood.toml", Some(5000));
-    let spec = spec_with("flood.toml", Some(5000), None);
-    let m = gen::write_pcap(&spec, &tmp("flood-share.pcap"), None).expect("write");
-    let victim = m.per_dst["198.18.1.9:9999"] as f64;
-    assert!(
-        (victim / 5000.0 - 0.9).abs() < 0.02,
-        "victim share {}",
-        victim / 5000.0
+    check_manifest("mix", "mix.toml", &["--count", "5000"], 5000);
+    check_manifest("flood", "flood.toml", &["--count", "5000"], 5000);
+}
+
+/// The pcap mode's flags override the spec file's knobs.
+#[test]
+fn flags_override_the_spec() {
+    let m = check_manifest(
+        "flags",
+        "default.toml",
+        &[
+            "--count",
+            "500",
+            "--seed",
+            "9",
+            "--dst",
+            "198.18.1.1:53=2",
+            "--dst",
+            "[fd00::1]:53",
+            "--malformed-share",
+            "0.5",
+            "--malformed-kinds",
+            "truncated,no-port",
+        ],
+        500,
     );
-}
-
-#[test]
-fn every_malformed_kind_maps_to_its_reason() {
-    let text = r#"
-        seed = 5
-        count = 1800
-        ipv6_share = 0.5
-        sizes = [[0, 0.3], [200, 0.4], [1452, 0.3]]
-        vlan = [10, 20]
-        vlan_share = 0.5
-        [[dst]]
-        addr = "198.18.1.1:53"
-        [[dst]]
-        addr = "[fd00::1]:53"
-        [malformed]
-        share = 1.0
-    "#;
-    let spec = TrafficSpec::from_toml(text).expect("spec");
-    let mut per_kind = [0u32; Malformed::ALL.len()];
-    for f in spec.frames() {
-        let FrameKind::Malformed(kind) = f.kind else {
-            panic!("share 1.0 gave a valid frame")
-        };
-        per_kind[kind.index()] += 1;
-        match (kind.expected_reason(), parse(&f.bytes, Offload::default())) {
-            (Some(want), Err(e)) => assert_eq!(e.reason(), want, "{kind:?}"),
-            (None, Ok(d)) => {
-                assert_eq!(d.dport, spec.no_port());
-                assert!(spec.targets().iter().all(|t| t.addr.port() != d.dport));
-            }
-            (want, got) => panic!("{kind:?}: expected {want:?}, parse gave {got:?}"),
-        }
-    }
-    // Round-robin over all nine kinds: exactly 200 each.
-    assert_eq!(per_kind, [200; 9]);
-}
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_udpdemux")
-}
-
-#[test]
-fn cli_pcap_mode_matches_library() {
-    let out = tmp("cli.pcap");
-    let st = Command::new(bin())
-        .args(["gen", "--config"])
-        .arg(traffic("default.toml"))
-        .arg("--out")
-        .arg(&out)
-        .status()
-        .expect("run udpdemux gen");
-    assert!(st.success());
-    let lib = tmp("lib.pcap");
-    gen::write_pcap(&spec_with("default.toml", None, None), &lib, None).expect("write");
+    assert_eq!(m.seed, 9);
     assert_eq!(
-        std::fs::read(&out).expect("cli pcap"),
-        std::fs::read(&lib).expect("lib pcap")
+        m.per_dst.keys().collect::<Vec<_>>(),
+        ["198.18.1.1:53", "[fd00::1]:53"]
+    );
+    assert_eq!(
+        m.malformed.keys().collect::<Vec<_>>(),
+        ["no-port", "truncated"]
     );
 }
 
 /// Transmit mode into net_null: the totals must be exactly the first
-/// `count` frames of the stream, i.e. the pcap's manifest.
+/// `count` frames of the stream, i.e. the pcap mode's manifest.
 #[test]
 fn transmit_to_net_null() {
     // SAFETY: geteuid has no preconditions.
@@ -297,11 +285,6 @@ fn transmit_to_net_null() {
     assert_eq!(v["tx_errors"], 0);
     assert_eq!(v["port_opackets"], 1000);
     let sent: Manifest = serde_json::from_str(&text).expect("manifest fields");
-    let want = gen::write_pcap(
-        &spec_with("default.toml", None, None),
-        &tmp("tx-ref.pcap"),
-        None,
-    )
-    .expect("write");
+    let want = gen_pcap("default.toml", &tmp("tx-ref.pcap"), &[]);
     assert_eq!(sent, want, "sent frames differ from the pcap's manifest");
 }

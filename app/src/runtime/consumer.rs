@@ -14,6 +14,7 @@ use std::sync::Arc;
 use dpdk_sys::{eal, ffi};
 
 use super::alloc_guard::HotSection;
+use super::bench::pipeline_floor;
 use super::shared::{Drainer, Shared, SocketEntry};
 use crate::config::Handler;
 use crate::handlers::{self, CONSUME_BURST};
@@ -144,7 +145,7 @@ impl Drain {
                 continue;
             }
             total += if self.floor {
-                drain_floor(e, &mut self.bufs)
+                pipeline_floor::consume_burst(e, &mut self.bufs)
             } else {
                 drain_socket_into(shared, e, &mut self.bufs)
             };
@@ -196,7 +197,7 @@ fn allowance(e: &SocketEntry, pps: u64, hz: u64, now: u64) -> usize {
 pub fn drain_socket(shared: &Shared, e: &SocketEntry) -> usize {
     let mut bufs: [*mut ffi::rte_mbuf; CONSUME_BURST] = [std::ptr::null_mut(); CONSUME_BURST];
     if shared.mode.is_pipeline_floor() {
-        drain_floor(e, &mut bufs)
+        pipeline_floor::consume_burst(e, &mut bufs)
     } else {
         drain_socket_into(shared, e, &mut bufs)
     }
@@ -256,17 +257,5 @@ fn drain_socket_into(
     }
     // SAFETY: dequeued from this socket's ring just now; ours to free.
     unsafe { e.sock.consume_at(&mut bufs[..n], now) };
-    n
-}
-
-/// `run --floor pipeline`'s consumer: dequeue a burst, read `pkt_len`,
-/// free in bulk. No handler, no rate, no latency, no release.
-#[inline]
-fn drain_floor(e: &SocketEntry, bufs: &mut [*mut ffi::rte_mbuf; CONSUME_BURST]) -> usize {
-    let n = e.sock.dequeue(bufs);
-    if n > 0 {
-        // SAFETY: dequeued from this socket's ring just now; ours to free.
-        unsafe { e.sock.consume_floor(&mut bufs[..n]) };
-    }
     n
 }

@@ -3,13 +3,15 @@
 //! [`teardown`]; they and the lcore loops ([`rx`], [`consumer`]), the
 //! socket [`registry`], [`reload`], [`report`] and [`telemetry`] all stand
 //! on [`shared`], the state the lcores share, which imports none of them.
+//! The benchmark references (`run --floor`, `engine.filler_sockets`) are
+//! in [`bench`](mod@bench), which `rx`, `consumer`, `setup` and `teardown` dispatch to.
 pub mod alloc_guard;
+pub mod bench;
 pub mod burst;
 pub mod consumer;
 pub mod engine;
 pub mod error;
 pub mod main_loop;
-pub mod pipeline_floor;
 pub mod registry;
 pub mod reload;
 pub mod report;

@@ -29,8 +29,10 @@ pub enum RegistryError {
     Bind { name: String, why: String },
     #[error(transparent)]
     Unbind(FlowError),
+    /// `engine.filler_sockets` (`bench::filler`): its socket's config.
     #[error("{0}")]
     FillerConf(String),
+    /// `engine.filler_sockets`: the flow table refused the extra bindings.
     #[error("filler sockets: {0}")]
     Filler(FlowError),
 }
@@ -61,40 +63,6 @@ fn drainer_for(shared: &Shared, conf: &SocketConf, id: u32) -> Drainer {
     } else {
         Drainer::Lcore(open[id as usize % open.len()])
     }
-}
-
-/// `engine.filler_sockets`: a socket `filler` bound to 198.19.0.1:1024 plus
-/// n-1 more bindings (198.19.0.0/16, ports 1024..60999) that all deliver to
-/// it, published in one table update.
-pub(crate) fn add_filler(shared: &Shared, n: u32) -> Result<(), RegistryError> {
-    const PORTS: u32 = 59_976;
-    let addr = |i: u32| {
-        let ip =
-            std::net::Ipv4Addr::from(u32::from(std::net::Ipv4Addr::new(198, 19, 0, 1)) + i / PORTS);
-        std::net::SocketAddr::new(ip.into(), 1024 + (i % PORTS) as u16)
-    };
-    let conf: SocketConf = toml::from_str(&format!(
-        "name = \"filler\"\nlocal = \"{}\"\nhandler = \"count\"\n",
-        addr(0)
-    ))
-    .map_err(|e| RegistryError::FillerConf(e.to_string()))?;
-    let sock = add_socket(shared, conf)?;
-    let handles = shared
-        .table
-        .update(|ed| {
-            let mut hs = Vec::with_capacity(n as usize);
-            for i in 1..n {
-                hs.push(ed.insert(
-                    crate::flow_table::Binding::bound(addr(i)),
-                    Arc::clone(&sock),
-                )?);
-            }
-            Ok(hs)
-        })
-        .map_err(RegistryError::Filler)?;
-    log::info!("filler: {n} bindings in 198.19.0.0/16 deliver to socket filler");
-    *shared.filler_handles.lock().expect("filler lock") = handles;
-    Ok(())
 }
 
 /// A socket created but not published: its ring and handler state exist,

@@ -6,9 +6,9 @@ use std::sync::atomic::Ordering;
 use dpdk_sys::{eal, ffi, mbuf, port};
 
 use super::alloc_guard::HotSection;
+use super::bench::floor::RxFloor;
 use super::burst::{offload_hints, FreeList, MAX_BURST};
-use super::pipeline_floor::PipelineFloor;
-use super::shared::{Floor, Mode, RxLcore, Shared};
+use super::shared::{Mode, RxLcore, Shared};
 use crate::accounting::DropReason;
 use crate::delivery::{Condense, NoCondense};
 use crate::meta::MbufMeta;
@@ -38,15 +38,9 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     // (one allocation): do it before the loop counts allocations.
     drop(shared.table.snapshot());
     let mut small = me.small.lock().unwrap_or_else(|p| p.into_inner()).take();
-    // The floor's demux table, indexed by destination port (built here: the
-    // loop below must not allocate).
-    let ports: Vec<u32> = match mode {
-        Mode::Floor(Floor::Minimal | Floor::Checksums) => (0..=u32::from(u16::MAX)).collect(),
-        _ => Vec::new(),
-    };
-    let mut pipeline_floor = mode
-        .is_pipeline_floor()
-        .then(|| PipelineFloor::new(shared, mode == Mode::Floor(Floor::PipelineDemux)));
+    // `run --floor` (a benchmark reference, `bench::floor`): its tables are
+    // built here, since the loop below must not allocate.
+    let mut floor = RxFloor::new(shared, mode);
     let _hot = HotSection::enter();
     while !shared.stop.load(Ordering::Relaxed) {
         for (q, qs) in me.queues.iter().zip(&me.qstats) {
@@ -85,16 +79,15 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
                     // SAFETY: we own the n mbufs and give them back.
                     unsafe { mbuf::free_bulk(&mut bufs[..n]) };
                 }
-                (Mode::Floor(Floor::Pipeline | Floor::PipelineDemux), _) => {
-                    if let Some(pf) = pipeline_floor.as_mut() {
-                        pf.burst(shared, &bufs[..n], &mut free, &me.lstats.floor_no_socket);
-                        free.flush();
+                (Mode::Floor(_), _) => {
+                    if let Some(f) = floor.as_mut() {
+                        f.burst(
+                            shared,
+                            &mut bufs[..n],
+                            &mut free,
+                            &me.lstats.floor_no_socket,
+                        );
                     }
-                }
-                (Mode::Floor(f), _) => {
-                    floor_burst(&bufs[..n], &ports, f == Floor::Checksums);
-                    // SAFETY: we own the n mbufs and give them back.
-                    unsafe { mbuf::free_bulk(&mut bufs[..n]) };
                 }
             }
             qs.packets.add(n as u64);
@@ -114,58 +107,6 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     // Hand the cache back for teardown's check.
     *me.small.lock().unwrap_or_else(|p| p.into_inner()) = small;
     0
-}
-
-/// Where an untagged IPv4 frame without options has its IPv4 header, UDP
-/// header and UDP destination port.
-const FLOOR_IP: usize = 14;
-const FLOOR_UDP: usize = FLOOR_IP + 20;
-const FLOOR_DPORT: usize = FLOOR_UDP + 2;
-
-/// `run --floor`: a lower bound for the RX core, so that its cost over the
-/// bare loop can be told apart from what any early demux must pay here.
-/// Per frame it reads the UDP destination port where an untagged IPv4 frame
-/// without options has it, reads a socket id from a table indexed by that
-/// port (the cheapest demux there is: no addresses, no hash, one read that
-/// stays in cache) and writes the id into the mbuf's metadata. No header is
-/// validated and nothing is counted. With `checksums` it also verifies the
-/// IPv4 header checksum and the UDP checksum in software, as the parser must
-/// when the port sets no offload flags (`net_pcap` sets none); the verdict
-/// goes into the written id so that the work cannot be optimised away.
-fn floor_burst(bufs: &[*mut ffi::rte_mbuf], ports: &[u32], checksums: bool) {
-    use crate::parse::checksum;
-    for &m in bufs {
-        // SAFETY: rx_burst gave us this mbuf; we read its first segment.
-        let data = unsafe { mbuf::data(m) };
-        let Some(&[hi, lo]) = data.get(FLOOR_DPORT..FLOOR_DPORT + 2) else {
-            continue;
-        };
-        let mut id = ports
-            .get(usize::from(u16::from_be_bytes([hi, lo])))
-            .copied()
-            .unwrap_or(0);
-        if checksums {
-            let ip = data.get(FLOOR_IP..FLOOR_UDP);
-            let total = ip.map_or(0, |h| usize::from(u16::from_be_bytes([h[2], h[3]])));
-            let udp = data.get(FLOOR_UDP..FLOOR_IP + total);
-            let addrs = data
-                .get(FLOOR_IP + 12..FLOOR_UDP)
-                .and_then(|a| <&[u8; 8]>::try_from(a).ok());
-            let good = match (ip, udp, addrs) {
-                (Some(h), Some(u), Some(a)) => {
-                    checksum::ipv4_header_verifies(h)
-                        && checksum::pseudo_v4_wire(a, crate::parse::PROTO_UDP, u.len() as u16)
-                            .add_bytes(u)
-                            .verifies()
-                }
-                _ => false,
-            };
-            id |= u32::from(!good) << 31;
-        }
-        // SAFETY: our mbuf, from an engine pool (private area of PRIV_SIZE);
-        // nothing else refers to its metadata.
-        unsafe { (*MbufMeta::of(m).as_ptr()).socket = id };
-    }
 }
 
 /// Packets handled per pass of [`process_burst`]: the passes' arrays live on

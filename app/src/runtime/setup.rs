@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use arc_swap::ArcSwap;
 use dpdk_sys::{eal, lcore, port, Eal, Mempool, Port};
 
+use super::bench;
 use super::consumer;
 use super::error::EngineError;
 use super::registry;
@@ -521,7 +522,7 @@ fn create_sockets(cfg: &Config, shared: &Shared) -> Result<(), EngineError> {
         registry::add_socket(shared, s.clone())?;
     }
     if cfg.engine.filler_sockets > 0 && !signals::stop_requested() {
-        registry::add_filler(shared, cfg.engine.filler_sockets)?;
+        bench::filler::add(shared, cfg.engine.filler_sockets)?;
     }
     Ok(())
 }

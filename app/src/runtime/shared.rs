@@ -65,7 +65,8 @@ pub struct Shared {
     /// NUMA socket for rings (the first RX lcore's).
     pub numa: i32,
     pub(crate) next_socket_id: Mutex<u32>,
-    /// Extra flow-table bindings of the `filler` socket (engine.filler_sockets).
+    /// Extra flow-table bindings of the `filler` socket (engine.filler_sockets,
+    /// `bench::filler`).
     pub(crate) filler_handles: Mutex<Vec<crate::flow_table::SocketHandle>>,
     /// Books of sockets removed while running.
     pub removed: Mutex<Vec<SocketSummary>>,
@@ -143,7 +144,7 @@ pub enum Mode {
     /// `run --bare`: receive and free only, the baseline the RX core is
     /// measured against.
     Bare,
-    /// `run --floor`: the least any RX core can do per packet (see `rx::floor_burst`).
+    /// `run --floor`: the least any RX core can do per packet (see `bench::floor`).
     Floor(Floor),
 }
 
@@ -157,7 +158,9 @@ impl Mode {
     }
 }
 
-/// `run --floor`: how much of the mandatory work the floor does.
+/// `run --floor`: how much of the mandatory work the floor does (the code:
+/// `bench::floor`).
+// The variants' doc lines are `udpdemux run --help`'s text, word for word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Floor {
     /// Destination port, one table read, result into the mbuf.

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use dpdk_sys::{lcore, Mempool, Port};
 
+use super::bench;
 use super::burst::FreeList;
 use super::consumer::Drain;
 use super::error::EngineError;
@@ -160,12 +161,7 @@ pub fn release(shared: &Shared, launched: &mut Vec<lcore::Launched>, main_drain:
     main_drain.release();
     let entries = shared.sockets.swap(Arc::new(Vec::new()));
     shared.sockets_gen.fetch_add(1, Ordering::Release);
-    let fillers = std::mem::take(
-        &mut *shared
-            .filler_handles
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()),
-    );
+    let fillers = bench::filler::take_bindings(shared);
     let _ = shared.table.update(|ed| {
         for e in entries.iter() {
             ed.remove(e.handle)?;

@@ -1,14 +1,17 @@
-//! In-process micro-benchmarks (no EAL): parse + early-demux cost per packet
-//! for tables of 16 to 1 000 000 sockets. The whole-engine benchmarks run the
-//! binary on vdevs (scripts/bench.sh); this one isolates the per-packet work
-//! the RX lcore adds to the bare loop.
+//! `udpdemux bench-demux`: an in-process micro-benchmark (no EAL) of the
+//! parse + early-demux cost per packet for tables of 16 to 1 000 000
+//! sockets. The whole-engine benchmarks run the binary on vdevs
+//! (scripts/bench.sh); this one isolates the per-packet work the RX lcore
+//! adds to the bare loop, through the library's public `parse` and
+//! `flow_table`.
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Instant;
 
-use crate::flow_table::{Binding, FlowTable};
-use crate::gen::rng::SplitMix64;
-use crate::parse::build::{self, CsumMode, ExtSpec, FragSpec, FrameSpec, L3Spec};
-use crate::parse::{self, CsumHint, Family, Offload};
+use udpdemux::flow_table::{Binding, FlowTable};
+use udpdemux::parse::build::{self, CsumMode, ExtSpec, FragSpec, FrameSpec, L3Spec};
+use udpdemux::parse::{self, CsumHint, Family, Offload};
+
+use super::rng::SplitMix64;
 
 /// Which traffic the frames carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,6 +199,27 @@ pub fn demux_table(sizes: &[usize], packets: usize) -> Vec<DemuxResult> {
         }
     }
     out
+}
+
+/// `udpdemux bench-demux`: every row of [`demux_table`], printed as a
+/// Markdown table or as JSON.
+pub fn run(sockets: &[usize], packets: usize, json: bool) {
+    let rows = demux_table(sockets, packets);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).expect("rows serialise")
+        );
+    } else {
+        println!("| sockets | family | traffic | parse ns/pkt | parse + lookup ns/pkt | parse + lookup, checksums offloaded ns/pkt |");
+        println!("|---:|---|---|---:|---:|---:|");
+        for r in rows {
+            println!(
+                "| {} | {} | {} | {:.1} | {:.1} | {:.1} |",
+                r.sockets, r.family, r.traffic, r.parse_only_ns, r.ns_per_packet, r.offload_ns
+            );
+        }
+    }
 }
 
 #[cfg(test)]

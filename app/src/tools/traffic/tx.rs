@@ -18,7 +18,7 @@ use dpdk_sys::{eal, ffi, lcore, mbuf, port, Eal, Mbuf, Mempool, Port, PortConf};
 use serde::Serialize;
 
 use super::{FrameClass, GenArgs, Manifest, RxDrain, Tally, TrafficSpec};
-use crate::runtime::signals;
+use udpdemux::runtime::signals;
 
 /// Largest burst accepted on the command line (DPDK examples use 32; PMDs
 /// take at most their ring size per call anyway).
@@ -70,10 +70,6 @@ impl Cycle {
 
     pub fn len(&self) -> usize {
         self.spans.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
     }
 
     /// Bytes and class of frame `i` (taken modulo the cycle length).

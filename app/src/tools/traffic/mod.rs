@@ -5,9 +5,11 @@
 //! The manifest is the contract with end-to-end tests: it says exactly how
 //! many valid datagrams went to each socket and how many frames of each
 //! malformed kind (and so of each parse drop reason) are in the file.
-pub mod rng;
 pub mod spec;
 pub mod tx;
+
+#[cfg(test)]
+mod pcap_tests;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -16,9 +18,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::parse::Family;
-use crate::pcap::PcapWriter;
-pub use spec::{FrameKind, GenFrame, Malformed, SpecError, SpecFile, TrafficSpec};
+pub use spec::{FrameKind, GenFrame, Malformed, SpecFile, TrafficSpec};
+use udpdemux::parse::Family;
+use udpdemux::pcap::PcapWriter;
 
 /// Generate traffic from a spec: write a pcap and its manifest (--out), or
 /// transmit on a DPDK port (--port). Spec knobs given as flags override the file.

@@ -1,17 +1,17 @@
 //! The traffic spec (TOML) and the deterministic frame stream it describes.
 //!
-//! Every frame is written by [`crate::parse::build`]; malformed ones are a
+//! Every frame is written by [`udpdemux::parse::build`]; malformed ones are a
 //! valid frame with bytes edited afterwards, each kind chosen so that
-//! [`crate::parse::parse`] rejects it for exactly one [`Reason`].
+//! [`udpdemux::parse::parse`] rejects it for exactly one [`Reason`].
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::rng::SplitMix64;
-use crate::parse::build::{self, CsumMode, ExtSpec, FragSpec, FrameSpec, L3Spec};
-use crate::parse::{ether, ipv4, ipv6, udp, Family, Reason};
+use crate::tools::rng::SplitMix64;
+use udpdemux::parse::build::{self, CsumMode, ExtSpec, FragSpec, FrameSpec, L3Spec};
+use udpdemux::parse::{ether, ipv4, ipv6, udp, Family, Reason};
 
 /// Shortest Ethernet frame a NIC delivers, FCS stripped (IEEE 802.3 minimum
 /// 64 bytes on the wire less the 4-byte FCS); shorter frames get zero padding.
@@ -473,12 +473,6 @@ fn size_mix(
 }
 
 impl TrafficSpec {
-    /// Reads and checks a spec file.
-    pub fn load(path: &Path) -> Result<TrafficSpec, SpecError> {
-        let raw = Self::read_file(path)?;
-        TrafficSpec::new(raw)
-    }
-
     /// Reads without checking, so callers can apply overrides first.
     pub fn read_file(path: &Path) -> Result<SpecFile, SpecError> {
         let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
@@ -496,6 +490,7 @@ impl TrafficSpec {
         })
     }
 
+    #[cfg(test)]
     pub fn from_toml(text: &str) -> Result<TrafficSpec, SpecError> {
         let raw: SpecFile = toml::from_str(text).map_err(|e| SpecError::Parse {
             path: "<string>".into(),
@@ -753,12 +748,10 @@ impl TrafficSpec {
         })
     }
 
-    pub fn raw(&self) -> &SpecFile {
-        &self.raw
-    }
     pub fn seed(&self) -> u64 {
         self.raw.seed
     }
+    #[cfg(test)]
     pub fn count(&self) -> u64 {
         self.raw.count
     }
@@ -1004,7 +997,7 @@ impl Frames<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::{parse, Offload, ParseError};
+    use udpdemux::parse::{parse, Offload, ParseError};
 
     const SPEC: &str = r#"
         seed = 7

@@ -1,5 +1,7 @@
 //! `run --floor pipeline`: the minimal cross-core pipeline, the denominator
-//! of the real pipeline's ratio (as `--bare` is for the RX core).
+//! of the real pipeline's ratio (as `--bare` is for the RX core). The RX
+//! side is [`PipelineFloor`] (driven by [`super::floor::RxFloor`]), the
+//! consumer side [`consume_burst`].
 //!
 //! The RX lcore reads each frame's ethertype at offset 12 and the UDP
 //! destination port where an untagged IPv4 (offset 36) or IPv6 (offset 56)
@@ -8,7 +10,8 @@
 //! per socket and enqueues each group into that socket's delivery ring with
 //! one `enqueue_burst`. No parsing, no validation, no stage, no accounting.
 //! Ring full, or no socket: freed and counted. The socket's usual consumer
-//! dequeues in bursts, reads `pkt_len`, frees in bulk (`consumer`).
+//! dequeues in bursts, reads `pkt_len`, frees in bulk ([`consume_burst`],
+//! which `consumer` calls instead of its handlers in this mode).
 //!
 //! `run --floor pipeline-demux` is the same pipeline with the engine's own
 //! parser and flow-table lookup choosing the ring (frames the parser
@@ -27,10 +30,11 @@ use std::mem::MaybeUninit;
 
 use dpdk_sys::{ffi, mbuf};
 
-use super::burst::{offload_hints, FreeList, MAX_BURST};
-use super::shared::Shared;
 use crate::flow_table::Snapshot;
+use crate::handlers::CONSUME_BURST;
 use crate::parse;
+use crate::runtime::burst::{offload_hints, FreeList, MAX_BURST};
+use crate::runtime::shared::{Shared, SocketEntry};
 use crate::socket::Socket;
 use crate::stats::Counter;
 
@@ -205,4 +209,16 @@ impl PipelineFloor {
             no_socket.add(missed);
         }
     }
+}
+
+/// `run --floor pipeline`'s consumer: dequeue a burst, read `pkt_len`,
+/// free in bulk. No handler, no rate, no latency, no release.
+#[inline]
+pub fn consume_burst(e: &SocketEntry, bufs: &mut [*mut ffi::rte_mbuf; CONSUME_BURST]) -> usize {
+    let n = e.sock.dequeue(bufs);
+    if n > 0 {
+        // SAFETY: dequeued from this socket's ring just now; ours to free.
+        unsafe { e.sock.consume_floor(&mut bufs[..n]) };
+    }
+    n
 }

@@ -1,0 +1,121 @@
+//! `run --floor`: what an RX lcore does with a burst in a floor mode.
+//!
+//! - `minimal` and `checksums` (`floor_burst`): a lower bound for the RX
+//!   core, against which `--demux-only` is read;
+//! - `pipeline` and `pipeline-demux` ([`PipelineFloor`]): the minimal
+//!   cross-core pipeline, against which the whole pipeline is read.
+//!
+//! The RX loop builds one [`RxFloor`] before it polls and hands it every
+//! burst; the engine's own modes have none.
+use dpdk_sys::{ffi, mbuf};
+
+use super::pipeline_floor::PipelineFloor;
+use crate::meta::MbufMeta;
+use crate::runtime::burst::FreeList;
+use crate::runtime::shared::{Floor, Mode, Shared};
+use crate::stats::Counter;
+
+/// An RX lcore's floor state, all allocated before its loop.
+pub enum RxFloor {
+    /// `--floor minimal|checksums`: the port-indexed demux table.
+    Port { ports: Vec<u32>, checksums: bool },
+    /// `--floor pipeline|pipeline-demux`.
+    Pipeline(PipelineFloor),
+}
+
+impl RxFloor {
+    /// The state `mode` needs, if it is a floor (allocates: call it before
+    /// the loop, which must not).
+    pub fn new(shared: &Shared, mode: Mode) -> Option<RxFloor> {
+        let Mode::Floor(f) = mode else {
+            return None;
+        };
+        Some(match f {
+            Floor::Minimal | Floor::Checksums => RxFloor::Port {
+                // The floor's demux table, indexed by destination port.
+                ports: (0..=u32::from(u16::MAX)).collect(),
+                checksums: f == Floor::Checksums,
+            },
+            Floor::Pipeline | Floor::PipelineDemux => {
+                RxFloor::Pipeline(PipelineFloor::new(shared, f == Floor::PipelineDemux))
+            }
+        })
+    }
+
+    /// One received burst, all of whose mbufs are ours: each ends freed
+    /// (or, in the pipeline floors, in a socket's delivery ring). Frames
+    /// no socket takes in the pipeline floors are counted in `no_socket`.
+    #[inline]
+    pub fn burst(
+        &mut self,
+        shared: &Shared,
+        bufs: &mut [*mut ffi::rte_mbuf],
+        free: &mut FreeList,
+        no_socket: &Counter,
+    ) {
+        match self {
+            RxFloor::Port { ports, checksums } => {
+                floor_burst(bufs, ports, *checksums);
+                // SAFETY: we own the mbufs (rx_burst's) and give them back.
+                unsafe { mbuf::free_bulk(bufs) };
+            }
+            RxFloor::Pipeline(pf) => {
+                pf.burst(shared, bufs, free, no_socket);
+                free.flush();
+            }
+        }
+    }
+}
+
+/// Where an untagged IPv4 frame without options has its IPv4 header, UDP
+/// header and UDP destination port.
+const FLOOR_IP: usize = 14;
+const FLOOR_UDP: usize = FLOOR_IP + 20;
+const FLOOR_DPORT: usize = FLOOR_UDP + 2;
+
+/// `run --floor minimal|checksums`: a lower bound for the RX core, so that
+/// its cost over the bare loop can be told apart from what any early demux
+/// must pay here. Per frame it reads the UDP destination port where an
+/// untagged IPv4 frame without options has it, reads a socket id from a
+/// table indexed by that port (the cheapest demux there is: no addresses,
+/// no hash, one read that stays in cache) and writes the id into the mbuf's
+/// metadata. No header is validated and nothing is counted. With
+/// `checksums` it also verifies the IPv4 header checksum and the UDP
+/// checksum in software, as the parser must when the port sets no offload
+/// flags (`net_pcap` sets none); the verdict goes into the written id so
+/// that the work cannot be optimised away.
+fn floor_burst(bufs: &[*mut ffi::rte_mbuf], ports: &[u32], checksums: bool) {
+    use crate::parse::checksum;
+    for &m in bufs {
+        // SAFETY: rx_burst gave us this mbuf; we read its first segment.
+        let data = unsafe { mbuf::data(m) };
+        let Some(&[hi, lo]) = data.get(FLOOR_DPORT..FLOOR_DPORT + 2) else {
+            continue;
+        };
+        let mut id = ports
+            .get(usize::from(u16::from_be_bytes([hi, lo])))
+            .copied()
+            .unwrap_or(0);
+        if checksums {
+            let ip = data.get(FLOOR_IP..FLOOR_UDP);
+            let total = ip.map_or(0, |h| usize::from(u16::from_be_bytes([h[2], h[3]])));
+            let udp = data.get(FLOOR_UDP..FLOOR_IP + total);
+            let addrs = data
+                .get(FLOOR_IP + 12..FLOOR_UDP)
+                .and_then(|a| <&[u8; 8]>::try_from(a).ok());
+            let good = match (ip, udp, addrs) {
+                (Some(h), Some(u), Some(a)) => {
+                    checksum::ipv4_header_verifies(h)
+                        && checksum::pseudo_v4_wire(a, crate::parse::PROTO_UDP, u.len() as u16)
+                            .add_bytes(u)
+                            .verifies()
+                }
+                _ => false,
+            };
+            id |= u32::from(!good) << 31;
+        }
+        // SAFETY: our mbuf, from an engine pool (private area of PRIV_SIZE);
+        // nothing else refers to its metadata.
+        unsafe { (*MbufMeta::of(m).as_ptr()).socket = id };
+    }
+}

@@ -1,0 +1,18 @@
+//! Benchmark references that run inside the engine, kept out of its
+//! receive path: they exist so `scripts/bench.sh` can measure the engine
+//! against them, and nothing in a normal run depends on them.
+//!
+//! - [`floor`]: `run --floor minimal|checksums|pipeline|pipeline-demux`,
+//!   the lower bounds an RX core (and a cross-core pipeline) is read
+//!   against. The RX loop ([`super::rx`]) and the consumers
+//!   ([`super::consumer`]) only dispatch here when [`super::shared::Mode`]
+//!   is `Floor`.
+//! - [`pipeline_floor`]: the two pipeline floors' RX side and consumer side.
+//! - [`filler`]: `engine.filler_sockets`, a million-entry flow table for
+//!   the demux benchmarks (bindings that all deliver to one socket).
+//!
+//! Imports run downward only: this tree stands on `shared`, `burst` and
+//! `registry`; none of them imports it.
+pub mod filler;
+pub mod floor;
+pub mod pipeline_floor;
