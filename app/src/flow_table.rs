@@ -68,6 +68,8 @@ use ahash::RandomState;
 use arc_swap::{ArcSwap, Guard};
 use hashbrown::HashTable;
 
+use crate::hugepage_alloc::HugePageAlloc;
+
 /// The kernel's reuseport group limit (`reuse->max_socks` is a `u16`).
 pub const MAX_REUSEPORT_GROUP: usize = u16::MAX as usize;
 
@@ -266,13 +268,13 @@ fn reciprocal_scale(hash: u32, n: usize) -> usize {
 /// 7 for its tag, so the shard bits do not skew either).
 #[derive(Clone)]
 struct Sharded<K, T> {
-    shards: [Arc<HashTable<(K, T)>>; SHARDS],
+    shards: [Arc<HashTable<(K, T), HugePageAlloc>>; SHARDS],
 }
 
 impl<K: Eq + Clone, T: Clone> Sharded<K, T> {
     fn new() -> Self {
         Self {
-            shards: std::array::from_fn(|_| Arc::new(HashTable::new())),
+            shards: std::array::from_fn(|_| Arc::new(HashTable::new_in(HugePageAlloc))),
         }
     }
 
@@ -291,7 +293,7 @@ impl<K: Eq + Clone, T: Clone> Sharded<K, T> {
 
     /// The shard for `hash`, copied first if a published generation still
     /// shares it: the copy-on-write step of a publication.
-    fn shard_mut(&mut self, hash: u64) -> &mut HashTable<(K, T)> {
+    fn shard_mut(&mut self, hash: u64) -> &mut HashTable<(K, T), HugePageAlloc> {
         Arc::make_mut(&mut self.shards[Self::shard_index(hash)])
     }
 
