@@ -168,8 +168,10 @@ pub struct CacheHook<'a> {
 unsafe impl Condense<MbufMeta> for CacheHook<'_> {
     #[inline]
     fn condense(&mut self, p: NonNull<MbufMeta>) -> NonNull<MbufMeta> {
-        // SAFETY: delivery hands over a live packet it owns exclusively, on
-        // no stage, and takes back what we return (Condense's contract).
+        // SAFETY: the only caller, delivery's admission, hands over a live
+        // packet of an engine pool it owns exclusively, on no stage, and
+        // takes back what we return (condense_with's contract; `condense`
+        // itself becomes an unsafe fn with that contract in delivery.rs).
         unsafe { self.cache.condense_with(p, self.stats) }
     }
 }
