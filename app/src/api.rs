@@ -29,7 +29,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use dpdk_sys::{ffi, mbuf};
+use dpdk_sys::MbufBurst;
 
 use crate::config::SocketConf;
 use crate::handlers::{addrs, datagram_of};
@@ -96,8 +96,7 @@ pub fn close(engine: &Engine, sock: &Socket) -> Result<(), EngineError> {
 /// A batch of received datagrams, owned until cleared.
 pub struct RecvBatch {
     sock: Option<Arc<Socket>>,
-    bufs: [*mut ffi::rte_mbuf; BATCH],
-    n: usize,
+    bufs: MbufBurst<BATCH>,
 }
 
 impl Default for RecvBatch {
@@ -110,39 +109,37 @@ impl RecvBatch {
     pub fn new() -> RecvBatch {
         RecvBatch {
             sock: None,
-            bufs: [std::ptr::null_mut(); BATCH],
-            n: 0,
+            bufs: MbufBurst::new(),
         }
     }
 
     pub fn len(&self) -> usize {
-        self.n
+        self.bufs.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.n == 0
+        self.bufs.is_empty()
     }
 
     /// Datagram `i` of the batch.
     pub fn get(&self, i: usize) -> Option<Received<'_>> {
-        let m = *self.bufs.get(..self.n)?.get(i)?;
-        // SAFETY: the batch owns m until clear(); its metadata was set at RX.
-        let (frame, meta) = unsafe { (mbuf::data(m), MbufMeta::get(m)) };
+        // The batch owns the mbuf until clear(); its metadata was set at RX.
+        let m = self.bufs.get(i)?;
+        let (frame, meta) = (m.data(), MbufMeta::view(m)?);
         let d = datagram_of(frame, meta)?;
         Some(Received { frame, meta, d })
     }
 
     pub fn iter(&self) -> impl Iterator<Item = Received<'_>> {
-        (0..self.n).filter_map(move |i| self.get(i))
+        (0..self.len()).filter_map(move |i| self.get(i))
     }
 
     /// Free every datagram and release its memory from the socket's budget.
     pub fn clear(&mut self) {
-        if let Some(s) = &self.sock {
-            // SAFETY: each of the n pointers was dequeued from this socket's ring and not freed.
-            unsafe { s.consume(&mut self.bufs[..self.n]) };
+        match &self.sock {
+            Some(s) => s.consume(&mut self.bufs),
+            None => self.bufs.clear(),
         }
-        self.n = 0;
     }
 }
 
@@ -200,6 +197,5 @@ pub fn recv_burst(sock: &Arc<Socket>, batch: &mut RecvBatch) -> usize {
     if !batch.sock.as_ref().is_some_and(|s| Arc::ptr_eq(s, sock)) {
         batch.sock = Some(Arc::clone(sock));
     }
-    batch.n = sock.dequeue(&mut batch.bufs);
-    batch.n
+    sock.dequeue(&mut batch.bufs, BATCH)
 }

@@ -70,9 +70,7 @@ pub enum CheckError {
 
 /// One mbuf's truesize in an engine pool: what each datagram is charged.
 pub fn truesize(cfg: &Config) -> u64 {
-    std::mem::size_of::<dpdk_sys::ffi::rte_mbuf>() as u64
-        + crate::meta::PRIV_SIZE as u64
-        + cfg.mempool.data_room as u64
+    dpdk_sys::mbuf::MBUF_SIZE as u64 + crate::meta::PRIV_SIZE as u64 + cfg.mempool.data_room as u64
 }
 
 /// Bursts per RX lcore a socket's rcvbuf should hold (see [`check_static`]).

@@ -6,18 +6,17 @@
 //! stream is pointed at a pipe: a thread copies every line to stderr as
 //! before and keeps it, so a failure can quote the EAL's message first and
 //! match a hint to the argument that failed.
-use std::fs::File;
 use std::io::{BufRead, BufReader};
-use std::os::fd::FromRawFd;
 use std::thread::JoinHandle;
 
-use dpdk_sys::{ffi, DpdkError};
+use dpdk_sys::eal::LogRedirect;
+use dpdk_sys::DpdkError;
 
 use crate::config::Config;
 
 /// The EAL log redirected into our pipe until [`Capture::finish`].
 pub struct Capture {
-    file: *mut libc::FILE,
+    redirect: LogRedirect,
     reader: JoinHandle<Vec<String>>,
 }
 
@@ -25,27 +24,7 @@ impl Capture {
     /// Redirects the EAL log (call before `rte_eal_init`). `None` when a
     /// pipe cannot be had: the EAL then logs to stderr as usual.
     pub fn start() -> Option<Capture> {
-        let mut fds = [0i32; 2];
-        // SAFETY: pipe2 writes two new descriptors into the array.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return None;
-        }
-        let mode = std::ffi::CString::new("w").unwrap_or_default();
-        // SAFETY: fds[1] is the write end we just made; "w" matches it.
-        let file = unsafe { libc::fdopen(fds[1], mode.as_ptr()) };
-        if file.is_null() {
-            // SAFETY: both descriptors are ours and used nowhere else.
-            unsafe {
-                libc::close(fds[0]);
-                libc::close(fds[1]);
-            }
-            return None;
-        }
-        // SAFETY: `file` is a valid stream not yet written to; line
-        // buffering lets the copy to stderr keep pace with the EAL.
-        unsafe { libc::setvbuf(file, std::ptr::null_mut(), libc::_IOLBF, 0) };
-        // SAFETY: fds[0] is the read end we own; File takes it over.
-        let read = unsafe { File::from_raw_fd(fds[0]) };
+        let (redirect, read) = LogRedirect::to_pipe()?;
         let reader = std::thread::spawn(move || {
             let mut lines = Vec::new();
             for l in BufReader::new(read).split(b'\n') {
@@ -56,20 +35,13 @@ impl Capture {
             }
             lines
         });
-        // SAFETY: `file` stays open until `finish`, which switches the EAL
-        // back to its default stream before closing it.
-        unsafe { ffi::rte_openlog_stream(file.cast()) };
-        Some(Capture { file, reader })
+        Some(Capture { redirect, reader })
     }
 
     /// Gives the EAL its default stream back and returns the lines logged.
     pub fn finish(self) -> Vec<String> {
-        // SAFETY: NULL selects the EAL's default stream; after that nothing
-        // writes to `file`, which we opened and close once here.
-        unsafe {
-            ffi::rte_openlog_stream(std::ptr::null_mut());
-            libc::fclose(self.file);
-        }
+        // Closing the pipe's write end ends the reader's stream.
+        self.redirect.restore();
         self.reader.join().unwrap_or_default()
     }
 }
@@ -171,8 +143,7 @@ pub fn eal_hint(cfg: &Config, err: &DpdkError, why: &str) -> String {
             )
         };
     }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !dpdk_sys::os::is_root() {
         return "run as root (the EAL needs CAP_SYS_ADMIN, CAP_IPC_LOCK and CAP_NET_RAW)".into();
     }
     if cfg.eal.no_huge {

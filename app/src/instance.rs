@@ -12,15 +12,13 @@
 //! blocks a restart.
 use std::fs::File;
 use std::io::{Read, Seek, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 /// Where the EAL keeps its runtime files (as `eal_get_runtime_dir` decides):
 /// `/var/run/dpdk` for root, else `$XDG_RUNTIME_DIR/dpdk` or `/tmp/dpdk`.
 pub fn runtime_base() -> PathBuf {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    if dpdk_sys::os::is_root() {
         return PathBuf::from("/var/run/dpdk");
     }
     match std::env::var_os("XDG_RUNTIME_DIR") {
@@ -88,10 +86,7 @@ pub fn lock(prefix: &str) -> Result<InstanceLock, String> {
         .truncate(false)
         .open(&path)
         .map_err(|e| format!("cannot open the instance lock {}: {e}", path.display()))?;
-    // SAFETY: flock on a descriptor this function owns; no memory is involved.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let err = std::io::Error::last_os_error();
+    if let Err(err) = dpdk_sys::os::try_lock_exclusive(&file) {
         if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
             return Err(format!("cannot lock {}: {err}", path.display()));
         }

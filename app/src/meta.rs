@@ -60,7 +60,7 @@
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
-use dpdk_sys::{ffi, mbuf};
+use dpdk_sys::mbuf::{self, MbufMut, MbufRef, RawMbuf};
 
 use crate::delivery::PacketMeta;
 use crate::parse::{Datagram, Family};
@@ -73,18 +73,14 @@ pub const PRIV_SIZE: u16 = 64;
 /// What an engine mbuf costs besides its data room: `struct rte_mbuf` and
 /// the private area. A datagram's truesize is `MBUF_OVERHEAD + buf_len`, the
 /// same for RX-pool and small-pool mbufs (`Mempool::truesize`).
-pub const MBUF_OVERHEAD: u32 = std::mem::size_of::<ffi::rte_mbuf>() as u32 + PRIV_SIZE as u32;
+pub const MBUF_OVERHEAD: u32 = mbuf::MBUF_SIZE as u32 + PRIV_SIZE as u32;
 
 /// The truesize of an engine mbuf, from its first cache line only
 /// (`buf_len`): equal to what RX charges (`sizeof(rte_mbuf) + priv_size +
 /// buf_len`) because every engine pool has `priv_size == PRIV_SIZE`.
-///
-/// # Safety
-/// `m` must be a live mbuf from one of the engine's pools.
 #[inline(always)]
-pub unsafe fn truesize_of(m: *const ffi::rte_mbuf) -> u32 {
-    // SAFETY: per the contract; buf_len is in the mbuf's first line.
-    MBUF_OVERHEAD + u32::from(unsafe { (*m).buf_len })
+pub fn truesize_of(m: MbufRef<'_>) -> u32 {
+    MBUF_OVERHEAD + u32::from(m.buf_len())
 }
 
 /// Check on a live pool that [`truesize_of`] of its mbufs equals
@@ -94,8 +90,7 @@ pub fn check_pool_truesize(mp: &dpdk_sys::Mempool) -> Result<u32, String> {
     let m = mp
         .alloc()
         .ok_or_else(|| "cannot allocate one mbuf to check its truesize".to_string())?;
-    // SAFETY: a live mbuf of an engine pool (priv_size checked just below).
-    let ours = unsafe { truesize_of(m.as_ptr()) };
+    let ours = truesize_of(m.view());
     let (priv_size, theirs) = (mp.priv_size(), mp.truesize());
     if priv_size != PRIV_SIZE || ours != theirs {
         return Err(format!(
@@ -124,12 +119,12 @@ pub const HOT_DYNFIELD: &str = "udpdemux_hot_meta";
 /// (a test without the engine) stays correct, only slower.
 static HOT_OFFSET: AtomicUsize = AtomicUsize::new(HOT_FALLBACK);
 /// `hot_fallback` is `MbufMeta`'s second field, right after the 8-byte link (repr(C)).
-const HOT_FALLBACK: usize =
-    std::mem::size_of::<ffi::rte_mbuf>() + std::mem::size_of::<AtomicPtr<MbufMeta>>();
+const HOT_FALLBACK: usize = mbuf::MBUF_SIZE + std::mem::size_of::<AtomicPtr<MbufMeta>>();
 
 /// Register the [`HotMeta`] dynfield (idempotent). Must run after the EAL and
 /// before any RX lcore or consumer starts: the offset is read per packet and
-/// must not change while packets are in flight.
+/// must not change while packets are in flight. The offset is inside
+/// `struct rte_mbuf` (`dynfield_register` checks it).
 pub fn register_hot() -> Result<usize, dpdk_sys::DpdkError> {
     let off = mbuf::dynfield_register(
         HOT_DYNFIELD,
@@ -145,20 +140,29 @@ pub fn register_hot() -> Result<usize, dpdk_sys::DpdkError> {
 
 /// Where [`HotMeta`] lives in `m`.
 #[inline(always)]
-fn hot_ptr(m: *mut ffi::rte_mbuf) -> *mut HotMeta {
+fn hot_ptr(m: *mut RawMbuf) -> *mut HotMeta {
     mbuf::dynfield(m, HOT_OFFSET.load(Ordering::Relaxed))
 }
 
-/// The consumer's view of a datagram.
-///
-/// # Safety
-/// `m` must be a live engine mbuf whose [`HotMeta`] was written by
-/// [`MbufMeta::init`] (or copied by [`copy_hot`]), not being written by anyone else.
+/// The consumer's view of a datagram: what [`MbufMeta::init`] (or
+/// [`copy_hot`]) wrote. Of an mbuf RX did not stamp it reads zeroes or a
+/// stale value, never undefined bytes; in the fallback slot of a pool
+/// without the engine's private area, zeroes.
 #[inline(always)]
-pub unsafe fn hot(m: *mut ffi::rte_mbuf) -> HotMeta {
-    // SAFETY: per the contract; the offset is a registered, 8-aligned field
-    // of HotMeta's size, or the private area's fallback slot.
-    unsafe { hot_ptr(m).read() }
+pub fn hot(m: MbufRef<'_>) -> HotMeta {
+    let off = HOT_OFFSET.load(Ordering::Relaxed);
+    if off >= mbuf::MBUF_SIZE
+        && mbuf::MBUF_SIZE + usize::from(m.priv_size()) < off + std::mem::size_of::<HotMeta>()
+    {
+        return HotMeta::default();
+    }
+    // SAFETY: a live mbuf nobody writes meanwhile (the view's contract).
+    // The offset is a registered field inside the struct (8-aligned, of
+    // HotMeta's size), or the fallback slot, inside this mbuf's private area
+    // (checked above). Those bytes are initialised: DPDK zeroes the struct
+    // and the private area when the pool is made, and HotMeta (integers) is
+    // valid for any bits.
+    unsafe { mbuf::dynfield::<HotMeta>(m.as_ptr(), off).read() }
 }
 
 /// Copy the [`HotMeta`] of `from` into `to` (a condensed copy of a datagram).
@@ -166,7 +170,7 @@ pub unsafe fn hot(m: *mut ffi::rte_mbuf) -> HotMeta {
 /// # Safety
 /// Both must be live engine mbufs; the caller owns `to` exclusively.
 #[inline(always)]
-pub unsafe fn copy_hot(from: *mut ffi::rte_mbuf, to: *mut ffi::rte_mbuf) {
+pub unsafe fn copy_hot(from: *mut RawMbuf, to: *mut RawMbuf) {
     // SAFETY: per the contract.
     unsafe { hot_ptr(to).write(hot_ptr(from).read()) }
 }
@@ -203,28 +207,87 @@ pub struct MbufMeta {
     pub port: u16,
 }
 
+/// All zero: what a fresh pool's private area holds (DPDK zeroes it).
+impl Default for MbufMeta {
+    fn default() -> MbufMeta {
+        MbufMeta {
+            link: AtomicPtr::new(std::ptr::null_mut()),
+            hot_fallback: HotMeta::default(),
+            rx_tsc: 0,
+            truesize: 0,
+            drop_snapshot: 0,
+            socket: 0,
+            l3_off: 0,
+            l4_off: 0,
+            payload_off: 0,
+            payload_len: 0,
+            family: Family::V4,
+            flags: 0,
+            port: 0,
+        }
+    }
+}
+
 pub const FLAG_CONDENSED: u8 = 1;
 
 const _: () = assert!(std::mem::size_of::<MbufMeta>() <= PRIV_SIZE as usize);
 const _: () = assert!(std::mem::size_of::<HotMeta>() == 16);
 
 impl MbufMeta {
-    /// The metadata of an mbuf from one of the engine's pools.
+    /// Where the metadata of `m` is: its private area. Pointer arithmetic;
+    /// dereference it only for a live mbuf of an engine pool.
+    ///
+    /// # Safety
+    /// `m` must point at an mbuf (any pointer will not do: the result must
+    /// not be null).
     #[inline(always)]
-    pub fn of(m: *mut ffi::rte_mbuf) -> NonNull<MbufMeta> {
+    pub unsafe fn of(m: *mut RawMbuf) -> NonNull<MbufMeta> {
         // The private area is 8-aligned and at least PRIV_SIZE long in every engine pool.
-        // SAFETY: `m` is non-null (an mbuf), so the offset pointer is too.
+        // SAFETY: `m` points at an mbuf (the contract): the address right
+        // after its struct is not null.
         unsafe { NonNull::new_unchecked(mbuf::priv_area(m) as *mut MbufMeta) }
+    }
+
+    /// The metadata of a viewed mbuf, or `None` if its pool has no room for
+    /// it (every engine pool has: `priv_size == PRIV_SIZE`).
+    ///
+    /// Reading it is always defined: DPDK zeroes a pool's private areas when
+    /// it makes the pool (all zero is a valid `MbufMeta`), and only this
+    /// module's writers ([`MbufMeta::init`], the small cache's copy, the
+    /// stage link) write them afterwards, always a valid value. An mbuf the
+    /// RX lcore did not fill (a floor's) reads zeroes or a stale value.
+    #[inline(always)]
+    pub fn view(m: MbufRef<'_>) -> Option<&MbufMeta> {
+        if m.priv_size() < PRIV_SIZE {
+            return None;
+        }
+        // SAFETY: the private area holds PRIV_SIZE >= size_of::<MbufMeta>()
+        // bytes right after the (cache-aligned) struct, so it is aligned;
+        // its bytes are a valid MbufMeta (see above), and nobody writes the
+        // mbuf while the view lives (its contract).
+        Some(unsafe { &*(m.priv_area() as *const MbufMeta) })
+    }
+
+    /// As [`MbufMeta::view`], for the mbuf's exclusive user.
+    #[inline(always)]
+    pub fn view_mut(m: MbufMut<'_>) -> Option<&mut MbufMeta> {
+        let v = m.view();
+        if v.priv_size() < PRIV_SIZE {
+            return None;
+        }
+        // SAFETY: as in view, and the use is exclusive (MbufMut's contract)
+        // for the view's whole life, which the reference takes over.
+        Some(unsafe { &mut *(v.priv_area() as *mut MbufMeta) })
     }
 
     /// Starts loading the metadata's cache line (no effect on correctness).
     #[inline(always)]
-    pub fn prefetch(m: *mut ffi::rte_mbuf) {
+    pub fn prefetch(m: *mut RawMbuf) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a prefetch is a hint: it never faults, whatever the address.
         unsafe {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(Self::of(m).as_ptr() as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(mbuf::priv_area(m) as *const i8);
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = m;
@@ -232,9 +295,8 @@ impl MbufMeta {
 
     /// The mbuf a metadata block belongs to.
     #[inline(always)]
-    pub fn mbuf(p: NonNull<MbufMeta>) -> *mut ffi::rte_mbuf {
-        (p.as_ptr() as *mut u8).wrapping_sub(std::mem::size_of::<ffi::rte_mbuf>())
-            as *mut ffi::rte_mbuf
+    pub fn mbuf(p: NonNull<MbufMeta>) -> *mut RawMbuf {
+        (p.as_ptr() as *mut u8).wrapping_sub(mbuf::MBUF_SIZE) as *mut RawMbuf
     }
 
     /// Fill the metadata of a freshly received, demuxed datagram.
@@ -243,7 +305,7 @@ impl MbufMeta {
     /// `m` must be a live mbuf from a pool with `priv_size >= PRIV_SIZE`, owned by the caller.
     #[inline(always)]
     pub unsafe fn init(
-        m: *mut ffi::rte_mbuf,
+        m: *mut RawMbuf,
         d: &Datagram,
         socket: u32,
         truesize: u32,
@@ -282,7 +344,7 @@ impl MbufMeta {
     /// # Safety
     /// The mbuf must be live, initialised by [`MbufMeta::init`], and not being written by anyone else.
     #[inline(always)]
-    pub unsafe fn get<'a>(m: *mut ffi::rte_mbuf) -> &'a MbufMeta {
+    pub unsafe fn get<'a>(m: *mut RawMbuf) -> &'a MbufMeta {
         // SAFETY: per the contract.
         unsafe { &*Self::of(m).as_ptr() }
     }
@@ -292,7 +354,7 @@ impl MbufMeta {
     /// # Safety
     /// As [`MbufMeta::get`], and the caller owns the packet exclusively.
     #[inline(always)]
-    pub unsafe fn get_mut<'a>(m: *mut ffi::rte_mbuf) -> &'a mut MbufMeta {
+    pub unsafe fn get_mut<'a>(m: *mut RawMbuf) -> &'a mut MbufMeta {
         // SAFETY: per the contract.
         unsafe { &mut *Self::of(m).as_ptr() }
     }
@@ -313,8 +375,9 @@ impl PacketMeta for MbufMeta {
     unsafe fn truesize(p: NonNull<Self>) -> u32 {
         // The same function the consumer releases with: charge == release
         // by construction, whichever pool (RX or small) the mbuf is from.
-        // SAFETY: the caller owns a live packet of an engine pool.
-        unsafe { truesize_of(Self::mbuf(p)) }
+        // SAFETY: the caller owns a live packet of an engine pool: nobody
+        // else writes it while we read buf_len.
+        truesize_of(unsafe { MbufRef::from_ptr(Self::mbuf(p)) })
     }
     #[inline(always)]
     unsafe fn set_drop_snapshot(p: NonNull<Self>, drops: u32) {
@@ -330,16 +393,20 @@ mod tests {
     /// An mbuf struct followed by its private area, as in an engine pool.
     #[repr(C, align(64))]
     struct FakeMbuf {
-        m: ffi::rte_mbuf,
+        m: RawMbuf,
         area: [u8; PRIV_SIZE as usize],
     }
 
     fn fake(buf_len: u16) -> Box<FakeMbuf> {
-        // SAFETY: rte_mbuf is plain C data (integers, pointers, unions): all-zero is valid.
-        let mut f: Box<FakeMbuf> = Box::new(unsafe { std::mem::zeroed() });
-        f.m.buf_len = buf_len;
-        f.m.priv_size = PRIV_SIZE;
-        f
+        Box::new(FakeMbuf {
+            m: RawMbuf::detached(buf_len, PRIV_SIZE),
+            area: [0; PRIV_SIZE as usize],
+        })
+    }
+
+    /// The fake's mbuf pointer, valid for its private area too.
+    fn ptr(f: &mut FakeMbuf) -> *mut RawMbuf {
+        (f as *mut FakeMbuf).cast()
     }
 
     #[test]
@@ -347,44 +414,68 @@ mod tests {
         // 2176: the default RX pool's data room; 576 and 704: small-pool rooms.
         for room in [2176u16, 576, 704, 128 + 64, u16::MAX] {
             let mut f = fake(room);
-            let m: *mut ffi::rte_mbuf = &mut f.m;
-            // rx.rs charges sizeof(rte_mbuf) + priv_size + buf_len per datagram;
-            // Mempool::truesize and the small cache use sizeof + priv_size + data_room.
-            let rx = std::mem::size_of::<ffi::rte_mbuf>() as u32
-                + u32::from(f.m.priv_size)
-                + u32::from(f.m.buf_len);
-            // SAFETY: a live fake mbuf with an engine-sized private area.
-            assert_eq!(unsafe { truesize_of(m) }, rx, "room {room}");
-            let p = MbufMeta::of(m);
+            let m = ptr(&mut f);
+            // SAFETY: only the length fields of the fake are read.
+            let v = unsafe { MbufRef::from_ptr(m) };
+            // rx.rs charges sizeof(rte_mbuf) + priv_size + buf_len per datagram
+            // (MbufRef::truesize); Mempool::truesize and the small cache use
+            // sizeof + priv_size + data_room.
+            let rx = mbuf::MBUF_SIZE as u32 + u32::from(v.priv_size()) + u32::from(v.buf_len());
+            assert_eq!(v.truesize(), rx);
+            assert_eq!(truesize_of(v), rx, "room {room}");
+            // SAFETY: m points at the fake mbuf.
+            let p = unsafe { MbufMeta::of(m) };
             // SAFETY: as above.
             assert_eq!(unsafe { <MbufMeta as PacketMeta>::truesize(p) }, rx);
         }
-        assert_eq!(std::mem::size_of::<ffi::rte_mbuf>(), 128, "two cache lines");
+        assert_eq!(mbuf::MBUF_SIZE, 128, "two cache lines");
     }
 
     #[test]
     fn hot_meta_falls_back_to_the_private_area_and_is_copied() {
         // No EAL here: the dynfield is not registered, the fallback slot is used.
         let (mut a, mut b) = (fake(2176), fake(576));
-        let (ma, mb): (*mut ffi::rte_mbuf, *mut ffi::rte_mbuf) = (&mut a.m, &mut b.m);
+        let (ma, mb) = (ptr(&mut a), ptr(&mut b));
         let h = HotMeta {
             rx_tsc: 0x1234_5678_9abc,
             payload_len: 1472,
         };
-        // SAFETY: live fake mbufs we own.
+        // SAFETY: live fake mbufs we own; the views end before the next write.
         unsafe {
             hot_ptr(ma).write(h);
-            assert_eq!(hot(ma), h);
+            assert_eq!(hot(MbufRef::from_ptr(ma)), h);
             copy_hot(ma, mb);
-            assert_eq!(hot(mb), h);
+            assert_eq!(hot(MbufRef::from_ptr(mb)), h);
         }
         let base = ma as usize;
         let at = hot_ptr(ma) as usize - base;
         assert!(
-            at >= std::mem::size_of::<ffi::rte_mbuf>()
-                && at + 16 <= std::mem::size_of::<FakeMbuf>(),
+            at >= mbuf::MBUF_SIZE && at + 16 <= std::mem::size_of::<FakeMbuf>(),
             "inside the private area"
         );
         assert_eq!(at % 8, 0);
+        // Without a private area the fallback reads zeroes, not past the struct.
+        let mut bare = RawMbuf::detached(2176, 0);
+        // SAFETY: only priv_size is read.
+        let v = unsafe { MbufRef::from_ptr(&mut bare) };
+        assert_eq!(hot(v), HotMeta::default());
+    }
+
+    #[test]
+    fn views_need_the_engine_private_area() {
+        let mut f = fake(2176);
+        let m = ptr(&mut f);
+        // SAFETY: a fake mbuf with the engine's private area, all zero.
+        let meta = MbufMeta::view(unsafe { MbufRef::from_ptr(m) }).expect("engine pool");
+        assert_eq!((meta.socket, meta.family), (0, Family::V4));
+        // SAFETY: as above, used exclusively here.
+        MbufMeta::view_mut(unsafe { MbufMut::from_ptr(m) })
+            .unwrap()
+            .socket = 7;
+        // SAFETY: as above.
+        assert_eq!(unsafe { MbufMeta::get(m) }.socket, 7);
+        let mut bare = RawMbuf::detached(2176, 0);
+        // SAFETY: only priv_size is read.
+        assert!(MbufMeta::view(unsafe { MbufRef::from_ptr(&mut bare) }).is_none());
     }
 }

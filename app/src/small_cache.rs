@@ -14,7 +14,8 @@
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, Ordering};
 
-use dpdk_sys::{ffi, mbuf, Mempool};
+use dpdk_sys::mbuf::{self, MbufMut, MbufRef, RawMbuf};
+use dpdk_sys::Mempool;
 
 use crate::delivery::Condense;
 use crate::meta::{MbufMeta, FLAG_CONDENSED};
@@ -35,7 +36,7 @@ pub struct CacheStats {
 
 /// One lcore's ring of small mbufs.
 pub struct SmallCache {
-    entries: Box<[*mut ffi::rte_mbuf]>,
+    entries: Box<[*mut RawMbuf]>,
     next: usize,
     truesize: u32,
     room: usize,
@@ -54,7 +55,7 @@ impl SmallCache {
             entries,
             next: 0,
             truesize: pool.truesize(),
-            room: pool.data_room() as usize - ffi::RTE_PKTMBUF_HEADROOM as usize,
+            room: pool.data_room() as usize - mbuf::HEADROOM as usize,
         })
     }
 
@@ -70,40 +71,60 @@ impl SmallCache {
     pub fn in_use(&self) -> usize {
         self.entries
             .iter()
-            // SAFETY: every entry is a live mbuf we hold a reference to.
-            .filter(|&&e| unsafe { mbuf::refcnt(e) } != 1)
+            // SAFETY: every entry is a live mbuf we hold a reference to; a
+            // consumer holding the other one only reads it or drops its
+            // reference (an atomic update), and we read the count alone.
+            .filter(|&&e| unsafe { MbufRef::from_ptr(e) }.refcnt() != 1)
             .count()
     }
 
     /// Condense one packet: the copy in a small entry, or `p` unchanged.
+    ///
+    /// # Safety
+    /// `p` is a live packet of an engine pool, its metadata set at RX, that
+    /// the caller owns exclusively and that is on no stage. The caller owns
+    /// the returned packet instead: `p` itself, or a small entry (then `p`
+    /// was freed here).
     #[inline]
-    pub fn condense_with(&mut self, p: NonNull<MbufMeta>, st: &CacheStats) -> NonNull<MbufMeta> {
+    pub unsafe fn condense_with(
+        &mut self,
+        p: NonNull<MbufMeta>,
+        st: &CacheStats,
+    ) -> NonNull<MbufMeta> {
         let m = MbufMeta::mbuf(p);
-        // SAFETY: the caller (delivery, for the RX lcore) owns p exclusively.
-        let (len, segs) = unsafe { ((*m).data_len as usize, (*m).nb_segs) };
+        // SAFETY: the caller owns p exclusively (the contract); the view
+        // ends before m is freed below.
+        let src = unsafe { MbufRef::from_ptr(m) };
+        let (len, segs) = (usize::from(src.data_len()), src.nb_segs());
         if segs != 1 || len > self.room {
             st.too_big.add(1);
             return p;
         }
         let e = self.entries[self.next];
-        // SAFETY: a live entry; refcnt 1 means only the cache holds it.
-        if unsafe { mbuf::refcnt(e) } != 1 {
+        // SAFETY: a live entry we hold a reference to; a consumer holding
+        // the other one only reads it or drops its reference (atomically).
+        if unsafe { MbufRef::from_ptr(e) }.refcnt() != 1 {
             st.busy.add(1);
             return p;
         }
         // The consumer's last reads of this entry happened before its
         // reference drop (an acq-rel RMW in DPDK); pair with it before we write.
         fence(Ordering::Acquire);
-        // SAFETY: refcnt 1 = we are the only user of e; m is ours; both are
-        // single-segment mbufs and len fits e's room (checked above).
+        // SAFETY: refcnt 1 = we are the only user of e.
+        let mut dst = unsafe { MbufMut::from_ptr(e) };
+        dst.reset();
+        // After the reset the data starts at the headroom: len fits e's room
+        // (checked above), so this holds.
+        if !dst.set_len(len as u16) {
+            st.too_big.add(1);
+            return p;
+        }
+        dst.set_port(src.port());
+        // Both single-segment, the same length.
+        dst.data_mut().copy_from_slice(src.data());
+        // SAFETY: m is ours (metadata set at RX) and e is ours alone; the
+        // private areas are distinct and PRIV_SIZE long (engine pools).
         unsafe {
-            mbuf::reset(e);
-            let src = mbuf::data(m);
-            (*e).data_len = len as u16;
-            (*e).pkt_len = len as u32;
-            (*e).port = (*m).port;
-            let dst = mbuf::data_mut(e);
-            dst.copy_from_slice(src);
             // The early-demux result and offsets travel with the copy.
             let from = MbufMeta::get(m);
             let to = MbufMeta::of(e).as_ptr();
@@ -121,7 +142,8 @@ impl SmallCache {
         }
         self.next = (self.next + 1) % self.entries.len();
         st.condensed.add(1);
-        MbufMeta::of(e)
+        // SAFETY: e points at a live entry.
+        unsafe { MbufMeta::of(e) }
     }
 
     /// Give every entry back to its pool. Entries still held by a consumer
@@ -146,6 +168,10 @@ pub struct CacheHook<'a> {
 unsafe impl Condense<MbufMeta> for CacheHook<'_> {
     #[inline]
     fn condense(&mut self, p: NonNull<MbufMeta>) -> NonNull<MbufMeta> {
-        self.cache.condense_with(p, self.stats)
+        // SAFETY: the only caller, delivery's admission, hands over a live
+        // packet of an engine pool it owns exclusively, on no stage, and
+        // takes back what we return (condense_with's contract; `condense`
+        // itself becomes an unsafe fn with that contract in delivery.rs).
+        unsafe { self.cache.condense_with(p, self.stats) }
     }
 }

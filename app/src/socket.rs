@@ -1,11 +1,11 @@
 //! An engine socket: its binding, its receive side (stages, accounting,
 //! delivery lock) and its delivery ring, which a consumer drains.
-use std::os::raw::c_void;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use dpdk_sys::{eal, ffi, mbuf, ring, Ring};
+use dpdk_sys::mbuf::{FreeList, RawMbuf};
+use dpdk_sys::{eal, ring, MbufBurst, MbufRing};
 
 use crate::config::binding_of;
 use crate::config::{Handler, SocketConf};
@@ -64,7 +64,7 @@ impl FloorStats {
 /// Stage-to-delivery latency, written under the delivery lock.
 #[derive(Debug)]
 pub struct RingSink {
-    ring: Arc<Ring>,
+    ring: Arc<MbufRing>,
     hist: Arc<Histogram>,
     /// `latency::inverse` of TSC cycles per µs.
     us_inv: u64,
@@ -73,17 +73,19 @@ pub struct RingSink {
 impl Sink<MbufMeta> for RingSink {
     #[inline]
     fn enqueue_burst(&mut self, pkts: &[NonNull<MbufMeta>]) -> usize {
-        let mut objs = [std::ptr::null_mut::<c_void>(); DRAIN_BURST];
+        let mut objs = [std::ptr::null_mut::<RawMbuf>(); DRAIN_BURST];
         let mut stamps = [0u64; DRAIN_BURST];
         let n = pkts.len().min(DRAIN_BURST);
         // Read the RX stamps before the enqueue: once in the ring, the consumer
         // (which takes no lock) may free a packet at any moment.
         for ((o, t), p) in objs.iter_mut().zip(stamps.iter_mut()).zip(&pkts[..n]) {
-            *o = MbufMeta::mbuf(*p) as *mut c_void;
+            *o = MbufMeta::mbuf(*p);
             // SAFETY: the drainer still owns the packet here.
             *t = unsafe { p.as_ref() }.rx_tsc;
         }
-        let done = self.ring.enqueue_burst(&objs[..n]);
+        // SAFETY: the drainer owns each packet exclusively (Sink's contract);
+        // the ring takes the prefix it holds, the rest stay the caller's.
+        let done = unsafe { self.ring.enqueue_raw(&objs[..n]) };
         // Packets of one RX burst share its stamp: one histogram update per
         // run of equal stamps (usually one per burst), not per datagram.
         let now = eal::rdtsc();
@@ -106,7 +108,7 @@ pub struct Socket {
     /// and the pcap file in place: [`Socket::current_conf`] has those.
     pub conf: SocketConf,
     pub rx: RxSocket<MbufMeta, RingSink>,
-    pub ring: Arc<Ring>,
+    pub ring: Arc<MbufRing>,
     /// RX to delivery-ring latency (the seed's `__udp_enqueue_schedule_skb` time).
     pub stage_latency: Arc<Histogram>,
     /// RX to consumer dequeue latency. The consumer-side fields are each on
@@ -184,7 +186,7 @@ impl Socket {
         let rname = format!("udx_s{id}");
         // Single producer: the delivery lock serialises drainers. Multi-consumer:
         // teardown may empty the ring while a consumer lcore still polls it.
-        let ring = Ring::create(
+        let ring = MbufRing::create(
             &rname,
             conf.ring_size.next_power_of_two(),
             socket_id,
@@ -299,24 +301,22 @@ impl Socket {
         *self.live_conf.lock().unwrap_or_else(|p| p.into_inner()) = conf.clone();
     }
 
-    /// Dequeue up to `out.len()` mbufs from the delivery ring. Once the
-    /// ring has stayed empty for a while, the release deficit is paid.
+    /// Dequeue up to `max` mbufs from the delivery ring into `out` (which
+    /// the caller empties between bursts). Once the ring has stayed empty
+    /// for a while, or when `max` is 0 (a rate-limited consumer), the
+    /// release deficit is paid.
     #[inline]
-    pub fn dequeue(&self, out: &mut [*mut ffi::rte_mbuf]) -> usize {
+    pub fn dequeue<const N: usize>(&self, out: &mut MbufBurst<N>, max: usize) -> usize {
         if self.poll_empty() {
-            if out.is_empty() {
+            if max == 0 {
                 self.flush_release();
             }
             return 0;
         }
-        // SAFETY: a *mut rte_mbuf array viewed as *mut c_void of the same length and layout.
-        let objs = unsafe {
-            std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut *mut c_void, out.len())
-        };
-        let n = self.ring.dequeue_burst(objs);
+        let n = self.ring.dequeue(out, max);
         if n == 0 {
             self.note_empty();
-            if out.is_empty() {
+            if max == 0 {
                 self.flush_release();
             }
         } else if self.empty_streak.get() != 0 {
@@ -379,15 +379,12 @@ impl Socket {
         }
     }
 
-    /// Free consumed mbufs and release their memory from the socket's budget.
-    ///
-    /// # Safety
-    /// Every pointer must be an mbuf dequeued from this socket's ring and not yet freed.
+    /// Free consumed mbufs (dequeued from this socket's ring) and release
+    /// their memory from the socket's budget; `ms` is empty afterwards.
     #[inline]
-    pub unsafe fn consume(&self, ms: &mut [*mut ffi::rte_mbuf]) {
+    pub fn consume<const N: usize>(&self, ms: &mut MbufBurst<N>) {
         if !ms.is_empty() {
-            // SAFETY: per the contract.
-            unsafe { self.consume_at(ms, eal::rdtsc()) }
+            self.consume_at(ms, eal::rdtsc())
         }
     }
 
@@ -397,28 +394,24 @@ impl Socket {
     /// Reads only the mbufs' first two cache lines (`buf_len` for the
     /// truesize, the [`meta::HotMeta`] dynfield), which the free reads
     /// anyway, never the private area the RX lcore wrote (see `meta`).
-    ///
-    /// # Safety
-    /// As [`Socket::consume`].
     #[inline]
-    pub unsafe fn consume_at(&self, ms: &mut [*mut ffi::rte_mbuf], now: u64) {
+    pub fn consume_at<const N: usize>(&self, ms: &mut MbufBurst<N>, now: u64) {
         if ms.is_empty() {
             return;
         }
         let mut truesize = 0u64;
         let mut bytes = 0u64;
-        for &m in ms.iter() {
-            // SAFETY: per the contract, a live engine mbuf we own, its
-            // dynfield written at RX.
-            let (ts, h) = unsafe { (meta::truesize_of(m), meta::hot(m)) };
+        for m in ms.iter() {
+            // Engine mbufs from this ring: their dynfield was written at RX.
+            let (ts, h) = (meta::truesize_of(m), meta::hot(m));
             truesize += u64::from(ts);
             bytes += u64::from(h.payload_len);
             self.consumer_latency
                 .record_scaled(now.saturating_sub(h.rx_tsc), self.us_inv);
         }
-        // SAFETY: per the contract.
-        unsafe { mbuf::free_bulk(ms) };
-        self.consumer.consumed.add(ms.len() as u64);
+        let n = ms.len();
+        ms.clear();
+        self.consumer.consumed.add(n as u64);
         self.consumer.bytes.add(bytes);
         // Release after the free, as the kernel uncharges on skb free: the
         // budget covers buffers really in use.
@@ -427,42 +420,48 @@ impl Socket {
 
     /// `run --floor pipeline`'s consumer: read `pkt_len`, free in bulk,
     /// count. Nothing was charged, so nothing is released.
-    ///
-    /// # Safety
-    /// As [`Socket::consume`].
     #[inline]
-    pub unsafe fn consume_floor(&self, ms: &mut [*mut ffi::rte_mbuf]) {
+    pub fn consume_floor<const N: usize>(&self, ms: &mut MbufBurst<N>) {
         let mut bytes = 0u64;
-        for &m in ms.iter() {
-            // SAFETY: per the contract, a live mbuf we own.
-            bytes += u64::from(unsafe { (*m).pkt_len });
+        for m in ms.iter() {
+            bytes += u64::from(m.pkt_len());
         }
-        // SAFETY: per the contract.
-        unsafe { mbuf::free_bulk(ms) };
-        self.consumer.consumed.add(ms.len() as u64);
+        let n = ms.len();
+        ms.clear();
+        self.consumer.consumed.add(n as u64);
         self.consumer.bytes.add(bytes);
+    }
+
+    /// Free what a closed socket's stages still hold (`drain_closed` of its
+    /// receive side: only after every RX lcore has stopped enqueueing);
+    /// how many packets that was.
+    pub fn free_stages(&self) -> u64 {
+        let mut free = FreeList::default();
+        self.rx.drain_closed(&mut |p, _r| {
+            // SAFETY: drain_closed hands each stranded packet, an mbuf the
+            // stage owned, to us.
+            unsafe { free.push(MbufMeta::mbuf(p)) }
+        })
     }
 
     /// Free what is left in the ring (teardown), counted in `freed_at_close`.
     pub fn free_ring(&self) -> u64 {
-        let mut bufs = [std::ptr::null_mut(); 64];
+        let mut bufs: MbufBurst<64> = MbufBurst::new();
         let mut total = 0;
         // The floor's mbufs were never charged.
         let charged = !self.floor.active();
         loop {
-            let n = self.dequeue(&mut bufs);
+            let n = self.dequeue(&mut bufs, 64);
             if n == 0 {
                 break;
             }
             let mut truesize = 0u64;
             if charged {
-                for &m in &bufs[..n] {
-                    // SAFETY: dequeued from our ring, a live engine mbuf.
-                    truesize += u64::from(unsafe { meta::truesize_of(m) });
+                for m in bufs.iter() {
+                    truesize += u64::from(meta::truesize_of(m));
                 }
             }
-            // SAFETY: dequeued from our ring; ours to free.
-            unsafe { mbuf::free_bulk(&mut bufs[..n]) };
+            bufs.clear();
             self.release_batched(truesize);
             total += n as u64;
         }

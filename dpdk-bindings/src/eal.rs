@@ -1,4 +1,6 @@
 use std::ffi::CString;
+use std::fs::File;
+use std::os::fd::FromRawFd;
 use std::os::raw::c_char;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -85,5 +87,63 @@ pub fn version() -> String {
         std::ffi::CStr::from_ptr(ffi::rte_version())
             .to_string_lossy()
             .into_owned()
+    }
+}
+
+/// The EAL's log stream pointed at a pipe (`rte_openlog_stream`), so its
+/// lines can be read back (`rte_eal_init` explains a failure only there).
+/// [`LogRedirect::restore`], or drop, gives the EAL its default stream back
+/// and closes the pipe's write end, which ends the reader's stream.
+#[derive(Debug)]
+pub struct LogRedirect {
+    file: *mut libc::FILE,
+}
+
+impl LogRedirect {
+    /// Redirect the EAL log into a new pipe (line-buffered); the pipe's
+    /// read end. `None` when no pipe can be had: the EAL then logs to
+    /// stderr as usual.
+    pub fn to_pipe() -> Option<(LogRedirect, File)> {
+        let mut fds = [0i32; 2];
+        // SAFETY: pipe2 writes two new descriptors into the array.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return None;
+        }
+        let mode = CString::new("w").unwrap_or_default();
+        // SAFETY: fds[1] is the write end we just made; "w" matches it.
+        let file = unsafe { libc::fdopen(fds[1], mode.as_ptr()) };
+        if file.is_null() {
+            // SAFETY: both descriptors are ours and used nowhere else.
+            unsafe {
+                libc::close(fds[0]);
+                libc::close(fds[1]);
+            }
+            return None;
+        }
+        // SAFETY: `file` is a valid stream not yet written to; line
+        // buffering lets a reader keep pace with the EAL.
+        unsafe { libc::setvbuf(file, std::ptr::null_mut(), libc::_IOLBF, 0) };
+        // SAFETY: fds[0] is the read end we own; File takes it over.
+        let read = unsafe { File::from_raw_fd(fds[0]) };
+        // SAFETY: `file` stays open until `restore`, which switches the EAL
+        // back to its default stream before closing it.
+        unsafe { ffi::rte_openlog_stream(file.cast()) };
+        Some((LogRedirect { file }, read))
+    }
+
+    /// Give the EAL its default stream back and close the pipe's write end.
+    pub fn restore(self) {
+        drop(self);
+    }
+}
+
+impl Drop for LogRedirect {
+    fn drop(&mut self) {
+        // SAFETY: NULL selects the EAL's default stream; after that nothing
+        // writes to `file`, which we opened and close once here.
+        unsafe {
+            ffi::rte_openlog_stream(std::ptr::null_mut());
+            libc::fclose(self.file);
+        }
     }
 }

@@ -1,10 +1,349 @@
+//! Mbufs, the only place that reads `struct rte_mbuf`'s fields.
+//!
+//! * [`RawMbuf`] is `struct rte_mbuf` made opaque: engine code passes mbufs
+//!   around as `*mut RawMbuf` (what DPDK's burst calls, rings and bulk frees
+//!   take), and reads one only through a view.
+//! * [`MbufRef`] and [`MbufMut`] are those views: the first segment's data,
+//!   the lengths, the offload flags, the pool and buffer sizes, the
+//!   reference count, where the private area is. Making one from a raw
+//!   pointer is the single `unsafe` step, with one contract each.
+//! * [`Mbuf`] owns one mbuf (freed on drop), [`MbufBurst`] owns a burst of
+//!   them (freed in bulk on drop), and [`FreeList`] gathers mbufs to free in
+//!   bulk. Through these, code that receives, transmits, rings and frees
+//!   mbufs needs no `unsafe` at all.
+//!
+//! The views are `Copy` wrappers of the raw pointer (not references to the
+//! struct), so a view may reach the private area right after the struct
+//! and the data room it points to.
+use std::marker::PhantomData;
 use std::ptr::NonNull;
 
 use crate::ffi;
 
+/// `struct rte_mbuf`, opaque: only this module reads or writes its fields.
+/// Engine code holds `*mut RawMbuf` and reads it through [`MbufRef`].
+#[repr(transparent)]
+pub struct RawMbuf(ffi::rte_mbuf);
+
+impl RawMbuf {
+    /// A zeroed `struct rte_mbuf` with only `buf_len` and `priv_size` set:
+    /// not an mbuf of any pool (no buffer: its data is empty), for tests of
+    /// code that reads those fields through a view.
+    #[doc(hidden)]
+    pub fn detached(buf_len: u16, priv_size: u16) -> RawMbuf {
+        RawMbuf(ffi::rte_mbuf {
+            buf_addr: NonNull::<u8>::dangling().as_ptr().cast(),
+            buf_len,
+            priv_size,
+            ..Default::default()
+        })
+    }
+}
+
+/// Bytes of `struct rte_mbuf` (two cache lines); the private area starts here.
+pub const MBUF_SIZE: usize = std::mem::size_of::<ffi::rte_mbuf>();
+/// Headroom DPDK leaves before the data of a fresh mbuf (`RTE_PKTMBUF_HEADROOM`).
+pub const HEADROOM: u16 = ffi::RTE_PKTMBUF_HEADROOM as u16;
+/// DPDK's default data room, headroom included (`RTE_MBUF_DEFAULT_BUF_SIZE`).
+pub const DEFAULT_BUF_SIZE: u16 = ffi::RTE_MBUF_DEFAULT_BUF_SIZE as u16;
+
+/// The RX checksum verdicts in [`MbufRef::ol_flags`] (DPDK 22.11 semantics:
+/// GOOD, BAD, NONE = header valid but checksum field not filled, UNKNOWN = 0).
+pub mod rx_cksum {
+    use crate::ffi;
+    pub const IP_MASK: u64 = ffi::RTE_MBUF_F_RX_IP_CKSUM_MASK;
+    pub const IP_UNKNOWN: u64 = ffi::RTE_MBUF_F_RX_IP_CKSUM_UNKNOWN;
+    pub const IP_BAD: u64 = ffi::RTE_MBUF_F_RX_IP_CKSUM_BAD;
+    pub const IP_GOOD: u64 = ffi::RTE_MBUF_F_RX_IP_CKSUM_GOOD;
+    pub const IP_NONE: u64 = ffi::RTE_MBUF_F_RX_IP_CKSUM_NONE;
+    pub const L4_MASK: u64 = ffi::RTE_MBUF_F_RX_L4_CKSUM_MASK;
+    pub const L4_UNKNOWN: u64 = ffi::RTE_MBUF_F_RX_L4_CKSUM_UNKNOWN;
+    pub const L4_BAD: u64 = ffi::RTE_MBUF_F_RX_L4_CKSUM_BAD;
+    pub const L4_GOOD: u64 = ffi::RTE_MBUF_F_RX_L4_CKSUM_GOOD;
+    pub const L4_NONE: u64 = ffi::RTE_MBUF_F_RX_L4_CKSUM_NONE;
+}
+
+#[inline(always)]
+fn raw(m: *mut RawMbuf) -> *mut ffi::rte_mbuf {
+    m.cast()
+}
+
+/// A read-only view of a live mbuf for `'a`.
+#[derive(Clone, Copy, Debug)]
+#[repr(transparent)]
+pub struct MbufRef<'a> {
+    m: NonNull<RawMbuf>,
+    _life: PhantomData<&'a RawMbuf>,
+}
+
+impl<'a> MbufRef<'a> {
+    /// View the mbuf `m`.
+    ///
+    /// # Safety
+    /// `m` is a live mbuf (of a pktmbuf pool), and during `'a` nobody
+    /// writes it (its struct, private area or data) other than by DPDK's
+    /// atomic reference count updates.
+    #[inline(always)]
+    pub unsafe fn from_ptr(m: *mut RawMbuf) -> MbufRef<'a> {
+        MbufRef {
+            // SAFETY: a live mbuf is not null (per the contract).
+            m: unsafe { NonNull::new_unchecked(m) },
+            _life: PhantomData,
+        }
+    }
+
+    #[inline(always)]
+    pub fn as_ptr(self) -> *mut RawMbuf {
+        self.m.as_ptr()
+    }
+
+    #[inline(always)]
+    fn r(self) -> *const ffi::rte_mbuf {
+        raw(self.m.as_ptr())
+    }
+
+    /// The first segment's bytes (`rte_pktmbuf_mtod` .. `data_len`).
+    #[inline(always)]
+    pub fn data(self) -> &'a [u8] {
+        let m = self.r();
+        // SAFETY: a live mbuf (the view's contract): buf_addr + data_off ..
+        // + data_len lies in its data room, which nobody writes during 'a.
+        unsafe {
+            std::slice::from_raw_parts(
+                ((*m).buf_addr as *const u8).add(usize::from((*m).data_off)),
+                usize::from((*m).data_len),
+            )
+        }
+    }
+
+    /// Bytes of the first segment.
+    #[inline(always)]
+    pub fn data_len(self) -> u16 {
+        // SAFETY: a plain field of a live mbuf.
+        unsafe { (*self.r()).data_len }
+    }
+
+    /// Bytes of the whole packet (every segment).
+    #[inline(always)]
+    pub fn pkt_len(self) -> u32 {
+        // SAFETY: a plain field of a live mbuf.
+        unsafe { (*self.r()).pkt_len }
+    }
+
+    #[inline(always)]
+    pub fn nb_segs(self) -> u16 {
+        // SAFETY: a plain field of a live mbuf.
+        unsafe { (*self.r()).nb_segs }
+    }
+
+    /// The port the mbuf was received on (what the PMD wrote).
+    #[inline(always)]
+    pub fn port(self) -> u16 {
+        // SAFETY: a plain field of a live mbuf.
+        unsafe { (*self.r()).port }
+    }
+
+    /// The offload flags (see [`rx_cksum`] for the RX checksum verdicts).
+    #[inline(always)]
+    pub fn ol_flags(self) -> u64 {
+        // SAFETY: a plain field of a live mbuf.
+        unsafe { (*self.r()).ol_flags }
+    }
+
+    /// Bytes of the data room (headroom included), first cache line.
+    #[inline(always)]
+    pub fn buf_len(self) -> u16 {
+        // SAFETY: a plain field of a live mbuf.
+        unsafe { (*self.r()).buf_len }
+    }
+
+    /// Bytes of the pool's private area after the struct (second cache line).
+    #[inline(always)]
+    pub fn priv_size(self) -> u16 {
+        // SAFETY: a plain field of a live mbuf.
+        unsafe { (*self.r()).priv_size }
+    }
+
+    /// What the mbuf costs its pool: struct, private area and data room.
+    #[inline(always)]
+    pub fn truesize(self) -> u32 {
+        MBUF_SIZE as u32 + u32::from(self.priv_size()) + u32::from(self.buf_len())
+    }
+
+    /// The reference count (an atomic load).
+    #[inline(always)]
+    pub fn refcnt(self) -> u16 {
+        // SAFETY: a live mbuf; DPDK reads the count atomically.
+        unsafe { ffi::rte_mbuf_refcnt_read(self.r()) }
+    }
+
+    /// Where the private area starts ([`priv_area`]).
+    #[inline(always)]
+    pub fn priv_area(self) -> *mut u8 {
+        priv_area(self.as_ptr())
+    }
+
+    /// A fresh mbuf from the pool this one came from (`rte_pktmbuf_alloc`).
+    #[inline]
+    pub fn alloc_from_pool(self) -> Option<Mbuf> {
+        // SAFETY: a live mbuf's pool pointer is a live pool; a non-null
+        // result is a fresh mbuf that only we hold.
+        unsafe {
+            let r = ffi::rte_pktmbuf_alloc((*self.r()).pool);
+            NonNull::new(r.cast()).map(|p| Mbuf::from_raw(p))
+        }
+    }
+}
+
+/// A view of a live mbuf the holder uses exclusively for `'a`.
+#[derive(Debug)]
+#[repr(transparent)]
+pub struct MbufMut<'a> {
+    m: NonNull<RawMbuf>,
+    _life: PhantomData<&'a mut RawMbuf>,
+}
+
+impl<'a> MbufMut<'a> {
+    /// View the mbuf `m` for writing.
+    ///
+    /// # Safety
+    /// `m` is a live mbuf (of a pktmbuf pool), and during `'a` nobody else
+    /// reads or writes it (struct, private area or data) other than by
+    /// DPDK's atomic reference count updates.
+    #[inline(always)]
+    pub unsafe fn from_ptr(m: *mut RawMbuf) -> MbufMut<'a> {
+        MbufMut {
+            // SAFETY: a live mbuf is not null (per the contract).
+            m: unsafe { NonNull::new_unchecked(m) },
+            _life: PhantomData,
+        }
+    }
+
+    #[inline(always)]
+    pub fn as_ptr(&self) -> *mut RawMbuf {
+        self.m.as_ptr()
+    }
+
+    /// The read-only view, for the reads.
+    #[inline(always)]
+    pub fn view(&self) -> MbufRef<'_> {
+        MbufRef {
+            m: self.m,
+            _life: PhantomData,
+        }
+    }
+
+    #[inline(always)]
+    fn r(&self) -> *mut ffi::rte_mbuf {
+        raw(self.m.as_ptr())
+    }
+
+    /// The first segment's bytes, writable.
+    #[inline(always)]
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        // SAFETY: a live mbuf we use exclusively (the contract), borrowed
+        // mutably for the slice's life.
+        unsafe { data_mut(self.r()) }
+    }
+
+    /// The first segment's buffer from the data start to the end of its data
+    /// room (`data_off` .. `buf_len`): where a reply written in place may go.
+    #[inline]
+    pub fn room_mut(&mut self) -> &mut [u8] {
+        let m = self.r();
+        // SAFETY: buf_addr .. + buf_len is the mbuf's data room; the use is exclusive.
+        unsafe {
+            let off = usize::from((*m).data_off);
+            let len = usize::from((*m).buf_len).saturating_sub(off);
+            std::slice::from_raw_parts_mut(((*m).buf_addr as *mut u8).add(off), len)
+        }
+    }
+
+    /// Make a single-segment mbuf `len` bytes long (`data_len` and
+    /// `pkt_len`). False, and nothing changed, if that passes the end of
+    /// the data room.
+    #[inline]
+    #[must_use]
+    pub fn set_len(&mut self, len: u16) -> bool {
+        let m = self.r();
+        // SAFETY: plain fields of a live mbuf we use exclusively.
+        unsafe {
+            if u32::from((*m).data_off) + u32::from(len) > u32::from((*m).buf_len) {
+                return false;
+            }
+            (*m).data_len = len;
+            (*m).pkt_len = u32::from(len);
+        }
+        true
+    }
+
+    /// Set the port field (a copy keeps its original's).
+    #[inline]
+    pub fn set_port(&mut self, port: u16) {
+        // SAFETY: a plain field of a live mbuf we use exclusively.
+        unsafe { (*self.r()).port = port }
+    }
+
+    /// Clear the offload flags (RX verdicts mean nothing on TX, and no TX
+    /// offload is asked).
+    #[inline]
+    pub fn clear_ol_flags(&mut self) {
+        // SAFETY: a plain field of a live mbuf we use exclusively.
+        unsafe { (*self.r()).ol_flags = 0 }
+    }
+
+    /// Reset the packet fields for reuse as a fresh, empty single segment
+    /// (`rte_pktmbuf_reset`).
+    #[inline]
+    pub fn reset(&mut self) {
+        // SAFETY: a live mbuf we use exclusively.
+        unsafe { ffi::rte_pktmbuf_reset(self.r()) }
+    }
+
+    /// Grow the packet by `len` bytes at the tail; the new bytes, or None if
+    /// they do not fit (`rte_pktmbuf_append`).
+    #[inline]
+    pub fn append(&mut self, len: u16) -> Option<&mut [u8]> {
+        // SAFETY: as in data_mut.
+        unsafe { append(self.r(), len) }
+    }
+}
+
+/// The first segment's bytes of `m`, writable.
+///
+/// # Safety
+/// `m` is a live mbuf used exclusively by the caller for `'x`.
+#[inline(always)]
+unsafe fn data_mut<'x>(m: *mut ffi::rte_mbuf) -> &'x mut [u8] {
+    // SAFETY: per the contract; buf_addr + data_off .. + data_len is in the data room.
+    unsafe {
+        std::slice::from_raw_parts_mut(
+            ((*m).buf_addr as *mut u8).add(usize::from((*m).data_off)),
+            usize::from((*m).data_len),
+        )
+    }
+}
+
+/// `rte_pktmbuf_append`: `len` new bytes at the tail of `m`, or None.
+///
+/// # Safety
+/// As [`data_mut`].
+#[inline]
+unsafe fn append<'x>(m: *mut ffi::rte_mbuf, len: u16) -> Option<&'x mut [u8]> {
+    // SAFETY: per the contract.
+    let p = unsafe { ffi::rte_pktmbuf_append(m, len) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: DPDK returned `len` writable bytes inside the data room.
+    Some(unsafe { std::slice::from_raw_parts_mut(p as *mut u8, usize::from(len)) })
+}
+
 /// An owned mbuf (one reference); `Drop` frees it (segments and refcount handled by DPDK).
+#[derive(Debug)]
+#[repr(transparent)]
 pub struct Mbuf {
-    raw: NonNull<ffi::rte_mbuf>,
+    raw: NonNull<RawMbuf>,
 }
 
 // SAFETY: an mbuf we own is exclusively ours and may move between lcores
@@ -13,152 +352,367 @@ unsafe impl Send for Mbuf {}
 
 impl Mbuf {
     /// # Safety
-    /// `raw` must be a valid mbuf whose one reference the caller gives to us.
-    pub unsafe fn from_raw(raw: NonNull<ffi::rte_mbuf>) -> Mbuf {
+    /// `raw` must be a live mbuf whose one reference the caller gives to us,
+    /// and nobody else may read or write it (DPDK's refcount updates aside)
+    /// while the `Mbuf` lives.
+    #[inline(always)]
+    pub unsafe fn from_raw(raw: NonNull<RawMbuf>) -> Mbuf {
         Mbuf { raw }
     }
-    pub fn into_raw(self) -> NonNull<ffi::rte_mbuf> {
+    /// Give up ownership without freeing: the caller now holds the reference.
+    #[inline(always)]
+    pub fn into_raw(self) -> NonNull<RawMbuf> {
         let p = self.raw;
         std::mem::forget(self);
         p
     }
-    pub fn as_ptr(&self) -> *mut ffi::rte_mbuf {
+    #[inline(always)]
+    pub fn as_ptr(&self) -> *mut RawMbuf {
         self.raw.as_ptr()
+    }
+    #[inline(always)]
+    pub fn view(&self) -> MbufRef<'_> {
+        MbufRef {
+            m: self.raw,
+            _life: PhantomData,
+        }
+    }
+    #[inline(always)]
+    pub fn view_mut(&mut self) -> MbufMut<'_> {
+        MbufMut {
+            m: self.raw,
+            _life: PhantomData,
+        }
     }
     /// The first segment's bytes.
     pub fn data(&self) -> &[u8] {
-        // SAFETY: the mbuf is valid and we hold a reference.
-        unsafe { data(self.raw.as_ptr()) }
+        self.view().data()
     }
     pub fn data_mut(&mut self) -> &mut [u8] {
-        // SAFETY: we own the mbuf exclusively (one reference, not shared).
-        unsafe { data_mut(self.raw.as_ptr()) }
+        // SAFETY: we own the mbuf exclusively, borrowed mutably for the slice's life.
+        unsafe { data_mut(raw(self.raw.as_ptr())) }
     }
     pub fn pkt_len(&self) -> u32 {
-        // SAFETY: valid mbuf.
-        unsafe { (*self.raw.as_ptr()).pkt_len }
+        self.view().pkt_len()
     }
     pub fn ol_flags(&self) -> u64 {
-        // SAFETY: valid mbuf.
-        unsafe { (*self.raw.as_ptr()).ol_flags }
+        self.view().ol_flags()
     }
     /// Grow the packet by `len` bytes at the tail; the new bytes, or None if it does not fit.
     pub fn append(&mut self, len: u16) -> Option<&mut [u8]> {
-        // SAFETY: valid, exclusively owned mbuf.
-        let p = unsafe { ffi::rte_pktmbuf_append(self.raw.as_ptr(), len) };
-        if p.is_null() {
-            return None;
-        }
-        // SAFETY: DPDK returned a pointer to `len` writable bytes inside our data room.
-        Some(unsafe { std::slice::from_raw_parts_mut(p as *mut u8, len as usize) })
+        // SAFETY: as in data_mut.
+        unsafe { append(raw(self.raw.as_ptr()), len) }
     }
     pub fn refcnt(&self) -> u16 {
-        // SAFETY: valid mbuf.
-        unsafe { ffi::rte_mbuf_refcnt_read(self.raw.as_ptr()) }
+        self.view().refcnt()
     }
 }
 
 impl Drop for Mbuf {
     fn drop(&mut self) {
         // SAFETY: we hold one reference; DPDK decrements and frees at zero.
-        unsafe { ffi::rte_pktmbuf_free(self.raw.as_ptr()) }
+        unsafe { ffi::rte_pktmbuf_free(raw(self.raw.as_ptr())) }
     }
 }
 
-/// The first segment's bytes of a raw mbuf (`rte_pktmbuf_mtod` + `data_len`).
-///
-/// # Safety
-/// `m` must be a valid mbuf that stays alive and unmodified for the returned lifetime.
-#[inline(always)]
-pub unsafe fn data<'a>(m: *const ffi::rte_mbuf) -> &'a [u8] {
-    // SAFETY: per the caller's contract; buf_addr + data_off .. + data_len is in the data room.
-    unsafe {
-        let m = &*m;
-        std::slice::from_raw_parts(
-            (m.buf_addr as *const u8).add(m.data_off as usize),
-            m.data_len as usize,
-        )
+/// Up to `N` owned mbufs in a plain array (the shape DPDK's burst calls
+/// fill), freed in bulk by [`MbufBurst::clear`] or on drop.
+pub struct MbufBurst<const N: usize> {
+    /// The first `n` are live mbufs we own exclusively (one reference each).
+    bufs: [*mut RawMbuf; N],
+    n: usize,
+}
+
+// SAFETY: as for Mbuf: every held mbuf is exclusively ours.
+unsafe impl<const N: usize> Send for MbufBurst<N> {}
+
+impl<const N: usize> Default for MbufBurst<N> {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
-/// Mutable variant of [`data`].
-///
-/// # Safety
-/// As [`data`], and the caller must hold the only reference to the mbuf.
-#[inline(always)]
-pub unsafe fn data_mut<'a>(m: *mut ffi::rte_mbuf) -> &'a mut [u8] {
-    // SAFETY: per the caller's contract.
-    unsafe {
-        let m = &*m;
-        std::slice::from_raw_parts_mut(
-            (m.buf_addr as *mut u8).add(m.data_off as usize),
-            m.data_len as usize,
-        )
+impl<const N: usize> std::fmt::Debug for MbufBurst<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MbufBurst").field("len", &self.n).finish()
     }
 }
 
-/// The application private area (`rte_mbuf_to_priv`): `priv_size` bytes right after the struct.
-#[inline(always)]
-pub fn priv_area(m: *mut ffi::rte_mbuf) -> *mut u8 {
-    // Pointer arithmetic only; valid to dereference only if the pool has priv_size > 0.
-    (m as *mut u8).wrapping_add(std::mem::size_of::<ffi::rte_mbuf>())
+impl<const N: usize> MbufBurst<N> {
+    pub const fn new() -> Self {
+        MbufBurst {
+            bufs: [std::ptr::null_mut(); N],
+            n: 0,
+        }
+    }
+
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Room left.
+    #[inline(always)]
+    pub fn spare(&self) -> usize {
+        N - self.n
+    }
+
+    /// Mbuf `i`, viewed.
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> Option<MbufRef<'_>> {
+        let m = *self.bufs[..self.n].get(i)?;
+        // SAFETY: a live mbuf we own; `&self` keeps writers away for the view's life.
+        Some(unsafe { MbufRef::from_ptr(m) })
+    }
+
+    /// Mbuf `i`, for writing.
+    #[inline(always)]
+    pub fn get_mut(&mut self, i: usize) -> Option<MbufMut<'_>> {
+        let m = *self.bufs[..self.n].get(i)?;
+        // SAFETY: a live mbuf we own exclusively; `&mut self` for the view's life.
+        Some(unsafe { MbufMut::from_ptr(m) })
+    }
+
+    /// Every mbuf, viewed, in order.
+    #[inline(always)]
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = MbufRef<'_>> + '_ {
+        self.bufs[..self.n].iter().map(|&m| {
+            // SAFETY: as in get.
+            unsafe { MbufRef::from_ptr(m) }
+        })
+    }
+
+    /// Add an owned mbuf; given back if the burst is full.
+    #[inline(always)]
+    pub fn push(&mut self, m: Mbuf) -> Result<(), Mbuf> {
+        if self.n == N {
+            return Err(m);
+        }
+        self.bufs[self.n] = m.into_raw().as_ptr();
+        self.n += 1;
+        Ok(())
+    }
+
+    /// Take every mbuf out, in order, as owned ones. Those the iterator
+    /// does not yield are freed when it drops.
+    #[inline]
+    pub fn drain(&mut self) -> Drain<'_, N> {
+        let end = std::mem::replace(&mut self.n, 0);
+        Drain {
+            burst: self,
+            at: 0,
+            end,
+        }
+    }
+
+    /// Hand every mbuf to the caller as raw pointers (it now holds their
+    /// references): the burst is empty afterwards, and frees none of them.
+    #[inline(always)]
+    pub fn take_raw(&mut self) -> &[*mut RawMbuf] {
+        let n = std::mem::replace(&mut self.n, 0);
+        &self.bufs[..n]
+    }
+
+    /// Free every mbuf (one `rte_pktmbuf_free_bulk`).
+    #[inline]
+    pub fn clear(&mut self) {
+        let n = std::mem::replace(&mut self.n, 0);
+        // SAFETY: the first n are live mbufs we own; we give them up once
+        // (n is 0 from here on).
+        unsafe { free_bulk(&mut self.bufs[..n]) };
+    }
+
+    /// The unused slots, for a DPDK call to fill; [`MbufBurst::filled`] then
+    /// counts what it wrote.
+    #[inline(always)]
+    pub(crate) fn spare_mut(&mut self) -> &mut [*mut RawMbuf] {
+        &mut self.bufs[self.n..]
+    }
+
+    /// `k` more mbufs were written into the spare slots, each a live mbuf
+    /// now ours.
+    ///
+    /// # Safety
+    /// `k <= self.spare()`, and DPDK wrote `k` owned mbufs there.
+    #[inline(always)]
+    pub(crate) unsafe fn filled(&mut self, k: usize) {
+        debug_assert!(k <= self.spare());
+        self.n += k;
+    }
+
+    /// The held mbufs as raw pointers (still ours).
+    #[inline(always)]
+    pub(crate) fn as_raw(&self) -> &[*mut RawMbuf] {
+        &self.bufs[..self.n]
+    }
+
+    /// The held mbufs as raw pointers (still ours), for a DPDK call that
+    /// reads the array.
+    #[inline(always)]
+    pub(crate) fn as_raw_mut(&mut self) -> &mut [*mut RawMbuf] {
+        &mut self.bufs[..self.n]
+    }
+
+    /// The first `k` mbufs were handed to DPDK (a ring, a PMD): forget them
+    /// and move the rest to the front, in order.
+    ///
+    /// # Safety
+    /// `k <= self.len()`, and DPDK took ownership of exactly the first `k`.
+    #[inline(always)]
+    pub(crate) unsafe fn consumed(&mut self, k: usize) {
+        debug_assert!(k <= self.n);
+        if k < self.n {
+            self.bufs.copy_within(k..self.n, 0);
+        }
+        self.n -= k;
+    }
 }
 
-/// Free many raw mbufs at once (handles refcounts, chains and mixed pools).
+impl<const N: usize> Drop for MbufBurst<N> {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+/// What [`MbufBurst::drain`] returns.
+pub struct Drain<'b, const N: usize> {
+    burst: &'b mut MbufBurst<N>,
+    at: usize,
+    end: usize,
+}
+
+impl<const N: usize> Iterator for Drain<'_, N> {
+    type Item = Mbuf;
+    #[inline(always)]
+    fn next(&mut self) -> Option<Mbuf> {
+        if self.at == self.end {
+            return None;
+        }
+        let m = self.burst.bufs[self.at];
+        self.at += 1;
+        // SAFETY: a live mbuf the burst owned; the burst forgot it (its
+        // length is 0) and this iterator yields each slot once.
+        Some(unsafe { Mbuf::from_raw(NonNull::new_unchecked(m)) })
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.end - self.at, Some(self.end - self.at))
+    }
+}
+
+impl<const N: usize> ExactSizeIterator for Drain<'_, N> {}
+
+impl<const N: usize> Drop for Drain<'_, N> {
+    fn drop(&mut self) {
+        let (at, end) = (self.at, self.end);
+        // SAFETY: the slots not yielded still hold live mbufs we own.
+        unsafe { free_bulk(&mut self.burst.bufs[at..end]) };
+    }
+}
+
+/// mbufs to free, flushed with one `rte_pktmbuf_free_bulk` per 64 (and on drop).
+pub struct FreeList {
+    bufs: [*mut RawMbuf; 64],
+    n: usize,
+}
+
+impl Default for FreeList {
+    fn default() -> Self {
+        FreeList {
+            bufs: [std::ptr::null_mut(); 64],
+            n: 0,
+        }
+    }
+}
+
+impl FreeList {
+    /// Queue `m` for freeing.
+    ///
+    /// # Safety
+    /// `m` is a live mbuf whose reference the caller gives up: nobody
+    /// touches it through this reference afterwards.
+    #[inline(always)]
+    pub unsafe fn push(&mut self, m: *mut RawMbuf) {
+        if self.n == self.bufs.len() {
+            self.flush();
+        }
+        self.bufs[self.n] = m;
+        self.n += 1;
+    }
+
+    /// Queue an owned mbuf for freeing.
+    #[inline(always)]
+    pub fn push_mbuf(&mut self, m: Mbuf) {
+        // SAFETY: an owned mbuf, whose reference we take over here.
+        unsafe { self.push(m.into_raw().as_ptr()) }
+    }
+
+    #[inline]
+    pub fn flush(&mut self) {
+        let n = std::mem::replace(&mut self.n, 0);
+        // SAFETY: every pointer pushed is an mbuf whose ownership the pusher gave up.
+        unsafe { free_bulk(&mut self.bufs[..n]) };
+    }
+}
+
+impl Drop for FreeList {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+/// The application private area (`rte_mbuf_to_priv`): `priv_size` bytes
+/// right after the struct. Pointer arithmetic only: dereference it only
+/// for an mbuf whose pool has a large enough `priv_size`.
+#[inline(always)]
+pub fn priv_area(m: *mut RawMbuf) -> *mut u8 {
+    (m as *mut u8).wrapping_add(MBUF_SIZE)
+}
+
+/// Free many raw mbufs at once (handles refcounts, chains and mixed pools;
+/// null entries are skipped).
 ///
 /// # Safety
-/// Every pointer must be a valid mbuf whose reference the caller gives up.
+/// Every pointer must be null or a live mbuf whose reference the caller gives up.
 #[inline]
-pub unsafe fn free_bulk(mbufs: &mut [*mut ffi::rte_mbuf]) {
+pub unsafe fn free_bulk(mbufs: &mut [*mut RawMbuf]) {
     if !mbufs.is_empty() {
-        // SAFETY: per the caller's contract.
-        unsafe { ffi::rte_pktmbuf_free_bulk(mbufs.as_mut_ptr(), mbufs.len() as u32) }
+        // SAFETY: per the caller's contract; RawMbuf is rte_mbuf (repr(transparent)).
+        unsafe { ffi::rte_pktmbuf_free_bulk(mbufs.as_mut_ptr().cast(), mbufs.len() as u32) }
     }
-}
-
-/// Reference count of a raw mbuf.
-///
-/// # Safety
-/// `m` must be a valid mbuf.
-#[inline(always)]
-pub unsafe fn refcnt(m: *const ffi::rte_mbuf) -> u16 {
-    // SAFETY: per the caller's contract.
-    unsafe { ffi::rte_mbuf_refcnt_read(m) }
-}
-
-/// Atomically add `delta` to the reference count; the new value.
-///
-/// # Safety
-/// `m` must be a valid mbuf the caller holds a reference to.
-#[inline(always)]
-pub unsafe fn refcnt_update(m: *mut ffi::rte_mbuf, delta: i16) -> u16 {
-    // SAFETY: per the caller's contract.
-    unsafe { ffi::rte_mbuf_refcnt_update(m, delta) }
-}
-
-/// Reset a single-segment mbuf's packet fields for reuse (`rte_pktmbuf_reset`).
-///
-/// # Safety
-/// The caller must be the only user of `m` (no other reference reads it).
-#[inline(always)]
-pub unsafe fn reset(m: *mut ffi::rte_mbuf) {
-    // SAFETY: per the caller's contract.
-    unsafe { ffi::rte_pktmbuf_reset(m) }
 }
 
 /// Free one raw mbuf (drops one reference).
 ///
 /// # Safety
-/// `m` must be a valid mbuf whose reference the caller gives up.
+/// `m` must be a live mbuf whose reference the caller gives up.
 #[inline(always)]
-pub unsafe fn free(m: *mut ffi::rte_mbuf) {
+pub unsafe fn free(m: *mut RawMbuf) {
     // SAFETY: per the caller's contract.
-    unsafe { ffi::rte_pktmbuf_free(m) }
+    unsafe { ffi::rte_pktmbuf_free(raw(m)) }
+}
+
+/// Atomically add `delta` to the reference count; the new value. A count
+/// taken must be given back by a free; a negative delta must never drop
+/// the count below the references really held.
+///
+/// # Safety
+/// `m` must be a live mbuf the caller holds a reference to, and `delta`
+/// must keep the count equal to the references held.
+#[inline(always)]
+pub unsafe fn refcnt_update(m: *mut RawMbuf, delta: i16) -> u16 {
+    // SAFETY: per the caller's contract.
+    unsafe { ffi::rte_mbuf_refcnt_update(raw(m), delta) }
 }
 
 /// Register a dynamic mbuf field (`rte_mbuf_dynfield_register`), or find the
 /// one already registered under `name` with the same size and alignment:
-/// its byte offset inside `struct rte_mbuf`. Needs an initialised EAL.
+/// its byte offset inside `struct rte_mbuf` (the field lies wholly inside
+/// the struct). Needs an initialised EAL.
 pub fn dynfield_register(name: &str, size: usize, align: usize) -> crate::Result<usize> {
     let mut params = ffi::rte_mbuf_dynfield {
         size,
@@ -181,13 +735,36 @@ pub fn dynfield_register(name: &str, size: usize, align: usize) -> crate::Result
             "rte_mbuf_dynfield_register({name})"
         )));
     }
-    Ok(off as usize)
+    let off = off as usize;
+    if off + size > MBUF_SIZE {
+        return Err(crate::DpdkError::Usage(format!(
+            "dynfield {name} at offset {off} ({size} bytes) is not inside struct rte_mbuf"
+        )));
+    }
+    Ok(off)
 }
 
 /// A dynamic field of `m` at `offset` (`RTE_MBUF_DYNFIELD`): pointer
 /// arithmetic only; dereference it only with an offset from
 /// [`dynfield_register`] for a field of type `T`.
 #[inline(always)]
-pub fn dynfield<T>(m: *mut ffi::rte_mbuf, offset: usize) -> *mut T {
+pub fn dynfield<T>(m: *mut RawMbuf, offset: usize) -> *mut T {
     (m as *mut u8).wrapping_add(offset) as *mut T
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detached_views_read_their_lengths() {
+        let mut d = RawMbuf::detached(2176, 64);
+        // SAFETY: only the length fields and the (empty) data are read.
+        let v = unsafe { MbufRef::from_ptr(&mut d) };
+        assert_eq!((v.buf_len(), v.priv_size(), v.data_len()), (2176, 64, 0));
+        assert_eq!(v.truesize(), 128 + 64 + 2176);
+        assert!(v.data().is_empty());
+        assert_eq!(v.priv_area() as usize - v.as_ptr() as usize, MBUF_SIZE);
+        assert_eq!(MBUF_SIZE, 128);
+    }
 }

@@ -3,7 +3,7 @@ use std::ptr::NonNull;
 
 use crate::error::{DpdkError, Result};
 use crate::ffi;
-use crate::mbuf::Mbuf;
+use crate::mbuf::{Mbuf, MbufBurst, RawMbuf};
 
 /// A pktmbuf pool (`rte_pktmbuf_pool_create`), freed on drop.
 pub struct Mempool {
@@ -42,7 +42,7 @@ impl Mempool {
         }
     }
 
-    pub fn as_ptr(&self) -> *mut ffi::rte_mempool {
+    pub(crate) fn as_ptr(&self) -> *mut ffi::rte_mempool {
         self.raw.as_ptr()
     }
 
@@ -109,27 +109,40 @@ impl Mempool {
     /// Memory one mbuf of this pool really takes (struct, private area, data room):
     /// the "truesize" charged to a socket.
     pub fn truesize(&self) -> u32 {
-        std::mem::size_of::<ffi::rte_mbuf>() as u32
-            + self.priv_size() as u32
-            + self.data_room() as u32
+        crate::mbuf::MBUF_SIZE as u32 + self.priv_size() as u32 + self.data_room() as u32
     }
 
     pub fn alloc(&self) -> Option<Mbuf> {
         // SAFETY: raw is a live pktmbuf pool.
         let m = unsafe { ffi::rte_pktmbuf_alloc(self.raw.as_ptr()) };
         // SAFETY: a non-null mbuf from the pool is exclusively ours.
-        NonNull::new(m).map(|p| unsafe { Mbuf::from_raw(p) })
+        NonNull::new(m.cast()).map(|p| unsafe { Mbuf::from_raw(p) })
     }
 
-    /// Fill `out` with fresh mbufs; all or nothing, as DPDK does.
-    pub fn alloc_bulk(&self, out: &mut [*mut ffi::rte_mbuf]) -> Result<()> {
-        // SAFETY: out has room for out.len() pointers.
+    /// Fill `out` with fresh mbufs; all or nothing, as DPDK does. The
+    /// caller owns them afterwards (as raw pointers: it frees them).
+    pub fn alloc_bulk(&self, out: &mut [*mut RawMbuf]) -> Result<()> {
+        // SAFETY: out has room for out.len() pointers (RawMbuf is rte_mbuf).
         let ret = unsafe {
-            ffi::rte_pktmbuf_alloc_bulk(self.raw.as_ptr(), out.as_mut_ptr(), out.len() as u32)
+            ffi::rte_pktmbuf_alloc_bulk(
+                self.raw.as_ptr(),
+                out.as_mut_ptr().cast(),
+                out.len() as u32,
+            )
         };
         if ret != 0 {
             return Err(DpdkError::from_ret("rte_pktmbuf_alloc_bulk", ret));
         }
+        Ok(())
+    }
+
+    /// Append `count` fresh mbufs to `out` (at most its room); all or nothing.
+    pub fn alloc_into<const N: usize>(&self, out: &mut MbufBurst<N>, count: usize) -> Result<()> {
+        let room = out.spare_mut();
+        let k = count.min(room.len());
+        self.alloc_bulk(&mut room[..k])?;
+        // SAFETY: DPDK wrote k fresh mbufs, ours, into the spare slots.
+        unsafe { out.filled(k) };
         Ok(())
     }
 }

@@ -3,6 +3,7 @@ use std::ffi::{CStr, CString};
 
 use crate::error::{DpdkError, Result};
 use crate::ffi;
+use crate::mbuf::{Mbuf, MbufBurst, RawMbuf};
 use crate::mempool::Mempool;
 
 /// How to configure a port.
@@ -44,6 +45,21 @@ pub struct PortInfo {
     pub max_tx_queues: u16,
     pub rx_offload_capa: u64,
     pub rss_offloads: u64,
+}
+
+/// A port's basic counters (`struct rte_eth_stats`, totals only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortStats {
+    pub ipackets: u64,
+    pub opackets: u64,
+    pub ibytes: u64,
+    pub obytes: u64,
+    /// RX packets dropped by the hardware (RX queues full).
+    pub imissed: u64,
+    pub ierrors: u64,
+    pub oerrors: u64,
+    /// RX mbuf allocation failures.
+    pub rx_nombuf: u64,
 }
 
 /// A configured port. `Drop` stops and closes it.
@@ -262,7 +278,7 @@ impl Port {
         (l.link_status() != 0, l.link_speed)
     }
 
-    pub fn stats(&self) -> ffi::rte_eth_stats {
+    pub fn stats(&self) -> PortStats {
         stats(self.id)
     }
 
@@ -286,11 +302,20 @@ pub fn mac(id: u16) -> [u8; 6] {
     a.addr_bytes
 }
 
-pub fn stats(id: u16) -> ffi::rte_eth_stats {
+pub fn stats(id: u16) -> PortStats {
     let mut s = ffi::rte_eth_stats::default();
     // SAFETY: valid out struct.
     unsafe { ffi::rte_eth_stats_get(id, &mut s) };
-    s
+    PortStats {
+        ipackets: s.ipackets,
+        opackets: s.opackets,
+        ibytes: s.ibytes,
+        obytes: s.obytes,
+        imissed: s.imissed,
+        ierrors: s.ierrors,
+        oerrors: s.oerrors,
+        rx_nombuf: s.rx_nombuf,
+    }
 }
 
 /// The PMD's extended stats, by name.
@@ -320,16 +345,62 @@ pub fn xstats(id: u16) -> Vec<(String, u64)> {
         .collect()
 }
 
-/// Receive up to `out.len()` packets from (port, queue).
+/// Receive up to `out.len()` packets from (port, queue): the first
+/// `returned` entries are then mbufs the caller owns (and must free).
 #[inline(always)]
-pub fn rx_burst(port: u16, queue: u16, out: &mut [*mut ffi::rte_mbuf]) -> usize {
-    // SAFETY: out has room for out.len() pointers; each queue is polled by one lcore (engine invariant).
-    unsafe { ffi::rte_eth_rx_burst(port, queue, out.as_mut_ptr(), out.len() as u16) as usize }
+pub fn rx_burst(port: u16, queue: u16, out: &mut [*mut RawMbuf]) -> usize {
+    // SAFETY: out has room for out.len() pointers (RawMbuf is rte_mbuf);
+    // each queue is polled by one lcore (engine invariant).
+    unsafe {
+        ffi::rte_eth_rx_burst(port, queue, out.as_mut_ptr().cast(), out.len() as u16) as usize
+    }
+}
+
+/// Receive up to `max` packets from (port, queue) into `out` (appended, as
+/// many as it has room for); how many arrived.
+#[inline(always)]
+pub fn rx_into<const N: usize>(port: u16, queue: u16, out: &mut MbufBurst<N>, max: usize) -> usize {
+    let room = out.spare_mut();
+    let k = max.min(room.len());
+    let n = rx_burst(port, queue, &mut room[..k]);
+    // SAFETY: the PMD wrote n mbufs, ours now, into the spare slots.
+    unsafe { out.filled(n) };
+    n
 }
 
 /// Transmit; how many the PMD took (the rest still belong to the caller).
+///
+/// # Safety
+/// Every pointer is a live mbuf the caller owns exclusively; the PMD takes
+/// over the first `returned` ones.
 #[inline(always)]
-pub fn tx_burst(port: u16, queue: u16, pkts: &mut [*mut ffi::rte_mbuf]) -> usize {
-    // SAFETY: pkts are valid mbufs; each TX queue is used by one lcore at a time (engine invariant).
-    unsafe { ffi::rte_eth_tx_burst(port, queue, pkts.as_mut_ptr(), pkts.len() as u16) as usize }
+pub unsafe fn tx_burst(port: u16, queue: u16, pkts: &mut [*mut RawMbuf]) -> usize {
+    // SAFETY: per the contract; each TX queue is used by one lcore at a time (engine invariant).
+    unsafe {
+        ffi::rte_eth_tx_burst(port, queue, pkts.as_mut_ptr().cast(), pkts.len() as u16) as usize
+    }
+}
+
+/// Transmit `pkts`' mbufs from the front; how many the PMD took. The rest
+/// stay in `pkts`, in order (the caller frees or retries them).
+#[inline]
+pub fn tx_from<const N: usize>(port: u16, queue: u16, pkts: &mut MbufBurst<N>) -> usize {
+    // SAFETY: the burst's mbufs are live and ours.
+    let sent = unsafe { tx_burst(port, queue, pkts.as_raw_mut()) };
+    // SAFETY: the PMD took exactly the first `sent`.
+    unsafe { pkts.consumed(sent) };
+    sent
+}
+
+/// Transmit one mbuf; given back if the PMD did not take it.
+#[inline]
+pub fn tx_one(port: u16, queue: u16, m: Mbuf) -> std::result::Result<(), Mbuf> {
+    let mut one = [m.as_ptr()];
+    // SAFETY: an owned mbuf; if the PMD takes it, we forget our handle below.
+    if unsafe { tx_burst(port, queue, &mut one) } == 1 {
+        let _ = m.into_raw();
+        Ok(())
+    } else {
+        Err(m)
+    }
 }

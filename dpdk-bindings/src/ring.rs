@@ -4,6 +4,7 @@ use std::ptr::NonNull;
 
 use crate::error::{DpdkError, Result};
 use crate::ffi;
+use crate::mbuf::{self, MbufBurst, RawMbuf};
 
 /// An `rte_ring` of pointers. Created rings are freed on drop; looked-up ones are not.
 #[derive(Debug)]
@@ -43,10 +44,6 @@ impl Ring {
         NonNull::new(p)
             .map(|raw| Ring { raw, owned: false })
             .ok_or_else(|| DpdkError::from_errno(format!("rte_ring_lookup({name})")))
-    }
-
-    pub fn as_ptr(&self) -> *mut ffi::rte_ring {
-        self.raw.as_ptr()
     }
 
     /// Enqueue as many as fit; how many went in.
@@ -126,6 +123,105 @@ impl Drop for Ring {
         if self.owned {
             // SAFETY: we created it; the owner empties it before dropping.
             unsafe { ffi::rte_ring_free(self.raw.as_ptr()) }
+        }
+    }
+}
+
+/// An `rte_ring` that holds owned mbufs: every object in it is a live mbuf
+/// whose reference the ring holds, so what comes out is owned again. Safe
+/// enqueues move mbufs in from an [`MbufBurst`]; dequeues move them out
+/// into one. Whatever is left is freed on drop, before the ring.
+#[derive(Debug)]
+pub struct MbufRing {
+    ring: Ring,
+}
+
+impl MbufRing {
+    /// As [`Ring::create`].
+    pub fn create(name: &str, count: u32, socket: i32, flags: u32) -> Result<MbufRing> {
+        Ring::create(name, count, socket, flags).map(|ring| MbufRing { ring })
+    }
+
+    #[inline(always)]
+    fn objs(pkts: &[*mut RawMbuf]) -> &[*mut c_void] {
+        // SAFETY: a *mut RawMbuf slice viewed as *mut c_void of the same
+        // length: both are thin pointers of the same size and alignment.
+        unsafe { std::slice::from_raw_parts(pkts.as_ptr().cast(), pkts.len()) }
+    }
+
+    /// Move as many of `pkts`' mbufs in as fit, from the front, with the
+    /// ring's own producer protocol; how many went in. The rest stay in
+    /// `pkts`, in order.
+    #[inline]
+    pub fn enqueue<const N: usize>(&self, pkts: &mut MbufBurst<N>) -> usize {
+        let done = self.ring.enqueue_burst(Self::objs(pkts.as_raw()));
+        // SAFETY: the ring took exactly the first `done` (a burst enqueue
+        // stores a prefix), and holds their references now.
+        unsafe { pkts.consumed(done) };
+        done
+    }
+
+    /// As [`MbufRing::enqueue`] with the multi-producer protocol whatever
+    /// the ring's flags (`rte_ring_mp_enqueue_burst`).
+    #[inline]
+    pub fn enqueue_mp<const N: usize>(&self, pkts: &mut MbufBurst<N>) -> usize {
+        let done = self.ring.enqueue_burst_mp(Self::objs(pkts.as_raw()));
+        // SAFETY: as in enqueue.
+        unsafe { pkts.consumed(done) };
+        done
+    }
+
+    /// Enqueue raw mbufs as many as fit, from the front; how many went in.
+    ///
+    /// # Safety
+    /// Every pointer is a live mbuf the caller owns exclusively; the ring
+    /// takes over the references of the first `returned` ones (the caller
+    /// must not touch those again), the rest stay the caller's.
+    #[inline]
+    pub unsafe fn enqueue_raw(&self, pkts: &[*mut RawMbuf]) -> usize {
+        self.ring.enqueue_burst(Self::objs(pkts))
+    }
+
+    /// Move up to `max` mbufs out, appended to `out` (as many as it has room
+    /// for); how many came out.
+    #[inline]
+    pub fn dequeue<const N: usize>(&self, out: &mut MbufBurst<N>, max: usize) -> usize {
+        let room = out.spare_mut();
+        let k = max.min(room.len());
+        // SAFETY: the slots are *mut RawMbuf, the same size and layout as *mut c_void.
+        let objs = unsafe { std::slice::from_raw_parts_mut(room.as_mut_ptr().cast(), k) };
+        let n = self.ring.dequeue_burst(objs);
+        // SAFETY: every object of this ring is an owned mbuf (enqueued by
+        // the functions above); the n dequeued are ours now.
+        unsafe { out.filled(n) };
+        n
+    }
+
+    /// Whether the ring looks empty ([`Ring::looks_empty`]).
+    #[inline(always)]
+    pub fn looks_empty(&self) -> bool {
+        self.ring.looks_empty()
+    }
+
+    pub fn count(&self) -> u32 {
+        self.ring.count()
+    }
+
+    pub fn capacity(&self) -> u32 {
+        self.ring.capacity()
+    }
+}
+
+impl Drop for MbufRing {
+    fn drop(&mut self) {
+        let mut bufs = [std::ptr::null_mut::<c_void>(); 64];
+        loop {
+            let n = self.ring.dequeue_burst(&mut bufs);
+            if n == 0 {
+                break;
+            }
+            // SAFETY: every object of the ring is an mbuf it owns; dequeued, they are ours to free.
+            unsafe { mbuf::free_bulk(std::slice::from_raw_parts_mut(bufs.as_mut_ptr().cast(), n)) };
         }
     }
 }

@@ -9,14 +9,25 @@
 //! `RTE_TEL_MAX_DICT_ENTRIES`, an array `RTE_TEL_MAX_ARRAY_ENTRIES`, and the
 //! whole JSON reply at most 16 KiB (entries that do not fit are left out by
 //! DPDK's JSON writer).
+//!
+//! A command is a Rust closure ([`register`]): DPDK 22.11 passes its
+//! callbacks no context pointer, so one C callback of this module looks
+//! the command up in a table and calls the closure with the params and a
+//! [`TelData`] reply.
 use std::ffi::{c_char, c_int, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex};
 
 use crate::error::{DpdkError, Result};
 use crate::ffi;
 
-/// The C signature DPDK calls: `(cmd, params, reply) -> 0 | negative`.
-pub type Callback =
-    unsafe extern "C" fn(*const c_char, *const c_char, *mut ffi::rte_tel_data) -> c_int;
+/// A command's reply builder: called with the params text ("" when none,
+/// trimmed) and the reply to fill; false (or a panic) makes DPDK reply
+/// `null` for the command.
+pub type Handler = dyn Fn(&str, &mut TelData) -> bool + Send + Sync + 'static;
+
+/// The registered commands, looked up by name on each call.
+static COMMANDS: Mutex<Vec<(CString, Arc<Handler>)>> = Mutex::new(Vec::new());
 
 /// Longest command DPDK accepts, terminator included (`MAX_CMD_LEN` in telemetry.c).
 pub const MAX_CMD_LEN: usize = 56;
@@ -25,9 +36,14 @@ pub const MAX_DICT_ENTRIES: usize = ffi::RTE_TEL_MAX_DICT_ENTRIES as usize;
 /// Longest help text, terminator included (`MAX_HELP_LEN`).
 pub const MAX_HELP_LEN: usize = 64;
 
-/// Register `cmd` (must start with '/'). Valid before or after `rte_eal_init`;
-/// commands are kept for the life of the process.
-pub fn register(cmd: &CStr, cb: Callback, help: &CStr) -> Result<()> {
+/// Register `cmd` (must start with '/') answered by `f`. Valid before or
+/// after `rte_eal_init`; commands are kept for the life of the process, and
+/// a command registered twice is refused.
+pub fn register(
+    cmd: &CStr,
+    help: &CStr,
+    f: impl Fn(&str, &mut TelData) -> bool + Send + Sync + 'static,
+) -> Result<()> {
     if cmd.to_bytes().first() != Some(&b'/')
         || cmd.to_bytes().len() >= MAX_CMD_LEN
         || help.to_bytes().len() >= MAX_HELP_LEN
@@ -36,13 +52,56 @@ pub fn register(cmd: &CStr, cb: Callback, help: &CStr) -> Result<()> {
             "telemetry command {cmd:?}: must start with '/' and be under {MAX_CMD_LEN} bytes, help under {MAX_HELP_LEN}"
         )));
     }
-    // SAFETY: both strings are NUL-terminated and DPDK copies them; cb is a
-    // plain function pointer valid for the life of the process.
-    let rc = unsafe { ffi::rte_telemetry_register_cmd(cmd.as_ptr(), Some(cb), help.as_ptr()) };
+    let mut cmds = COMMANDS.lock().unwrap_or_else(|p| p.into_inner());
+    if cmds.iter().any(|(c, _)| c.as_c_str() == cmd) {
+        return Err(DpdkError::Usage(format!(
+            "telemetry command {cmd:?} is already registered"
+        )));
+    }
+    // SAFETY: both strings are NUL-terminated and DPDK copies them;
+    // `dispatch` is a plain function valid for the life of the process.
+    let rc =
+        unsafe { ffi::rte_telemetry_register_cmd(cmd.as_ptr(), Some(dispatch), help.as_ptr()) };
     if rc < 0 {
         return Err(DpdkError::from_ret("rte_telemetry_register_cmd", rc));
     }
+    cmds.push((cmd.to_owned(), Arc::new(f)));
     Ok(())
+}
+
+/// The one C callback: finds the closure registered for `cmd` and runs it
+/// (a panic is caught: it must not unwind into DPDK's thread).
+unsafe extern "C" fn dispatch(
+    cmd: *const c_char,
+    params: *const c_char,
+    d: *mut ffi::rte_tel_data,
+) -> c_int {
+    if cmd.is_null() {
+        return -1;
+    }
+    // SAFETY: DPDK passes the NUL-terminated command it matched.
+    let cmd = unsafe { CStr::from_ptr(cmd) };
+    let f = {
+        let cmds = COMMANDS.lock().unwrap_or_else(|p| p.into_inner());
+        match cmds.iter().find(|(c, _)| c.as_c_str() == cmd) {
+            Some((_, f)) => Arc::clone(f),
+            None => return -1,
+        }
+    };
+    // SAFETY: DPDK passes its reply object for this invocation only.
+    let Some(mut t) = (unsafe { TelData::from_callback(d) }) else {
+        return -1;
+    };
+    // SAFETY: DPDK passes NULL or the NUL-terminated text after the comma.
+    let p = unsafe { params_of(params) };
+    match catch_unwind(AssertUnwindSafe(|| f(&p, &mut t))) {
+        Ok(true) => 0,
+        Ok(false) => -1,
+        Err(_) => {
+            log::error!("telemetry command {cmd:?} panicked");
+            -1
+        }
+    }
 }
 
 /// A dict key DPDK accepts: 22.11 refuses names with characters other than
@@ -101,7 +160,7 @@ impl TelData {
     /// # Safety
     /// `d` must be the `rte_tel_data` pointer of the current callback
     /// invocation, used only during that invocation.
-    pub unsafe fn from_callback(d: *mut ffi::rte_tel_data) -> Option<TelData> {
+    unsafe fn from_callback(d: *mut ffi::rte_tel_data) -> Option<TelData> {
         if d.is_null() {
             None
         } else {
@@ -211,7 +270,7 @@ impl Drop for TelData {
 ///
 /// # Safety
 /// `p` must be NULL or a NUL-terminated string valid for the call.
-pub unsafe fn params(p: *const c_char) -> String {
+unsafe fn params_of(p: *const c_char) -> String {
     if p.is_null() {
         String::new()
     } else {
@@ -245,16 +304,10 @@ mod tests {
 
     #[test]
     fn register_rejects_bad_commands_before_calling_dpdk() {
-        unsafe extern "C" fn cb(
-            _: *const c_char,
-            _: *const c_char,
-            _: *mut ffi::rte_tel_data,
-        ) -> c_int {
-            0
-        }
         let h = CString::new("h").unwrap();
-        assert!(register(&CString::new("nope").unwrap(), cb, &h).is_err());
+        assert!(register(&CString::new("nope").unwrap(), &h, |_, _| true).is_err());
         let long = CString::new(format!("/{}", "x".repeat(60))).unwrap();
-        assert!(register(&long, cb, &h).is_err());
+        assert!(register(&long, &h, |_, _| true).is_err());
+        assert!(COMMANDS.lock().unwrap().is_empty(), "nothing kept");
     }
 }

@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use dpdk_sys::{
-    eal, lcore, mbuf, memory, port, ring, DpdkError, Eal, Mempool, Port, PortConf, Ring,
+    eal, lcore, mbuf, memory, port, ring, DpdkError, Eal, Mbuf, MbufBurst, MbufRef, MbufRing,
+    Mempool, Port, PortConf, Ring,
 };
 
 #[test]
@@ -108,6 +109,63 @@ fn wrappers_against_real_eal() {
     assert_eq!(r.dequeue_burst(&mut drain), 63);
     drop(r);
 
+    // Owned bursts, views and a ring of mbufs: no raw pointer handled here.
+    let mut burst: MbufBurst<8> = MbufBurst::new();
+    mp.alloc_into(&mut burst, 8).unwrap();
+    assert_eq!((burst.len(), mp.in_use()), (8, 8));
+    for i in 0..8u8 {
+        let mut m = burst.get_mut(usize::from(i)).unwrap();
+        m.append(10 + u16::from(i)).unwrap().fill(i);
+    }
+    assert!(burst.iter().all(|m| m.refcnt() == 1
+        && m.priv_size() == 64
+        && m.buf_len() == 2176
+        && m.nb_segs() == 1));
+    assert_eq!(burst.get(3).unwrap().data(), &[3u8; 13][..]);
+    assert_eq!(burst.get(3).unwrap().truesize(), mp.truesize());
+    assert!(burst.get(8).is_none());
+    let mr = MbufRing::create("test_mring", 8, 0, ring::SP_ENQ).unwrap();
+    assert_eq!(mr.capacity(), 7);
+    assert_eq!(mr.enqueue(&mut burst), 7);
+    assert_eq!(burst.len(), 1, "the one that did not fit stays");
+    assert_eq!(burst.get(0).unwrap().pkt_len(), 17);
+    let mut out: MbufBurst<4> = MbufBurst::new();
+    assert_eq!(mr.dequeue(&mut out, 10), 4, "at most the burst's room");
+    assert_eq!(out.get(0).unwrap().pkt_len(), 10, "in order");
+    let owned: Vec<Mbuf> = out.drain().collect();
+    assert!(out.is_empty() && owned.len() == 4);
+    assert_eq!(owned[3].data(), &[3u8; 13][..]);
+    drop(owned);
+    assert_eq!(mr.dequeue(&mut out, 1), 1);
+    drop(out.drain()); // the unyielded one is freed
+    assert_eq!(mp.in_use(), 3, "two in the ring, one in the burst");
+    {
+        let mut m = mp.alloc().unwrap();
+        let mut v = m.view_mut();
+        assert!(!v.set_len(u16::MAX), "past the room");
+        assert_eq!(v.room_mut().len(), 2176 - usize::from(mbuf::HEADROOM));
+        assert!(v.set_len(60));
+        v.set_port(3);
+        v.clear_ol_flags();
+        assert_eq!(
+            (m.pkt_len(), m.view().data_len(), m.view().port()),
+            (60, 60, 3)
+        );
+        let other = m.view().alloc_from_pool().expect("from the same pool");
+        assert_eq!(other.view().priv_size(), 64);
+        assert_eq!(mp.in_use(), 5);
+        let mut fl = mbuf::FreeList::default();
+        fl.push_mbuf(other);
+        fl.push_mbuf(m);
+    }
+    drop(mr); // frees what is left in it
+    burst.clear();
+    assert_eq!(
+        mp.in_use(),
+        0,
+        "every mbuf of the bursts and the ring came back"
+    );
+
     // Memzones and the heap: a ring is one memzone, given back on drop.
     let (mz0, heap0) = (
         memory::memzone_count().unwrap(),
@@ -161,13 +219,34 @@ fn wrappers_against_real_eal() {
         m.append(60).unwrap().copy_from_slice(&[0x5a; 60]);
         *t = m.into_raw().as_ptr();
     }
-    assert_eq!(port::tx_burst(ring_id, 0, &mut tx), 4);
+    // SAFETY: four fresh mbufs we own.
+    assert_eq!(unsafe { port::tx_burst(ring_id, 0, &mut tx) }, 4);
     let got = port::rx_burst(ring_id, 0, &mut bufs);
     assert_eq!(got, 4, "net_ring loops its TX to its RX");
-    // SAFETY: rx_burst handed us `got` valid mbufs.
-    assert!(unsafe { mbuf::data(bufs[0]) }.iter().all(|&b| b == 0x5a));
+    // SAFETY: rx_burst handed us `got` valid mbufs, ours alone.
+    assert!(unsafe { MbufRef::from_ptr(bufs[0]) }
+        .data()
+        .iter()
+        .all(|&b| b == 0x5a));
     // SAFETY: as above.
     unsafe { mbuf::free_bulk(&mut bufs[..got]) };
+    // The same with owned bursts.
+    let mut txb: MbufBurst<4> = MbufBurst::new();
+    for _ in 0..3 {
+        let mut m = mp.alloc().unwrap();
+        m.append(64).unwrap().fill(0x77);
+        txb.push(m).unwrap();
+    }
+    assert_eq!(port::tx_from(ring_id, 0, &mut txb), 3);
+    assert!(txb.is_empty());
+    let mut one = mp.alloc().unwrap();
+    one.append(64).unwrap().fill(0x77);
+    assert!(port::tx_one(ring_id, 0, one).is_ok());
+    let mut rxb: MbufBurst<32> = MbufBurst::new();
+    assert_eq!(port::rx_into(ring_id, 0, &mut rxb, 2), 2, "at most max");
+    assert_eq!(port::rx_into(ring_id, 0, &mut rxb, 32), 2);
+    assert!(rxb.iter().all(|m| m.data() == [0x77; 64]));
+    drop(rxb);
     assert!(rp.xstats().iter().any(|(n, _)| n == "rx_good_packets"));
     drop(rp);
     assert_eq!(mp.in_use(), 0, "every mbuf came back");

@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use dpdk_sys::{ffi, mbuf, port};
+use dpdk_sys::{port, Mbuf};
 
 use crate::config::{IfAddr, PortConf};
 use crate::parse::ether::{self, EthernetFrame};
@@ -357,56 +357,36 @@ pub fn write_reply(room: &mut [u8], len: usize, plan: &Plan, iface: &Iface) -> O
     Some(out_len)
 }
 
-/// The mbuf's single segment as a writable window from `data_off` to the
-/// end of its data room.
-///
-/// # Safety
-/// `m` is a live, single-segment mbuf the caller owns exclusively.
-unsafe fn room_mut<'a>(m: *mut ffi::rte_mbuf) -> &'a mut [u8] {
-    // SAFETY: per the contract; buf_addr + data_off .. buf_addr + buf_len is the mbuf's data room.
-    unsafe {
-        let r = &*m;
-        let off = usize::from(r.data_off);
-        let len = usize::from(r.buf_len).saturating_sub(off);
-        std::slice::from_raw_parts_mut((r.buf_addr as *mut u8).add(off), len)
-    }
-}
-
-/// Offer a frame the parser rejected with `err` to the control path.
-/// Returns true when it took the mbuf (replied on `ctl.tx_queue`, or freed
-/// it after counting); false leaves the mbuf and its counting to the caller.
-///
-/// # Safety
-/// `m` is a live mbuf received on `port` that the caller owns exclusively.
+/// Offer a frame the parser rejected with `err` to the control path, as
+/// an owned mbuf received on `port`. `Ok`: it took the mbuf (replied on
+/// `ctl.tx_queue`, or freed it after counting); `Err` gives the mbuf back,
+/// its counting left to the caller.
 #[inline]
-pub unsafe fn handle(
+pub fn handle(
     ifaces: &Ifaces,
     ctl: &LcoreControl,
     port: u16,
-    m: *mut ffi::rte_mbuf,
+    mut m: Mbuf,
     err: &ParseError,
     now: u64,
-) -> bool {
+) -> Result<(), Mbuf> {
     let Some(iface) = ifaces.get(port) else {
-        return false;
+        return Err(m);
     };
     if iface.v4.is_empty() && iface.v6.is_empty() {
-        return false;
+        return Err(m);
     }
-    // SAFETY: per the contract.
-    let r = unsafe { &mut *m };
-    if r.nb_segs != 1 {
-        return false;
+    if m.view().nb_segs() != 1 {
+        return Err(m);
     }
     let st = &ctl.stats;
-    // SAFETY: per the contract; read-only view of the received frame.
-    let plan = match classify(unsafe { mbuf::data(m) }, err, iface) {
+    let plan = match classify(m.data(), err, iface) {
         Ok(p) => p,
         Err(Skip::BadChecksum) => {
             st.in_csum_errors.add(1);
-            return false;
+            return Err(m);
         }
-        Err(Skip::NotOurs) => return false,
+        Err(Skip::NotOurs) => return Err(m),
     };
     let bucket = if plan.is_neighbour() {
         &ctl.neigh
@@ -415,41 +395,41 @@ pub unsafe fn handle(
     };
     if !bucket.take(now) {
         st.rate_limited.add(1);
-        // SAFETY: ours, and given up here.
-        unsafe { ffi::rte_pktmbuf_free(m) };
-        return true;
+        // Freed here.
+        drop(m);
+        return Ok(());
     }
-    let len = usize::from(r.data_len);
-    // SAFETY: single segment, exclusively ours (checked and per the contract).
-    let out = write_reply(unsafe { room_mut(m) }, len, &plan, iface);
-    let Some(out_len) = out
+    let len = usize::from(m.view().data_len());
+    // Written in place: the single segment, from its data to the end of its room.
+    let mut v = m.view_mut();
+    let out = write_reply(v.room_mut(), len, &plan, iface);
+    // The reply fits the room (write_reply checks), so set_len holds.
+    let sized = out
         .and_then(|l| u16::try_from(l).ok())
         .filter(|_| ctl.tx_queue < iface.tx_queues)
-    else {
+        .is_some_and(|l| v.set_len(l));
+    if !sized {
         st.tx_errors.add(1);
-        // SAFETY: ours, and given up here.
-        unsafe { ffi::rte_pktmbuf_free(m) };
-        return true;
-    };
-    r.data_len = out_len;
-    r.pkt_len = u32::from(out_len);
+        drop(m);
+        return Ok(());
+    }
     // The RX verdict bits mean nothing on TX and no TX offload is wanted:
     // every checksum was written in software.
-    r.ol_flags = 0;
-    let mut one = [m];
-    if port::tx_burst(port, ctl.tx_queue, &mut one) == 1 {
-        match plan {
+    v.clear_ol_flags();
+    match port::tx_one(port, ctl.tx_queue, m) {
+        Ok(()) => match plan {
             Plan::Arp { .. } => st.arp_replies.add(1),
             Plan::Na { .. } => st.nd_advertisements.add(1),
             Plan::Echo4 { .. } => st.icmp_echo_replies.add(1),
             Plan::Echo6 { .. } => st.icmp6_echo_replies.add(1),
+        },
+        Err(m) => {
+            // The NIC did not take it: freed here.
+            st.tx_errors.add(1);
+            drop(m);
         }
-    } else {
-        st.tx_errors.add(1);
-        // SAFETY: the NIC did not take it: still ours, given up here.
-        unsafe { ffi::rte_pktmbuf_free(m) };
     }
-    true
+    Ok(())
 }
 
 #[cfg(test)]

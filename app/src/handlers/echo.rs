@@ -10,7 +10,7 @@
 //! or Ethernet padding. The cost is one payload copy per datagram.
 use std::net::IpAddr;
 
-use dpdk_sys::{ffi, mbuf, port};
+use dpdk_sys::{port, Mbuf, MbufBurst, MbufRef};
 
 use super::{datagram_of, TxCtx, CONSUME_BURST};
 use crate::control::Iface;
@@ -44,100 +44,77 @@ pub fn reply_source(d: &Datagram, iface: &Iface) -> Option<Option<IpAddr>> {
 
 /// Build the reply to `m` in a new mbuf from `m`'s pool. `None`: not
 /// answerable or no buffer.
-///
-/// # Safety
-/// `m` is a live, delivered mbuf the caller owns.
-unsafe fn build_reply(m: *mut ffi::rte_mbuf, iface: &Iface) -> Option<*mut ffi::rte_mbuf> {
-    // SAFETY: per the contract: live, ours, metadata set at RX.
-    let (frame, meta) = unsafe { (mbuf::data(m), MbufMeta::get(m)) };
-    let d = datagram_of(frame, meta)?;
+fn build_reply(m: MbufRef<'_>, iface: &Iface) -> Option<Mbuf> {
+    let frame = m.data();
+    let d = datagram_of(frame, MbufMeta::view(m)?)?;
     let src = reply_source(&d, iface)?;
     let payload = d.payload(frame)?;
     let len = u16::try_from(build::reply_len(&d, payload.len())).ok()?;
-    // SAFETY: an mbuf's pool pointer is valid while the mbuf lives.
-    let r = unsafe { ffi::rte_pktmbuf_alloc((*m).pool) };
-    if r.is_null() {
-        return None;
-    }
-    // SAFETY: r is a fresh mbuf we own; append returns `len` writable bytes or null.
-    let p = unsafe { ffi::rte_pktmbuf_append(r, len) };
+    // A fresh mbuf, freed on every way out but the last.
+    let mut r = m.alloc_from_pool()?;
     let opts = ReplyOpts {
         src,
         ..ReplyOpts::default()
     };
-    let written = (!p.is_null())
-        .then(|| {
-            // SAFETY: append gave us `len` bytes inside r's data room, not aliasing `frame`.
-            let out = unsafe { std::slice::from_raw_parts_mut(p as *mut u8, usize::from(len)) };
-            build::write_udp_reply(frame, &d, payload, opts, out).ok()
-        })
-        .flatten();
-    if written != Some(usize::from(len)) {
-        // SAFETY: r is ours and not handed to anyone.
-        unsafe { ffi::rte_pktmbuf_free(r) };
-        return None;
-    }
-    Some(r)
+    let out = r.append(len)?;
+    let written = build::write_udp_reply(frame, &d, payload, opts, out).ok();
+    (written == Some(usize::from(len))).then_some(r)
 }
 
 /// Replies waiting for one `tx_burst` on one port.
 struct TxBatch {
     port: u16,
-    bufs: [*mut ffi::rte_mbuf; CONSUME_BURST],
-    n: usize,
+    bufs: MbufBurst<CONSUME_BURST>,
 }
 
 impl TxBatch {
     /// Hand the batch to the NIC; what it refuses is freed and counted.
     fn flush(&mut self, queue: u16, stats: &ConsumerStats) {
-        if self.n == 0 {
+        if self.bufs.is_empty() {
             return;
         }
-        let sent = port::tx_burst(self.port, queue, &mut self.bufs[..self.n]);
+        let sent = port::tx_from(self.port, queue, &mut self.bufs);
         stats.tx.add(sent as u64);
-        let refused = &mut self.bufs[sent..self.n];
-        stats.tx_errors.add(refused.len() as u64);
-        // SAFETY: the NIC did not take these: still ours.
-        unsafe { mbuf::free_bulk(refused) };
-        self.n = 0;
+        // The NIC did not take these: freed.
+        stats.tx_errors.add(self.bufs.len() as u64);
+        self.bufs.clear();
     }
 }
 
 /// Echo a burst of delivered datagrams. The requests stay the caller's (to
 /// consume); every reply built is sent or counted in `tx_errors` and freed,
 /// and so is every datagram that got no reply.
-///
-/// # Safety
-/// Every pointer is a live mbuf dequeued from the ring of the socket whose
-/// consumer counters `stats` are, and owned by the caller.
-pub unsafe fn echo_burst(stats: &ConsumerStats, bufs: &[*mut ffi::rte_mbuf], tx: TxCtx<'_>) {
+pub fn echo_burst<const N: usize>(stats: &ConsumerStats, bufs: &MbufBurst<N>, tx: TxCtx<'_>) {
     let Some(queue) = tx.queue else {
         stats.tx_errors.add(bufs.len() as u64);
         return;
     };
     let mut batch = TxBatch {
         port: u16::MAX,
-        bufs: [std::ptr::null_mut(); CONSUME_BURST],
-        n: 0,
+        bufs: MbufBurst::new(),
     };
-    for &m in bufs {
-        // SAFETY: per the contract.
-        let port_id = unsafe { MbufMeta::get(m) }.port;
+    for m in bufs.iter() {
+        let Some(port_id) = MbufMeta::view(m).map(|meta| meta.port) else {
+            stats.tx_errors.add(1);
+            continue;
+        };
         let Some(iface) = tx.ifaces.get(port_id).filter(|i| queue < i.tx_queues) else {
             stats.tx_errors.add(1);
             continue;
         };
-        // SAFETY: per the contract.
-        let Some(r) = (unsafe { build_reply(m, iface) }) else {
+        let Some(r) = build_reply(m, iface) else {
             stats.tx_errors.add(1);
             continue;
         };
-        if batch.port != port_id || batch.n == batch.bufs.len() {
+        if batch.port != port_id || batch.bufs.spare() == 0 {
             batch.flush(queue, stats);
             batch.port = port_id;
         }
-        batch.bufs[batch.n] = r;
-        batch.n += 1;
+        // There is room: the batch was just flushed if full.
+        if let Err(r) = batch.bufs.push(r) {
+            stats.tx_errors.add(1);
+            drop(r);
+        }
     }
     batch.flush(queue, stats);
 }

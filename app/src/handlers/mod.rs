@@ -128,9 +128,7 @@ mod tests {
 
     fn meta_of(d: &Datagram) -> MbufMeta {
         // The fields the RX lcore fills (MbufMeta::init writes the same).
-        // SAFETY: MbufMeta is integers, an AtomicPtr and a `Family`, which is
-        // `repr(u8)` with `V4` = 0: all-zero is a valid value of each field.
-        let mut m: MbufMeta = unsafe { std::mem::zeroed() };
+        let mut m = MbufMeta::default();
         m.l3_off = d.l3_off;
         m.l4_off = d.l4_off;
         m.payload_off = d.payload_off;

@@ -7,7 +7,7 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use dpdk_sys::{eal, ffi, mbuf};
+use dpdk_sys::{eal, MbufBurst};
 
 use super::HandlerError;
 use crate::meta::MbufMeta;
@@ -65,20 +65,19 @@ impl PcapSink {
     /// Write a burst of delivered datagrams of socket `name`; counts go to
     /// its consumer's `written` / `not_written`. The caller frees the mbufs
     /// afterwards.
-    ///
-    /// # Safety
-    /// Every pointer is a live mbuf dequeued from socket `name`'s ring and owned by the caller.
-    pub unsafe fn write_burst(
+    pub fn write_burst<const N: usize>(
         &mut self,
         name: &str,
         stats: &ConsumerStats,
-        bufs: &[*mut ffi::rte_mbuf],
+        bufs: &MbufBurst<N>,
     ) {
         let (mut ok, mut refused) = (0u64, 0u64);
-        for &m in bufs {
-            // SAFETY: per the contract: live, ours, metadata set at RX.
-            let (frame, meta) = unsafe { (mbuf::data(m), MbufMeta::get(m)) };
-            match self.w.write_packet(self.ts_ns(meta.rx_tsc), frame) {
+        for m in bufs.iter() {
+            let Some(meta) = MbufMeta::view(m) else {
+                refused += 1;
+                continue;
+            };
+            match self.w.write_packet(self.ts_ns(meta.rx_tsc), m.data()) {
                 Ok(Written::Yes) => ok += 1,
                 Ok(Written::LimitReached) => refused += 1,
                 Err(e) => {

@@ -11,7 +11,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use dpdk_sys::{eal, ffi};
+use dpdk_sys::{eal, MbufBurst};
 
 use super::alloc_guard::HotSection;
 use super::bench::pipeline_floor;
@@ -77,7 +77,7 @@ pub struct Drain {
     mine: usize,
     /// `run --floor pipeline`: dequeue, read `pkt_len`, free; nothing else.
     floor: bool,
-    bufs: [*mut ffi::rte_mbuf; CONSUME_BURST],
+    bufs: MbufBurst<CONSUME_BURST>,
 }
 
 const NEVER: u64 = u64::MAX;
@@ -96,7 +96,7 @@ impl Drain {
             gen: NEVER,
             mine: 0,
             floor: shared.mode.is_pipeline_floor(),
-            bufs: [std::ptr::null_mut(); CONSUME_BURST],
+            bufs: MbufBurst::new(),
         };
         d.refresh(shared);
         d
@@ -195,7 +195,7 @@ fn allowance(e: &SocketEntry, pps: u64, hz: u64, now: u64) -> usize {
 /// Take one burst from a socket's ring, handle it, free it (a one-off
 /// caller: the burst array is made here).
 pub fn drain_socket(shared: &Shared, e: &SocketEntry) -> usize {
-    let mut bufs: [*mut ffi::rte_mbuf; CONSUME_BURST] = [std::ptr::null_mut(); CONSUME_BURST];
+    let mut bufs: MbufBurst<CONSUME_BURST> = MbufBurst::new();
     if shared.mode.is_pipeline_floor() {
         pipeline_floor::consume_burst(e, &mut bufs)
     } else {
@@ -209,7 +209,7 @@ pub fn drain_socket(shared: &Shared, e: &SocketEntry) -> usize {
 fn drain_socket_into(
     shared: &Shared,
     e: &SocketEntry,
-    bufs: &mut [*mut ffi::rte_mbuf; CONSUME_BURST],
+    bufs: &mut MbufBurst<CONSUME_BURST>,
 ) -> usize {
     if e.sock.poll_empty() {
         return 0;
@@ -224,7 +224,7 @@ fn drain_socket_into(
     } else {
         CONSUME_BURST
     };
-    let n = e.sock.dequeue(&mut bufs[..max]);
+    let n = e.sock.dequeue(bufs, max);
     if n == 0 {
         return 0;
     }
@@ -239,8 +239,7 @@ fn drain_socket_into(
                 ifaces: &shared.ifaces,
                 queue: tx_queue_of(shared, e),
             };
-            // SAFETY: dequeued from this socket's ring just now; ours until consume below.
-            unsafe { handlers::echo::echo_burst(&e.sock.consumer, &bufs[..n], tx) };
+            handlers::echo::echo_burst(&e.sock.consumer, bufs, tx);
         }
         Handler::Pcap => {
             // Only this socket's drainer locks it, once per burst: uncontended.
@@ -250,12 +249,10 @@ fn drain_socket_into(
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
             if let handlers::State::Pcap(sink) = &mut *st {
-                // SAFETY: as above.
-                unsafe { sink.write_burst(e.sock.name(), &e.sock.consumer, &bufs[..n]) };
+                sink.write_burst(e.sock.name(), &e.sock.consumer, bufs);
             }
         }
     }
-    // SAFETY: dequeued from this socket's ring just now; ours to free.
-    unsafe { e.sock.consume_at(&mut bufs[..n], now) };
+    e.sock.consume_at(bufs, now);
     n
 }

@@ -5,7 +5,6 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::burst::FreeList;
 use super::consumer;
 use super::report::socket_summary;
 use super::shared::{Drainer, Shared, SocketEntry};
@@ -221,11 +220,7 @@ pub(crate) fn retire(shared: &Shared, entries: &[SocketEntry]) {
     }
     wait_quiescent(shared);
     for e in entries {
-        let mut free = FreeList::default();
-        e.sock
-            .rx
-            .drain_closed(&mut |p, _r| free.push(crate::meta::MbufMeta::mbuf(p)));
-        drop(free);
+        e.sock.free_stages();
     }
     // Give the consumers a moment to take what is in the rings; the rest is freed and counted.
     let deadline = Instant::now() + Duration::from_millis(200);

@@ -3,7 +3,8 @@
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
-use dpdk_sys::{eal, ffi, mbuf, port};
+use dpdk_sys::mbuf::{MbufBurst, MbufRef, RawMbuf};
+use dpdk_sys::{eal, port, Mbuf};
 
 use super::alloc_guard::HotSection;
 use super::bench::floor::RxFloor;
@@ -26,7 +27,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     let me = &shared.rx[idx];
     let mode = shared.mode;
     let burst = shared.burst as usize;
-    let mut bufs: [*mut ffi::rte_mbuf; MAX_BURST] = [std::ptr::null_mut(); MAX_BURST];
+    let mut bufs: MbufBurst<MAX_BURST> = MbufBurst::new();
     let mut free = FreeList::default();
     log::debug!(
         "lcore {} polling {} queue(s) on node {}",
@@ -45,7 +46,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     while !shared.stop.load(Ordering::Relaxed) {
         for (q, qs) in me.queues.iter().zip(&me.qstats) {
             me.lstats.polls.add(1);
-            let n = port::rx_burst(q.port, q.queue, &mut bufs[..burst]);
+            let n = port::rx_into(q.port, q.queue, &mut bufs, burst);
             if n == 0 {
                 me.lstats.idle_polls.add(1);
                 continue;
@@ -54,9 +55,8 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
             // Stamp before counting, so the main lcore never sees packets without a stamp.
             me.last_rx_tsc.set(t0);
             let mut bytes = 0u64;
-            for &m in &bufs[..n] {
-                // SAFETY: rx_burst returned n valid mbufs that we own.
-                bytes += unsafe { (*m).pkt_len } as u64;
+            for m in bufs.iter() {
+                bytes += u64::from(m.pkt_len());
             }
             match (mode, small.as_mut()) {
                 (Mode::Pipeline | Mode::DemuxOnly, Some(cache)) => {
@@ -64,32 +64,41 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
                         cache,
                         stats: &me.cache_stats,
                     };
-                    process_burst(shared, me, q.port, &bufs[..n], t0, &mut free, &mut hook)
+                    // SAFETY: the burst hands over its n mbufs, just received
+                    // on q.port into an engine pool, live and ours alone.
+                    unsafe {
+                        process_burst(
+                            shared,
+                            me,
+                            q.port,
+                            bufs.take_raw(),
+                            t0,
+                            &mut free,
+                            &mut hook,
+                        )
+                    }
                 }
-                (Mode::Pipeline | Mode::DemuxOnly, None) => process_burst(
-                    shared,
-                    me,
-                    q.port,
-                    &bufs[..n],
-                    t0,
-                    &mut free,
-                    &mut NoCondense,
-                ),
-                (Mode::Bare, _) => {
-                    // SAFETY: we own the n mbufs and give them back.
-                    unsafe { mbuf::free_bulk(&mut bufs[..n]) };
-                }
+                // SAFETY: as above.
+                (Mode::Pipeline | Mode::DemuxOnly, None) => unsafe {
+                    process_burst(
+                        shared,
+                        me,
+                        q.port,
+                        bufs.take_raw(),
+                        t0,
+                        &mut free,
+                        &mut NoCondense,
+                    )
+                },
+                (Mode::Bare, _) => bufs.clear(),
                 (Mode::Floor(_), _) => {
                     if let Some(f) = floor.as_mut() {
-                        f.burst(
-                            shared,
-                            &mut bufs[..n],
-                            &mut free,
-                            &me.lstats.floor_no_socket,
-                        );
+                        f.burst(shared, &mut bufs, &mut free, &me.lstats.floor_no_socket);
                     }
                 }
             }
+            // Whatever a mode left (none does) is freed, not received over.
+            bufs.clear();
             qs.packets.add(n as u64);
             qs.bytes.add(bytes);
             qs.bursts.add(1);
@@ -114,7 +123,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
 const CHUNK: usize = 32;
 
 /// Parse, demux and stage one burst. Every mbuf ends in a socket (stage or
-/// ring) or in `free`, counted by reason.
+/// ring), in the control path or in `free`, counted by reason.
 ///
 /// The burst goes through in passes, as DPDK's l3fwd does its LPM lookups:
 /// parse every packet first, then look every datagram up in one tight loop,
@@ -122,12 +131,18 @@ const CHUNK: usize = 32;
 /// several flow-table cache misses in flight at once instead of one per
 /// packet, and the parse's working set (the frames) is not evicted between
 /// lookups. Counters are summed in registers and written once per chunk.
+///
+/// # Safety
+/// Every pointer in `bufs` is a distinct live mbuf, received on `port_id`
+/// into one of the engine's pools (private area of `PRIV_SIZE`), that the
+/// caller owns exclusively and gives up: afterwards it belongs to a
+/// socket, the control path or the free list.
 #[inline]
-pub fn process_burst<C: Condense<MbufMeta>>(
+pub unsafe fn process_burst<C: Condense<MbufMeta>>(
     shared: &Shared,
     me: &RxLcore,
     port_id: u16,
-    bufs: &[*mut ffi::rte_mbuf],
+    bufs: &[*mut RawMbuf],
     tsc: u64,
     free: &mut FreeList,
     condense: &mut C,
@@ -145,23 +160,27 @@ pub fn process_burst<C: Condense<MbufMeta>>(
         MbufMeta::prefetch(m);
     }
     for chunk in bufs.chunks(CHUNK) {
-        process_chunk(
-            shared,
-            me,
-            port_id,
-            chunk,
-            tsc,
-            free,
-            condense,
-            &snap,
-            &mut elected,
-        );
+        // SAFETY: a part of the caller's burst, with its contract.
+        unsafe {
+            process_chunk(
+                shared,
+                me,
+                port_id,
+                chunk,
+                tsc,
+                free,
+                condense,
+                &snap,
+                &mut elected,
+            )
+        };
     }
     // This burst's elected stages: one delivery-lock hold per socket for the
     // whole burst (the kernel takes one per packet: it has no bursts).
     elected.drain(
         me.node_index,
-        &mut |p: NonNull<MbufMeta>, _r: DropReason| free.push(MbufMeta::mbuf(p)),
+        // SAFETY: the stage hands each dropped packet, an mbuf it owned, to us.
+        &mut |p: NonNull<MbufMeta>, _r: DropReason| unsafe { free.push(MbufMeta::mbuf(p)) },
     );
     free.flush();
 }
@@ -198,13 +217,17 @@ impl<'s> Elected<'s> {
     }
 }
 
+/// One chunk of [`process_burst`].
+///
+/// # Safety
+/// As [`process_burst`], for the mbufs of `chunk`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn process_chunk<'s, C: Condense<MbufMeta>>(
+unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
     shared: &Shared,
     me: &RxLcore,
     port_id: u16,
-    chunk: &[*mut ffi::rte_mbuf],
+    chunk: &[*mut RawMbuf],
     tsc: u64,
     free: &mut FreeList,
     condense: &mut C,
@@ -216,12 +239,14 @@ fn process_chunk<'s, C: Condense<MbufMeta>>(
     // Pass 1: parse. Datagrams are kept (with their mbuf) for the lookup
     // pass; everything else is settled here.
     let mut dgrams = [const { std::mem::MaybeUninit::<parse::Datagram>::uninit() }; CHUNK];
-    let mut mbufs: [*mut ffi::rte_mbuf; CHUNK] = [std::ptr::null_mut(); CHUNK];
+    let mut mbufs: [*mut RawMbuf; CHUNK] = [std::ptr::null_mut(); CHUNK];
     let mut nd = 0usize;
     for &m in chunk {
-        // SAFETY: rx_burst gave us this mbuf; we read its first segment
-        // (a datagram that spans segments fails the length checks: truncated).
-        let (data, ol) = unsafe { (mbuf::data(m), (*m).ol_flags) };
+        // SAFETY: ours alone (the contract); the view ends with the parse.
+        let v = unsafe { MbufRef::from_ptr(m) };
+        // The first segment only: a datagram that spans segments fails the
+        // length checks (truncated).
+        let (data, ol) = (v.data(), v.ol_flags());
         // nd < chunk.len() <= CHUNK.
         match parse::parse_into(data, offload_hints(ol), &mut dgrams[nd]) {
             Ok(_) => {
@@ -231,16 +256,33 @@ fn process_chunk<'s, C: Condense<MbufMeta>>(
             Err(e) => {
                 // ARP and ICMP may be for the control path (replies on this
                 // lcore's TX queue); what it does not take is counted as now.
-                let control = matches!(e, parse::ParseError::NotIp { .. } | parse::ParseError::NotUdp { .. })
-                    // SAFETY: our mbuf, received on port_id; if taken, it is the responder's.
-                    && unsafe { crate::control::handle(&shared.ifaces, &me.control, port_id, m, &e, tsc) };
-                if control {
-                    mib.control.add(1);
-                } else {
-                    let fam = e.family().map(|f| f.index()).unwrap_or(2);
-                    mib.errors[fam][e.reason().index()].add(1);
-                    free.push(m);
+                let mut m = m;
+                if matches!(
+                    e,
+                    parse::ParseError::NotIp { .. } | parse::ParseError::NotUdp { .. }
+                ) {
+                    // SAFETY: a live mbuf we own exclusively (the contract),
+                    // handed over as an owned one; what is not taken comes back.
+                    let owned = unsafe { Mbuf::from_raw(NonNull::new_unchecked(m)) };
+                    match crate::control::handle(
+                        &shared.ifaces,
+                        &me.control,
+                        port_id,
+                        owned,
+                        &e,
+                        tsc,
+                    ) {
+                        Ok(()) => {
+                            mib.control.add(1);
+                            continue;
+                        }
+                        Err(back) => m = back.into_raw().as_ptr(),
+                    }
                 }
+                let fam = e.family().map(|f| f.index()).unwrap_or(2);
+                mib.errors[fam][e.reason().index()].add(1);
+                // SAFETY: ours, given up here.
+                unsafe { free.push(m) };
             }
         }
     }
@@ -261,28 +303,26 @@ fn process_chunk<'s, C: Condense<MbufMeta>>(
     let mut groups: [Option<&'s Arc<Socket>>; CHUNK] = [None; CHUNK];
     let mut group_len = [0u8; CHUNK];
     let mut group_of = [0u8; CHUNK];
-    let mut kept: [*mut ffi::rte_mbuf; CHUNK] = [std::ptr::null_mut(); CHUNK];
+    let mut kept: [*mut RawMbuf; CHUNK] = [std::ptr::null_mut(); CHUNK];
     let (mut ng, mut nk) = (0usize, 0usize);
     for ((f, d), &m) in found.iter().zip(dgrams).zip(&mbufs) {
         let fam = d.family.index();
         let Some(sock) = *f else {
             no_ports[fam] += 1;
-            free.push(m);
+            // SAFETY: ours, given up here.
+            unsafe { free.push(m) };
             continue;
         };
         in_dgrams[fam] += 1;
-        // SAFETY: our mbuf (rx_burst's); its struct is in cache from the parse.
-        let truesize = unsafe {
-            let r = &*m;
-            std::mem::size_of::<ffi::rte_mbuf>() as u32
-                + u32::from(r.priv_size)
-                + u32::from(r.buf_len)
-        };
+        // sizeof(rte_mbuf) + priv_size + buf_len; the struct is in cache from the parse.
+        // SAFETY: ours alone (the contract); a read of two fields.
+        let truesize = unsafe { MbufRef::from_ptr(m) }.truesize();
         // SAFETY: our mbuf, from an engine pool (private area of PRIV_SIZE).
         unsafe { MbufMeta::init(m, d, sock.id, truesize, tsc, port_id) };
         if demux_only {
             demux_freed += 1;
-            free.push(m);
+            // SAFETY: ours, given up here.
+            unsafe { free.push(m) };
             continue;
         }
         // Most chunks hold few sockets, often runs of one: try the last
@@ -318,12 +358,16 @@ fn process_chunk<'s, C: Condense<MbufMeta>>(
         let mut sorted = [NonNull::<MbufMeta>::dangling(); CHUNK];
         for (&g, &m) in group_of[..nk].iter().zip(&kept[..nk]) {
             let slot = &mut at[usize::from(g)];
-            sorted[usize::from(*slot)] = MbufMeta::of(m);
+            // SAFETY: m is one of our mbufs.
+            sorted[usize::from(*slot)] = unsafe { MbufMeta::of(m) };
             *slot += 1;
         }
         // Drops (ours now, or other producers' when we are the elected
         // drainer) are freed after the delivery lock is released.
-        let mut to_free = |p: NonNull<MbufMeta>, _r: DropReason| free.push(MbufMeta::mbuf(p));
+        let mut to_free = |p: NonNull<MbufMeta>, _r: DropReason| {
+            // SAFETY: delivery hands each dropped packet, an mbuf it owned, to us.
+            unsafe { free.push(MbufMeta::mbuf(p)) }
+        };
         let mut begin = 0usize;
         for (sock, &len) in groups[..ng].iter().flatten().zip(&group_len[..ng]) {
             let end = begin + usize::from(len);

@@ -74,8 +74,7 @@ pub fn preflight(cfg: &Config) -> Result<(), EngineError> {
             ));
         }
     }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !dpdk_sys::os::is_root() {
         log::warn!("not running as root: the EAL usually needs root (or CAP_SYS_ADMIN, CAP_IPC_LOCK, CAP_NET_RAW)");
     }
     for s in &cfg.sockets {

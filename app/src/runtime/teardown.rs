@@ -7,7 +7,6 @@ use std::time::Instant;
 use dpdk_sys::{lcore, Mempool, Port};
 
 use super::bench;
-use super::burst::FreeList;
 use super::consumer::Drain;
 use super::error::EngineError;
 use super::report::summarize;
@@ -52,11 +51,7 @@ pub fn stop(mut t: Stopping<'_>) -> Result<Summary, EngineError> {
     let mut problems = Vec::new();
     // The election protocol leaves no packet on a stage once producers stop.
     for e in shared.sockets.load().iter() {
-        let mut free = FreeList::default();
-        let stranded = e
-            .sock
-            .rx
-            .drain_closed(&mut |p, _r| free.push(crate::meta::MbufMeta::mbuf(p)));
+        let stranded = e.sock.free_stages();
         if stranded > 0 {
             problems.push(format!(
                 "socket {}: {stranded} packet(s) stranded in a stage",

@@ -11,13 +11,12 @@
 //! Every reply is built from [`snapshot`], the code path of the
 //! `--stats-json` file, so a finished replay shows the same numbers in both.
 //! Callbacks run on DPDK's telemetry threads, never on an RX lcore.
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
-use dpdk_sys::ffi;
 use dpdk_sys::telemetry::{self as tel, TelData};
 
 use super::report::snapshot;
@@ -51,33 +50,36 @@ pub const CMD_SOCKETS: &CStr = cstr(b"/udpdemux/sockets\0");
 pub const CMD_LATENCY: &CStr = cstr(b"/udpdemux/latency\0");
 pub const CMD_MEMORY: &CStr = cstr(b"/udpdemux/memory\0");
 
+/// Builds one command's reply from a snapshot and the command's params.
+type Build = fn(&Summary, &str, &mut TelData) -> dpdk_sys::Result<bool>;
+
 /// Register the commands (once per process) and publish `shared` to them.
 pub fn start(shared: &Arc<Shared>) {
     REGISTER.call_once(|| {
-        let cmds: [(&CStr, tel::Callback, &CStr); 4] = [
+        let cmds: [(&CStr, Build, &CStr); 4] = [
             (
                 CMD_STATS,
-                cb_stats,
+                build_stats,
                 cstr(b"udpdemux MIB and totals. No parameters\0"),
             ),
             (
                 CMD_SOCKETS,
-                cb_sockets,
+                build_sockets,
                 cstr(b"Per-socket counters. Param: socket name\0"),
             ),
             (
                 CMD_LATENCY,
-                cb_latency,
+                build_latency,
                 cstr(b"Latency log2 us histograms. Param: socket\0"),
             ),
             (
                 CMD_MEMORY,
-                cb_memory,
+                build_memory,
                 cstr(b"DPDK memzones (name: bytes) and heap. No parameters\0"),
             ),
         ];
-        for (cmd, cb, help) in cmds {
-            if let Err(e) = tel::register(cmd, cb, help) {
+        for (cmd, build, help) in cmds {
+            if let Err(e) = tel::register(cmd, help, move |p, t| reply(p, t, build)) {
                 log::warn!("telemetry: cannot register {cmd:?}: {e}");
             }
         }
@@ -108,61 +110,18 @@ fn current() -> Option<Summary> {
     s
 }
 
-/// Run a reply builder; DPDK turns a negative return into `{"cmd": null}`.
-fn reply(
-    d: *mut ffi::rte_tel_data,
-    params: *const c_char,
-    f: fn(&Summary, &str, &mut TelData) -> dpdk_sys::Result<bool>,
-) -> c_int {
-    // SAFETY: DPDK passes its reply object for this invocation.
-    let Some(mut t) = (unsafe { TelData::from_callback(d) }) else {
-        return -1;
-    };
-    // SAFETY: DPDK passes NULL or the NUL-terminated text after the comma.
-    let p = unsafe { tel::params(params) };
+/// Run a reply builder; false makes DPDK reply `{"cmd": null}`.
+fn reply(params: &str, t: &mut TelData, f: Build) -> bool {
     let Some(s) = current() else {
-        return -1;
+        return false;
     };
-    match f(&s, &p, &mut t) {
-        Ok(true) => 0,
-        Ok(false) => -1,
+    match f(&s, params, t) {
+        Ok(ok) => ok,
         Err(e) => {
             log::debug!("telemetry reply: {e}");
-            -1
+            false
         }
     }
-}
-
-unsafe extern "C" fn cb_stats(
-    _cmd: *const c_char,
-    params: *const c_char,
-    d: *mut ffi::rte_tel_data,
-) -> c_int {
-    reply(d, params, build_stats)
-}
-
-unsafe extern "C" fn cb_sockets(
-    _cmd: *const c_char,
-    params: *const c_char,
-    d: *mut ffi::rte_tel_data,
-) -> c_int {
-    reply(d, params, build_sockets)
-}
-
-unsafe extern "C" fn cb_latency(
-    _cmd: *const c_char,
-    params: *const c_char,
-    d: *mut ffi::rte_tel_data,
-) -> c_int {
-    reply(d, params, build_latency)
-}
-
-unsafe extern "C" fn cb_memory(
-    _cmd: *const c_char,
-    params: *const c_char,
-    d: *mut ffi::rte_tel_data,
-) -> c_int {
-    reply(d, params, build_memory)
 }
 
 /// `/udpdemux/memory`: the memzone count, the heap, then every memzone by

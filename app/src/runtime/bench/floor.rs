@@ -7,11 +7,11 @@
 //!
 //! The RX loop builds one [`RxFloor`] before it polls and hands it every
 //! burst; the engine's own modes have none.
-use dpdk_sys::{ffi, mbuf};
+use dpdk_sys::MbufBurst;
 
 use super::pipeline_floor::PipelineFloor;
 use crate::meta::MbufMeta;
-use crate::runtime::burst::FreeList;
+use crate::runtime::burst::{FreeList, MAX_BURST};
 use crate::runtime::shared::{Floor, Mode, Shared};
 use crate::stats::Counter;
 
@@ -49,15 +49,14 @@ impl RxFloor {
     pub fn burst(
         &mut self,
         shared: &Shared,
-        bufs: &mut [*mut ffi::rte_mbuf],
+        bufs: &mut MbufBurst<MAX_BURST>,
         free: &mut FreeList,
         no_socket: &Counter,
     ) {
         match self {
             RxFloor::Port { ports, checksums } => {
                 floor_burst(bufs, ports, *checksums);
-                // SAFETY: we own the mbufs (rx_burst's) and give them back.
-                unsafe { mbuf::free_bulk(bufs) };
+                bufs.clear();
             }
             RxFloor::Pipeline(pf) => {
                 pf.burst(shared, bufs, free, no_socket);
@@ -84,11 +83,14 @@ const FLOOR_DPORT: usize = FLOOR_UDP + 2;
 /// checksum in software, as the parser must when the port sets no offload
 /// flags (`net_pcap` sets none); the verdict goes into the written id so
 /// that the work cannot be optimised away.
-fn floor_burst(bufs: &[*mut ffi::rte_mbuf], ports: &[u32], checksums: bool) {
+fn floor_burst(bufs: &mut MbufBurst<MAX_BURST>, ports: &[u32], checksums: bool) {
     use crate::parse::checksum;
-    for &m in bufs {
-        // SAFETY: rx_burst gave us this mbuf; we read its first segment.
-        let data = unsafe { mbuf::data(m) };
+    for i in 0..bufs.len() {
+        let Some(m) = bufs.get_mut(i) else {
+            break;
+        };
+        // The first segment.
+        let data = m.view().data();
         let Some(&[hi, lo]) = data.get(FLOOR_DPORT..FLOOR_DPORT + 2) else {
             continue;
         };
@@ -114,8 +116,9 @@ fn floor_burst(bufs: &[*mut ffi::rte_mbuf], ports: &[u32], checksums: bool) {
             };
             id |= u32::from(!good) << 31;
         }
-        // SAFETY: our mbuf, from an engine pool (private area of PRIV_SIZE);
-        // nothing else refers to its metadata.
-        unsafe { (*MbufMeta::of(m).as_ptr()).socket = id };
+        // Our mbuf, from an engine pool (private area of PRIV_SIZE).
+        if let Some(meta) = MbufMeta::view_mut(m) {
+            meta.socket = id;
+        }
     }
 }

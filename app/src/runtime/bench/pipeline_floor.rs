@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use std::mem::MaybeUninit;
 
-use dpdk_sys::{ffi, mbuf};
+use dpdk_sys::{MbufBurst, MbufRef};
 
 use crate::flow_table::Snapshot;
 use crate::handlers::CONSUME_BURST;
@@ -46,8 +46,7 @@ const DPORT_V6: usize = 14 + 40 + 2;
 
 /// One socket's share of the current burst.
 struct Group {
-    pkts: [*mut ffi::rte_mbuf; MAX_BURST],
-    n: usize,
+    pkts: MbufBurst<MAX_BURST>,
 }
 
 /// An RX lcore's floor state, all allocated before its loop.
@@ -108,8 +107,7 @@ impl PipelineFloor {
         }
         let groups = (0..socks.len())
             .map(|_| Group {
-                pkts: [std::ptr::null_mut(); MAX_BURST],
-                n: 0,
+                pkts: MbufBurst::new(),
             })
             .collect();
         let touched = vec![0u32; socks.len()].into_boxed_slice();
@@ -129,18 +127,12 @@ impl PipelineFloor {
     /// The socket index a frame goes to: by the parser and the flow table
     /// (`demux`), or by the port tables.
     #[inline(always)]
-    fn socket_of(
-        &self,
-        m: *mut ffi::rte_mbuf,
-        snap: Option<&Snapshot<Arc<Socket>>>,
-    ) -> Option<usize> {
-        // SAFETY: rx_burst gave us this mbuf; we read its first segment.
-        let data = unsafe { mbuf::data(m) };
+    fn socket_of(&self, m: MbufRef<'_>, snap: Option<&Snapshot<Arc<Socket>>>) -> Option<usize> {
+        // The first segment.
+        let data = m.data();
         if let Some(snap) = snap {
             let mut d = MaybeUninit::uninit();
-            // SAFETY: as above; the offload flags are a plain field.
-            let ol = unsafe { (*m).ol_flags };
-            let d = parse::parse_into(data, offload_hints(ol), &mut d).ok()?;
+            let d = parse::parse_into(data, offload_hints(m.ol_flags()), &mut d).ok()?;
             let sock = snap.lookup(d.src, d.sport, d.dst, d.dport)?;
             let idx = *self.by_id.get(sock.id as usize)?;
             return idx.checked_sub(1).map(|i| i as usize);
@@ -162,47 +154,41 @@ impl PipelineFloor {
     pub fn burst(
         &mut self,
         shared: &Shared,
-        bufs: &[*mut ffi::rte_mbuf],
+        bufs: &mut MbufBurst<MAX_BURST>,
         free: &mut FreeList,
         no_socket: &Counter,
     ) {
-        debug_assert!(bufs.len() <= MAX_BURST);
         // One snapshot per burst, as the pipeline takes.
         let snap = self.demux.then(|| shared.table.snapshot());
         let mut missed = 0u64;
-        for &m in bufs {
-            let Some(i) = self.socket_of(m, snap.as_ref()) else {
+        for m in bufs.drain() {
+            let Some(i) = self.socket_of(m.view(), snap.as_ref()) else {
                 missed += 1;
-                free.push(m);
+                free.push_mbuf(m);
                 continue;
             };
             let g = &mut self.groups[i];
-            if g.n == 0 {
+            if g.pkts.is_empty() {
                 self.touched[self.ntouched] = i as u32;
                 self.ntouched += 1;
             }
-            // g.n < bufs.len() <= MAX_BURST: each mbuf lands in one group once.
-            g.pkts[g.n] = m;
-            g.n += 1;
+            // A group holds at most one burst (MAX_BURST): each mbuf lands in one group once.
+            if let Err(m) = g.pkts.push(m) {
+                free.push_mbuf(m);
+            }
         }
         for &i in &self.touched[..self.ntouched] {
             let (g, sock) = (&mut self.groups[i as usize], &self.socks[i as usize]);
-            // SAFETY: *mut rte_mbuf viewed as *mut c_void: same size and layout.
-            let objs = unsafe {
-                std::slice::from_raw_parts(g.pkts.as_ptr() as *const *mut std::os::raw::c_void, g.n)
-            };
+            let n = g.pkts.len();
             let done = if self.shared_rings {
-                sock.ring.enqueue_burst_mp(objs)
+                sock.ring.enqueue_mp(&mut g.pkts)
             } else {
-                sock.ring.enqueue_burst(objs)
+                sock.ring.enqueue(&mut g.pkts)
             };
-            if done < g.n {
-                // SAFETY: not enqueued, so still ours; each given up once.
-                unsafe { mbuf::free_bulk(&mut g.pkts[done..g.n]) };
-            }
+            // Not enqueued (ring full): freed.
+            g.pkts.clear();
             sock.floor
-                .add(done as u64, (g.n - done) as u64, self.shared_rings);
-            g.n = 0;
+                .add(done as u64, (n - done) as u64, self.shared_rings);
         }
         self.ntouched = 0;
         if missed != 0 {
@@ -214,11 +200,10 @@ impl PipelineFloor {
 /// `run --floor pipeline`'s consumer: dequeue a burst, read `pkt_len`,
 /// free in bulk. No handler, no rate, no latency, no release.
 #[inline]
-pub fn consume_burst(e: &SocketEntry, bufs: &mut [*mut ffi::rte_mbuf; CONSUME_BURST]) -> usize {
-    let n = e.sock.dequeue(bufs);
+pub fn consume_burst(e: &SocketEntry, bufs: &mut MbufBurst<CONSUME_BURST>) -> usize {
+    let n = e.sock.dequeue(bufs, CONSUME_BURST);
     if n > 0 {
-        // SAFETY: dequeued from this socket's ring just now; ours to free.
-        unsafe { e.sock.consume_floor(&mut bufs[..n]) };
+        e.sock.consume_floor(bufs);
     }
     n
 }

@@ -10,11 +10,10 @@
 //! copy of at most ~1.5 KB stays in L1/L2 for small cycles and costs less
 //! than the atomic refcount updates it replaces. Nothing on the per-burst
 //! path allocates or locks.
-use std::ptr::NonNull;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use dpdk_sys::{eal, ffi, lcore, mbuf, port, Eal, Mbuf, Mempool, Port, PortConf};
+use dpdk_sys::{eal, lcore, mbuf, port, Eal, MbufBurst, Mempool, Port, PortConf};
 use serde::Serialize;
 
 use super::{FrameClass, GenArgs, Manifest, RxDrain, Tally, TrafficSpec};
@@ -28,8 +27,8 @@ pub const MAX_BURST: usize = 512;
 const POOL_MBUFS: u32 = 8191;
 const POOL_CACHE: u32 = 256;
 /// DPDK's default data room (`RTE_MBUF_DEFAULT_BUF_SIZE`: 2048 + headroom).
-const DATA_ROOM: u16 = ffi::RTE_MBUF_DEFAULT_BUF_SIZE as u16;
-const HEADROOM: usize = ffi::RTE_PKTMBUF_HEADROOM as usize;
+const DATA_ROOM: u16 = mbuf::DEFAULT_BUF_SIZE;
+const HEADROOM: usize = mbuf::HEADROOM as usize;
 
 /// The pre-built frames: one arena, a span and a class per frame.
 pub struct Cycle {
@@ -227,12 +226,11 @@ fn run_with_eal(
             args.linger
         );
         let until = std::time::Instant::now() + Duration::from_secs_f64(args.linger);
-        let mut bufs = [std::ptr::null_mut(); 32];
+        let mut bufs: MbufBurst<32> = MbufBurst::new();
         while std::time::Instant::now() < until && !signals::stop_requested() {
             if drain {
-                let n = dpdk_sys::port::rx_burst(id, 0, &mut bufs);
-                // SAFETY: rx_burst handed us n mbufs; nobody else holds them.
-                unsafe { dpdk_sys::mbuf::free_bulk(&mut bufs[..n]) };
+                port::rx_into(id, 0, &mut bufs, 32);
+                bufs.clear();
             }
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -292,8 +290,8 @@ fn send_loop(
         .duration
         .map(|d| start.saturating_add((d * hz as f64) as u64));
     let burst = usize::from(args.burst).min(MAX_BURST);
-    let mut bufs: [*mut ffi::rte_mbuf; MAX_BURST] = [std::ptr::null_mut(); MAX_BURST];
-    let mut rxb: [*mut ffi::rte_mbuf; 32] = [std::ptr::null_mut(); 32];
+    let mut bufs: MbufBurst<MAX_BURST> = MbufBurst::new();
+    let mut rxb: MbufBurst<32> = MbufBurst::new();
     let mut c = Counters {
         attempted: 0,
         tx_errors: 0,
@@ -332,10 +330,9 @@ fn send_loop(
             next_report += hz;
         }
         if drain {
-            let n = port::rx_burst(id, 0, &mut rxb);
+            let n = port::rx_into(id, 0, &mut rxb, 32);
             if n > 0 {
-                // SAFETY: rx_burst handed us these n mbufs; we give them back.
-                unsafe { mbuf::free_bulk(&mut rxb[..n]) };
+                rxb.clear();
                 c.rx += n as u64;
             }
         }
@@ -352,31 +349,27 @@ fn send_loop(
             }
         }
         let want = want as usize;
-        let out = &mut bufs[..want];
-        if pool.alloc_bulk(out).is_err() {
+        if pool.alloc_into(&mut bufs, want).is_err() {
             c.alloc_failures += 1;
             continue;
         }
-        for (k, p) in out.iter().enumerate() {
+        for k in 0..want {
             let (bytes, _) = cycle.frame(slot + k);
-            if let Some(nn) = NonNull::new(*p) {
-                // SAFETY: alloc_bulk just gave us this mbuf; nobody else holds it.
-                let mut m = unsafe { Mbuf::from_raw(nn) };
+            if let Some(mut m) = bufs.get_mut(k) {
                 // Cycle::build checked every frame fits the data room, so
                 // append cannot fail; an empty mbuf would still be freed by the PMD.
                 if let Some(dst) = m.append(bytes.len() as u16) {
                     dst.copy_from_slice(bytes);
                 }
-                let _ = m.into_raw();
             }
         }
-        let sent = port::tx_burst(id, 0, out);
+        let sent = port::tx_from(id, 0, &mut bufs);
         for k in 0..sent {
             tally.add(cycle.frame(slot + k).1);
         }
         if sent < want {
-            // SAFETY: the PMD did not take these; they are still ours.
-            unsafe { mbuf::free_bulk(&mut out[sent..]) };
+            // The PMD did not take these: freed.
+            bufs.clear();
             c.tx_errors += (want - sent) as u64;
         }
         c.attempted += want as u64;

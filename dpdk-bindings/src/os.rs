@@ -1,0 +1,108 @@
+//! The few POSIX calls the engine makes around the EAL: its privileges, an
+//! instance lock beside the EAL's runtime files, and signal flags. Kept
+//! here, with the rest of the project's FFI, so that the application crate
+//! needs no `unsafe` for them.
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::raw::c_int;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+
+/// The process's effective user id (`geteuid`).
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+/// Whether the process runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    euid() == 0
+}
+
+/// Take an exclusive lock on `file` without waiting (`flock(LOCK_EX |
+/// LOCK_NB)`); held until every descriptor of it is closed. The OS error
+/// (`EWOULDBLOCK`: another process holds it) when not taken.
+pub fn try_lock_exclusive(file: &File) -> std::io::Result<()> {
+    // SAFETY: flock on a descriptor `file` keeps open for the call; no memory is involved.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Signal numbers a flag can be attached to (1 ..= 64 on Linux).
+const MAX_SIGNAL: usize = 64;
+
+/// The flag each signal sets (null: none).
+static FLAGS: [AtomicPtr<AtomicBool>; MAX_SIGNAL + 1] =
+    [const { AtomicPtr::new(ptr::null_mut()) }; MAX_SIGNAL + 1];
+
+/// The handler: stores `true` into the signal's flag (a load and a store
+/// on atomics: async-signal-safe).
+extern "C" fn on_signal(sig: c_int) {
+    if let Some(slot) = usize::try_from(sig).ok().and_then(|s| FLAGS.get(s)) {
+        let f = slot.load(Ordering::SeqCst);
+        if !f.is_null() {
+            // SAFETY: only `set_flag_on` stores here, and only `&'static` flags.
+            unsafe { &*f }.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Have each of `signals` set `flag` (SeqCst) instead of its default
+/// action, with `SA_RESTART` (a signal arriving inside the EAL's own system
+/// calls must not make them fail with `EINTR`). Installing again replaces
+/// the flag.
+pub fn set_flag_on(signals: &[c_int], flag: &'static AtomicBool) -> std::io::Result<()> {
+    for &sig in signals {
+        let Some(slot) = usize::try_from(sig).ok().and_then(|s| FLAGS.get(s)) else {
+            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        };
+        slot.store(
+            flag as *const AtomicBool as *mut AtomicBool,
+            Ordering::SeqCst,
+        );
+        // SAFETY: a zeroed sigaction is a valid start; we fill the handler,
+        // the flags and an empty mask; the handler only touches atomics.
+        let rc = unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(c_int) as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, ptr::null_mut())
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signal_sets_its_flag() {
+        static FLAG: AtomicBool = AtomicBool::new(false);
+        set_flag_on(&[libc::SIGUSR2], &FLAG).unwrap();
+        // SAFETY: raise has no preconditions; the handler only sets FLAG.
+        assert_eq!(unsafe { libc::raise(libc::SIGUSR2) }, 0);
+        assert!(FLAG.load(Ordering::SeqCst));
+        assert!(set_flag_on(&[0, 1000], &FLAG).is_err());
+    }
+
+    #[test]
+    fn a_second_lock_is_refused() {
+        let path = std::env::temp_dir().join(format!("dpdk-sys-lock-{}", std::process::id()));
+        let a = File::create(&path).unwrap();
+        let b = File::open(&path).unwrap();
+        try_lock_exclusive(&a).unwrap();
+        let e = try_lock_exclusive(&b).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EWOULDBLOCK));
+        drop(a);
+        try_lock_exclusive(&b).unwrap();
+        let _ = std::fs::remove_file(&path);
+    }
+}
