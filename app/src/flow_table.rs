@@ -68,7 +68,7 @@ use ahash::RandomState;
 use arc_swap::{ArcSwap, Guard};
 use hashbrown::HashTable;
 
-use crate::hugepage_alloc::HugePageAlloc;
+use dpdk_sys::hugepage_alloc::HugePageAlloc;
 
 /// The kernel's reuseport group limit (`reuse->max_socks` is a `u16`).
 pub const MAX_REUSEPORT_GROUP: usize = u16::MAX as usize;

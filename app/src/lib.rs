@@ -14,7 +14,6 @@ pub mod sync;
 
 pub mod config;
 pub mod flow_table;
-pub mod hugepage_alloc;
 pub mod latency;
 pub mod parse;
 pub mod pcap;

@@ -1,4 +1,6 @@
-//! Memory for the flow table's big arrays, on transparent huge pages.
+//! Memory for the flow table's big arrays, on transparent huge pages. Here,
+//! with the project's other calls into C (`mmap`, `madvise`), so that the
+//! engine crate needs no `unsafe` for it.
 //!
 //! A million bindings are about 85 MB of hash table. On 4 KiB pages a lookup
 //! that lands anywhere in it misses the TLB and walks the page table first;
