@@ -138,7 +138,7 @@ impl EalConf {
     }
 }
 
-pub use crate::delivery::Strategy;
+pub use crate::receive::delivery::Strategy;
 
 fn de_strategy<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Strategy, D::Error> {
     let s = String::deserialize(d)?;

@@ -7,10 +7,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 // The receive heart: pure Rust, model-checked with loom (`--cfg loom`).
-pub mod accounting;
-pub mod delivery;
-pub mod stage;
-pub mod sync;
+pub mod receive;
 
 pub mod config;
 pub mod flow_table;

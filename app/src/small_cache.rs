@@ -16,8 +16,8 @@ use std::sync::atomic::{fence, Ordering};
 
 use dpdk_sys::{ffi, mbuf, Mempool};
 
-use crate::delivery::Condense;
 use crate::meta::{MbufMeta, FLAG_CONDENSED};
+use crate::receive::delivery::Condense;
 use crate::stats::Counter;
 
 /// Counters of one lcore's cache.

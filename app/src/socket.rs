@@ -9,10 +9,10 @@ use dpdk_sys::{eal, ffi, mbuf, ring, Ring};
 
 use crate::config::binding_of;
 use crate::config::{Handler, SocketConf};
-use crate::delivery::{RxSocket, Sink, SocketConfig, SocketStats, DRAIN_BURST};
 use crate::flow_table::Binding;
 use crate::latency::Histogram;
 use crate::meta::{self, MbufMeta};
+use crate::receive::delivery::{RxSocket, Sink, SocketConfig, SocketStats, DRAIN_BURST};
 use crate::stats::{ConsumerStats, Counter, Padded};
 
 /// Empty dequeues in a row after which a consumer releases its deficit.

@@ -18,9 +18,9 @@ use std::ptr::NonNull;
 use loom::sync::Arc;
 use loom::thread;
 
-use udpdemux::accounting::DropReason;
-use udpdemux::delivery::testkit::{HeapPacket, SendPtr, VecSink};
-use udpdemux::delivery::{NoCondense, RxSocket, SocketConfig, Strategy, Verdict};
+use udpdemux::receive::accounting::DropReason;
+use udpdemux::receive::delivery::testkit::{HeapPacket, SendPtr, VecSink};
+use udpdemux::receive::delivery::{NoCondense, RxSocket, SocketConfig, Strategy, Verdict};
 
 type Sock = RxSocket<HeapPacket, VecSink<HeapPacket>>;
 
@@ -59,7 +59,7 @@ fn new_sock(rcvbuf: usize, ring: usize) -> Arc<Sock> {
 }
 
 /// Every packet ended exactly once; frees them.
-fn sweep(pkts: Vec<NonNull<HeapPacket>>, st: &udpdemux::delivery::SocketStats) {
+fn sweep(pkts: Vec<NonNull<HeapPacket>>, st: &udpdemux::receive::delivery::SocketStats) {
     for p in pkts {
         // SAFETY: all threads joined; nothing refers to the packet.
         unsafe {

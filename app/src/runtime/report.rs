@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use dpdk_sys::Port;
 
 use super::shared::{Shared, SocketEntry};
-use crate::accounting::DropReason;
 use crate::latency;
 use crate::parse::Reason;
+use crate::receive::accounting::DropReason;
 use crate::stats::UdpMib;
 use crate::summary::{
     ConsumerSummary, LcoreSummary, NodeSummary, PortSummary, QueueSummary, SmallCacheSummary,

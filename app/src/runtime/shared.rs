@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
-use crate::delivery;
 use crate::flow_table::FlowTable;
+use crate::receive::delivery;
 use crate::socket::Socket;
 use crate::stats::{self, Counter, Padded, UdpMib};
 use crate::summary::SocketSummary;

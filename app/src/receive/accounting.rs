@@ -5,8 +5,8 @@
 //! charged before a packet becomes visible to the consumer and released
 //! by the consumer once it has freed the packet.
 
-use crate::sync::stat::{self, AtomicU64};
-use crate::sync::{AtomicUsize, CachePadded, Ordering};
+use super::sync::stat::{self, AtomicU64};
+use super::sync::{AtomicUsize, CachePadded, Ordering};
 
 /// Why a datagram was dropped by the receive side of a socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -20,10 +20,10 @@ use core::str::FromStr;
 
 use thiserror::Error;
 
-use crate::accounting::{has_space, DropCounters, DropReason, NodeCounters, SocketMem};
-use crate::stage::{Batch, Chain, Stage, StagePacket};
-use crate::sync::stat::{self, AtomicU64};
-use crate::sync::{AtomicBool, AtomicUsize, CachePadded, Ordering, SpinLock};
+use super::accounting::{has_space, DropCounters, DropReason, NodeCounters, SocketMem};
+use super::stage::{Batch, Chain, Stage, StagePacket};
+use super::sync::stat::{self, AtomicU64};
+use super::sync::{AtomicBool, AtomicUsize, CachePadded, Ordering, SpinLock};
 
 /// Packets gathered per `enqueue_burst` call while draining a batch.
 pub const DRAIN_BURST: usize = 64;
@@ -840,8 +840,8 @@ pub mod testkit {
     use std::sync::atomic::{AtomicU32, Ordering as StdOrdering};
 
     use super::{Condense, PacketMeta, Sink};
-    use crate::stage::StagePacket;
-    use crate::sync::AtomicPtr;
+    use crate::receive::stage::StagePacket;
+    use crate::receive::sync::AtomicPtr;
 
     /// A heap packet. `fate` counts terminal events (delivered and
     /// consumed, or freed by a drop) so tests catch double frees and

@@ -12,7 +12,7 @@
 
 use core::ptr::{self, NonNull};
 
-use crate::sync::{AtomicPtr, Ordering};
+use super::sync::{AtomicPtr, Ordering};
 
 /// A packet as the stage sees it.
 ///
