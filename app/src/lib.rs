@@ -1,9 +1,10 @@
 //! udpdemux: a kernel-bypass UDP receive engine on DPDK.
 //!
 //! The modules follow the packet: `parse` (wire views) -> `flow_table`
-//! (early demux) -> `accounting` + `stage` (per-socket, per-node lock-free
-//! queues) -> `delivery` (the socket's ring and its consumer). `runtime`
-//! is the poll-mode runtime around them.
+//! (early demux) -> `receive` (the heart: per-socket accounting, per-node
+//! lock-free stages, admission, and the elected producer's drain into the
+//! socket's ring) -> the consumer (`runtime::consumer`, or an application
+//! through `api`). `runtime` is the poll-mode runtime around them.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 // The receive heart: pure Rust, model-checked with loom (`--cfg loom`).

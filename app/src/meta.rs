@@ -63,8 +63,8 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use dpdk_sys::{ffi, mbuf};
 
 use crate::parse::{Datagram, Family};
-use crate::receive::delivery::PacketMeta;
 use crate::receive::stage::StagePacket;
+use crate::receive::PacketMeta;
 
 /// Bytes reserved after `struct rte_mbuf` in every pool the engine creates
 /// (a multiple of RTE_MBUF_PRIV_ALIGN = 8).

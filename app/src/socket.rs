@@ -12,7 +12,8 @@ use crate::config::{Handler, SocketConf};
 use crate::flow_table::Binding;
 use crate::latency::Histogram;
 use crate::meta::{self, MbufMeta};
-use crate::receive::delivery::{RxSocket, Sink, SocketConfig, SocketStats, DRAIN_BURST};
+use crate::receive::drain::DRAIN_BURST;
+use crate::receive::{RxSocket, Sink, SocketConfig, SocketStats};
 use crate::stats::{ConsumerStats, Counter, Padded};
 
 /// Empty dequeues in a row after which a consumer releases its deficit.

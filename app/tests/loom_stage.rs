@@ -19,8 +19,9 @@ use loom::sync::Arc;
 use loom::thread;
 
 use udpdemux::receive::accounting::DropReason;
-use udpdemux::receive::delivery::testkit::{HeapPacket, SendPtr, VecSink};
-use udpdemux::receive::delivery::{NoCondense, RxSocket, SocketConfig, Strategy, Verdict};
+use udpdemux::receive::admission::{NoCondense, Strategy, Verdict};
+use udpdemux::receive::testkit::{HeapPacket, SendPtr, VecSink};
+use udpdemux::receive::{RxSocket, SocketConfig, SocketStats};
 
 type Sock = RxSocket<HeapPacket, VecSink<HeapPacket>>;
 
@@ -59,7 +60,7 @@ fn new_sock(rcvbuf: usize, ring: usize) -> Arc<Sock> {
 }
 
 /// Every packet ended exactly once; frees them.
-fn sweep(pkts: Vec<NonNull<HeapPacket>>, st: &udpdemux::receive::delivery::SocketStats) {
+fn sweep(pkts: Vec<NonNull<HeapPacket>>, st: &SocketStats) {
     for p in pkts {
         // SAFETY: all threads joined; nothing refers to the packet.
         unsafe {

@@ -20,8 +20,9 @@
 use std::ptr::NonNull;
 
 use udpdemux::receive::accounting::DropReason;
-use udpdemux::receive::delivery::testkit::{HeapPacket, ShrinkTo, VecSink};
-use udpdemux::receive::delivery::{RxSocket, SocketConfig, Strategy};
+use udpdemux::receive::admission::Strategy;
+use udpdemux::receive::testkit::{HeapPacket, ShrinkTo, VecSink};
+use udpdemux::receive::{RxSocket, SocketConfig};
 use udpdemux::runtime::alloc_guard::{thread_hot_allocations, CountingAlloc, HotSection};
 
 // The binary's own counting allocator: what these tests prove is what the

@@ -1,6 +1,6 @@
 //! Synchronisation building blocks for the receive path, with loom shims.
 //!
-//! Everything the stage/delivery protocol depends on for correctness (the
+//! Everything the stage/admission/drain protocol depends on for correctness (the
 //! stage heads, packet links, memory counters, the spinlocks) goes through
 //! the re-exports below, so `RUSTFLAGS="--cfg loom"` model-checks the real
 //! code. Statistics counters deliberately do not (see [`stat`]).

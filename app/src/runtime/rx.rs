@@ -12,7 +12,7 @@ use super::shared::{Mode, RxLcore, Shared};
 use crate::meta::MbufMeta;
 use crate::parse;
 use crate::receive::accounting::DropReason;
-use crate::receive::delivery::{Condense, NoCondense};
+use crate::receive::admission::{Condense, NoCondense};
 use crate::small_cache::CacheHook;
 use crate::socket::Socket;
 use crate::stats::UdpMib;

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use arc_swap::ArcSwap;
 
 use crate::flow_table::FlowTable;
-use crate::receive::delivery;
+use crate::receive::admission::Strategy;
 use crate::socket::Socket;
 use crate::stats::{self, Counter, Padded, UdpMib};
 use crate::summary::SocketSummary;
@@ -51,7 +51,7 @@ pub struct Shared {
     pub consumers: Vec<ConsumerLcore>,
     pub burst: u16,
     pub tsc_hz: u64,
-    pub strategy: delivery::Strategy,
+    pub strategy: Strategy,
     /// Early demux: the RX lcores' view of the sockets.
     pub table: FlowTable<Arc<Socket>>,
     /// Every live socket, for consumers and stats (read-mostly, RCU-published).
