@@ -9,7 +9,8 @@
 //! mbuf private area), an `rte_ring` created single-producer as the
 //! [`Sink`] (the delivery lock serialises its producers) and
 //! `rte_pktmbuf_free_bulk` behind the `to_free` callback; tests and the
-//! loom model plug in `testkit`.
+//! loom model plug in `testkit` (heap packets and a `VecDeque` sink, built
+//! for the unit tests and with the `testkit` feature).
 //!
 //! The files, in reading order:
 //! * [`sync`]: the atomics, cell and spinlock the protocol is made of,
@@ -42,6 +43,7 @@ pub mod admission;
 pub mod drain;
 pub mod stage;
 pub mod sync;
+#[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 
 #[cfg(all(test, not(loom)))]
@@ -245,7 +247,7 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
     }
 
     /// Consumer-side access to the sink (for sinks without a lock-free
-    /// consumer side, such as [`testkit::VecSink`]). Not counted in
+    /// consumer side, such as `testkit::VecSink`). Not counted in
     /// `delivery_lock_acquisitions`, which measures producers.
     pub fn with_sink<R>(&self, f: impl FnOnce(&mut S) -> R) -> R {
         self.delivery.with(f)

@@ -1,5 +1,9 @@
 //! Plain heap packets and a bounded `VecDeque` sink, for unit tests, the
 //! loom model, the no-allocation test and DPDK-free benchmarks.
+//!
+//! Compiled for the crate's unit tests and with the `testkit` feature,
+//! which the integration tests get from the crate's dev-dependency on
+//! itself (app/Cargo.toml); production builds leave it out.
 
 use core::ptr::{self, NonNull};
 use std::collections::VecDeque;
