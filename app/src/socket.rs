@@ -13,7 +13,7 @@ use crate::flow_table::Binding;
 use crate::latency::Histogram;
 use crate::meta::{self, MbufMeta};
 use crate::receive::drain::DRAIN_BURST;
-use crate::receive::{RxSocket, Sink, SocketConfig, SocketStats};
+use crate::receive::{RxSocket, RxSocketParams, Sink, SocketStats};
 use crate::stats::{ConsumerStats, Counter, Padded};
 
 /// Empty dequeues in a row after which a consumer releases its deficit.
@@ -214,7 +214,7 @@ impl Socket {
             us_inv,
         };
         let rx = RxSocket::new(
-            SocketConfig {
+            RxSocketParams {
                 nodes,
                 rcvbuf: conf.rcvbuf as usize,
                 drop_snapshot: true,

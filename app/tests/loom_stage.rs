@@ -21,7 +21,7 @@ use loom::thread;
 use udpdemux::receive::accounting::DropReason;
 use udpdemux::receive::admission::{NoCondense, Strategy, Verdict};
 use udpdemux::receive::testkit::{HeapPacket, SendPtr, VecSink};
-use udpdemux::receive::{RxSocket, SocketConfig, SocketStats};
+use udpdemux::receive::{RxSocket, RxSocketParams, SocketStats};
 
 type Sock = RxSocket<HeapPacket, VecSink<HeapPacket>>;
 
@@ -48,7 +48,7 @@ fn consume_one(s: &Sock) -> bool {
 fn new_sock(rcvbuf: usize, ring: usize) -> Arc<Sock> {
     Arc::new(
         RxSocket::new(
-            SocketConfig {
+            RxSocketParams {
                 nodes: 2,
                 rcvbuf,
                 drop_snapshot: true,

@@ -53,7 +53,7 @@ use core::ptr::NonNull;
 
 use thiserror::Error;
 
-use accounting::{DropCounters, DropReason, NodeCounters, SocketMem};
+use accounting::{DropReason, NodeCounters, SocketCounters, SocketMem};
 use stage::{Stage, StagePacket};
 use sync::stat::{self, AtomicU64};
 use sync::{AtomicBool, AtomicUsize, CachePadded, Ordering, SpinLock};
@@ -93,8 +93,10 @@ pub enum DeliveryError {
     UnknownStrategy(String),
 }
 
+/// What [`RxSocket::new`] takes besides its sink. The engine fills it from
+/// a socket's configuration (`config::SocketConf`) and the RX lcores' nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SocketConfig {
+pub struct RxSocketParams {
     /// Stages per socket: one per NUMA node the RX lcores run on.
     pub nodes: usize,
     /// Budget in bytes of truesize (SO_RCVBUF).
@@ -171,7 +173,7 @@ pub struct RxSocket<P, S> {
     closed: AtomicBool,
     drop_snapshot: bool,
     queues: Box<[CachePadded<ProdQueue<P>>]>,
-    counters: DropCounters,
+    counters: SocketCounters,
     delivery: CachePadded<SpinLock<S>>,
     dstats: CachePadded<DeliveryStats>,
     busylock: CachePadded<SpinLock<()>>,
@@ -180,15 +182,15 @@ pub struct RxSocket<P, S> {
 }
 
 impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
-    pub fn new(cfg: SocketConfig, sink: S) -> Result<Self, DeliveryError> {
-        if cfg.nodes == 0 || cfg.nodes > MAX_NODES {
-            return Err(DeliveryError::BadNodeCount(cfg.nodes));
+    pub fn new(params: RxSocketParams, sink: S) -> Result<Self, DeliveryError> {
+        if params.nodes == 0 || params.nodes > MAX_NODES {
+            return Err(DeliveryError::BadNodeCount(params.nodes));
         }
         Ok(Self {
-            mem: SocketMem::new(cfg.rcvbuf),
+            mem: SocketMem::new(params.rcvbuf),
             closed: AtomicBool::new(false),
-            drop_snapshot: cfg.drop_snapshot,
-            queues: (0..cfg.nodes)
+            drop_snapshot: params.drop_snapshot,
+            queues: (0..params.nodes)
                 .map(|_| {
                     CachePadded(ProdQueue {
                         stage: Stage::new(),
@@ -196,7 +198,7 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
                     })
                 })
                 .collect(),
-            counters: DropCounters::new(cfg.nodes),
+            counters: SocketCounters::new(params.nodes),
             delivery: CachePadded(SpinLock::new(sink)),
             dstats: CachePadded(DeliveryStats::default()),
             busylock: CachePadded(SpinLock::new(())),

@@ -7,7 +7,7 @@ use super::accounting::DropReason;
 use super::admission::{Condense, NoCondense, Strategy, Verdict};
 use super::drain::{BatchOutcome, DRAIN_BURST};
 use super::testkit::{HeapPacket, SendPtr, ShrinkTo, VecSink};
-use super::{DeliveryError, RxSocket, SocketConfig, SocketStats};
+use super::{DeliveryError, RxSocket, RxSocketParams, SocketStats};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ const TS: u32 = 100;
 
 fn sock(nodes: usize, rcvbuf: usize, ring: usize) -> Sock {
     RxSocket::new(
-        SocketConfig {
+        RxSocketParams {
             nodes,
             rcvbuf,
             drop_snapshot: true,
@@ -196,7 +196,7 @@ fn strategy_names_round_trip() {
     ));
     assert_eq!(
         RxSocket::<HeapPacket, VecSink<HeapPacket>>::new(
-            SocketConfig {
+            RxSocketParams {
                 nodes: 0,
                 rcvbuf: 1,
                 drop_snapshot: false
