@@ -1,5 +1,5 @@
 //! An engine socket: its binding, its receive side (stages, accounting,
-//! delivery lock) and its delivery ring, which a consumer drains.
+//! delivery lock) and its delivery ring, which a consumer reads.
 use std::os::raw::c_void;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
@@ -116,7 +116,7 @@ pub struct Socket {
     pub consumer_latency: Padded<Histogram>,
     pub consumer: Padded<ConsumerStats>,
     /// The handler's own state (the pcap writer), touched by the socket's
-    /// drainer once per burst: the mutex is contended only while a reload
+    /// consumer once per burst: the mutex is contended only while a reload
     /// replaces the socket by one that keeps writing the same file (the two
     /// share the state until the old one is gone).
     pub handler_state: Arc<std::sync::Mutex<crate::handlers::State>>,

@@ -22,9 +22,10 @@ pub struct QueueRef {
     pub queue: u16,
 }
 
-/// Who drains a socket's delivery ring.
+/// Who consumes a socket's delivery ring (producers drain stages into
+/// it; its consumer reads it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Drainer {
+pub enum ConsumedBy {
     /// A consumer lcore (index into `Shared::consumers`).
     Lcore(usize),
     /// The main lcore, between stats lines (no consumer lcore configured).
@@ -37,7 +38,7 @@ pub enum Drainer {
 #[derive(Debug, Clone)]
 pub struct SocketEntry {
     pub sock: Arc<Socket>,
-    pub drainer: Drainer,
+    pub consumed_by: ConsumedBy,
     pub handle: crate::flow_table::SocketHandle,
 }
 
@@ -72,7 +73,7 @@ pub struct Shared {
     pub removed: Mutex<Vec<SocketSummary>>,
     /// Every port's addresses, MAC and TX queue count (control path, echo).
     pub ifaces: crate::control::Ifaces,
-    /// The main lcore's TX queue on every port (echo replies of sockets it drains).
+    /// The main lcore's TX queue on every port (echo replies of sockets it consumes).
     pub main_tx_queue: Option<u16>,
     /// What the RX lcores do (`RunOptions::mode`).
     pub mode: Mode,

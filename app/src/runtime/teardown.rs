@@ -8,7 +8,7 @@ use dpdk_sys::{lcore, Mempool, Port};
 
 use super::bench;
 use super::burst::FreeList;
-use super::consumer::Drain;
+use super::consumer::Consumer;
 use super::error::EngineError;
 use super::report::summarize;
 use super::shared::Shared;
@@ -27,7 +27,7 @@ pub struct Stopping<'a> {
     pub pools: &'a [(u32, Mempool)],
     pub small_pools: &'a [(u32, Mempool)],
     pub pool_samples: Vec<u32>,
-    pub main_drain: &'a mut Drain,
+    pub main_consumer: &'a mut Consumer,
     pub stats_format: StatsFormat,
     pub histograms: bool,
 }
@@ -71,9 +71,9 @@ pub fn stop(mut t: Stopping<'_>) -> Result<Summary, EngineError> {
             failed.push(lc);
         }
     }
-    // Main-lcore sockets: drain what is left.
-    while t.main_drain.poll(&shared) > 0 {}
-    t.main_drain.release();
+    // Main-lcore sockets: consume what is left.
+    while t.main_consumer.poll(&shared) > 0 {}
+    t.main_consumer.release();
     // External consumers: whatever they did not take is freed and counted.
     for e in shared.sockets.load().iter() {
         e.sock.free_ring();
@@ -149,7 +149,7 @@ pub fn stop(mut t: Stopping<'_>) -> Result<Summary, EngineError> {
 /// failed halfway): stop and join every worker lcore, then unpublish and
 /// drop every socket, since sockets hold rte_rings that must go before the
 /// EAL does.
-pub fn release(shared: &Shared, launched: &mut Vec<lcore::Launched>, main_drain: &mut Drain) {
+pub fn release(shared: &Shared, launched: &mut Vec<lcore::Launched>, main_consumer: &mut Consumer) {
     // Telemetry stops answering for this engine before its sockets go.
     telemetry::stop();
     shared.stop.store(true, Ordering::SeqCst);
@@ -158,7 +158,7 @@ pub fn release(shared: &Shared, launched: &mut Vec<lcore::Launched>, main_drain:
         h.join();
     }
     // Sockets hold rte_rings: release them before the EAL goes.
-    main_drain.release();
+    main_consumer.release();
     let entries = shared.sockets.swap(Arc::new(Vec::new()));
     shared.sockets_gen.fetch_add(1, Ordering::Release);
     let fillers = bench::filler::take_bindings(shared);
