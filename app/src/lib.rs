@@ -10,12 +10,15 @@
 // The receive heart: pure Rust, model-checked with loom (`--cfg loom`).
 pub mod receive;
 
+// The live counter cells (the receive heart's among them); `summary`,
+// `nstat` and `runtime::telemetry` are output formats that read them.
+pub mod counters;
+
 pub mod config;
 pub mod flow_table;
 pub mod latency;
 pub mod parse;
 pub mod pcap;
-pub mod stats;
 
 // The DPDK runtime and what only it uses, left out of the loom build:
 // loom replaces the atomics the mbuf metadata is made of.

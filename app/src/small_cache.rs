@@ -16,9 +16,9 @@ use std::sync::atomic::{fence, Ordering};
 
 use dpdk_sys::{ffi, mbuf, Mempool};
 
+use crate::counters::Counter;
 use crate::meta::{MbufMeta, FLAG_CONDENSED};
 use crate::receive::admission::Condense;
-use crate::stats::Counter;
 
 /// Counters of one lcore's cache.
 #[derive(Debug, Default)]

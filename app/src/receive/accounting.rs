@@ -6,8 +6,8 @@
 //! charged before a packet becomes visible to the consumer and released
 //! by the consumer once it has freed the packet.
 
-use super::sync::stat::{self, AtomicU64};
 use super::sync::{AtomicUsize, CachePadded, Ordering};
+use crate::counters::stat::{self, AtomicU64};
 
 /// Why a datagram was dropped by the receive side of a socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -78,7 +78,7 @@ pub fn has_space(rmem: usize, rcvbuf: usize, size: usize) -> bool {
 pub struct SocketMem {
     rcvbuf: CachePadded<AtomicUsize>,
     rmem: CachePadded<AtomicUsize>,
-    // Statistics only (see `sync::stat`).
+    // Statistics only (see `counters::stat`).
     high_water: AtomicU64,
 }
 

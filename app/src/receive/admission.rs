@@ -10,8 +10,9 @@ use core::str::FromStr;
 use super::accounting::{has_space, DropReason, NodeCounters};
 use super::drain::BatchOutcome;
 use super::stage::Batch;
-use super::sync::{stat, Ordering};
+use super::sync::Ordering;
 use super::{DeliveryError, PacketMeta, RxSocket, Sink};
+use crate::counters::stat;
 
 /// The `skb_condense` hook, called for packets admitted while the socket is
 /// above half its budget. The small-buffer cache that copies a datagram

@@ -10,8 +10,9 @@ use core::ptr::NonNull;
 
 use super::accounting::{has_space, DropReason, NodeCounters};
 use super::stage::{Chain, StagePacket};
-use super::sync::{stat, Ordering};
+use super::sync::Ordering;
 use super::{PacketMeta, ProdQueue, RxSocket, Sink};
+use crate::counters::stat;
 
 /// Packets gathered per `enqueue_burst` call while draining a batch.
 pub const DRAIN_BURST: usize = 64;

@@ -53,9 +53,9 @@ use core::ptr::NonNull;
 
 use thiserror::Error;
 
+use crate::counters::stat::{self, AtomicU64};
 use accounting::{DropReason, NodeCounters, SocketCounters, SocketMem};
 use stage::{Stage, StagePacket};
-use sync::stat::{self, AtomicU64};
 use sync::{AtomicBool, AtomicUsize, CachePadded, Ordering, SpinLock};
 
 /// Upper bound on nodes per socket (DPDK's `RTE_MAX_NUMA_NODES` is 32 or less).

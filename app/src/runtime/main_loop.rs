@@ -12,9 +12,9 @@ use super::report::snapshot;
 use super::shared::Shared;
 use super::{reload, signals};
 use crate::config::Config;
+use crate::counters;
 use crate::nstat::{self, StatsFormat};
 use crate::starvation::Sampler;
-use crate::stats;
 
 /// Polls of the main lcore's consumer between two looks at its timers and
 /// signals (a poll over a few empty rings takes tens of ns; a loaded one a
@@ -178,10 +178,10 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
             } else {
                 log::info!(
                     "rx {} pps {} bit/s | delivered {}/s drops {}/s | total rx {} delivered {} drops {} | pool free {}/{} low-water {}",
-                    stats::human(stats::rate(pkts, last_pkts, secs)),
-                    stats::human(stats::rate(bytes, last_bytes, secs) * 8.0),
-                    stats::human(stats::rate(delivered, last_delivered, secs)),
-                    stats::human(stats::rate(drops, last_drops, secs)),
+                    counters::human(counters::rate(pkts, last_pkts, secs)),
+                    counters::human(counters::rate(bytes, last_bytes, secs) * 8.0),
+                    counters::human(counters::rate(delivered, last_delivered, secs)),
+                    counters::human(counters::rate(drops, last_drops, secs)),
                     pkts,
                     delivered,
                     drops,

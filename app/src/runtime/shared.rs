@@ -8,10 +8,11 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
+use crate::counters::{self, ConsumerLoopStats, UdpMib};
 use crate::flow_table::FlowTable;
 use crate::receive::admission::Strategy;
+use crate::receive::sync::CachePadded;
 use crate::socket::Socket;
-use crate::stats::{self, Counter, Padded, UdpMib};
 use crate::summary::SocketSummary;
 
 /// Where one RX queue is polled.
@@ -90,35 +91,28 @@ pub struct RxLcore {
     /// Dense index of `node` among the engine's nodes (the stage index).
     pub node_index: usize,
     pub queues: Vec<QueueRef>,
-    pub qstats: Vec<Padded<stats::QueueStats>>,
-    pub lstats: Padded<stats::LoopStats>,
-    pub mib: Padded<UdpMib>,
+    pub qstats: Vec<CachePadded<counters::QueueStats>>,
+    pub lstats: CachePadded<counters::LoopStats>,
+    pub mib: CachePadded<UdpMib>,
     /// TSC of the last burst that returned packets (for stop_when_idle).
-    pub last_rx_tsc: stats::Counter,
+    pub last_rx_tsc: counters::Counter,
     /// Advanced at every quiescent point of the loop (QSBR for socket removal).
-    pub quiescent: stats::Counter,
+    pub quiescent: counters::Counter,
     /// ARP / ND / ICMP echo responder state: TX queue, rate limits, counters.
     pub control: crate::control::LcoreControl,
     /// The small-buffer cache: taken by the lcore when its loop starts (no
     /// lock per packet), given back when it ends so teardown can check it.
     pub small: Mutex<Option<crate::small_cache::SmallCache>>,
-    pub cache_stats: Padded<crate::small_cache::CacheStats>,
+    pub cache_stats: CachePadded<crate::small_cache::CacheStats>,
 }
 
 /// A consumer lcore and the sockets it was given by name (empty: any).
 pub struct ConsumerLcore {
     pub lcore: u32,
     pub sockets: Vec<String>,
-    pub stats: Padded<ConsumerLoopStats>,
+    pub stats: CachePadded<ConsumerLoopStats>,
     /// This lcore's TX queue on every port (echo replies); None: it has none.
     pub tx_queue: Option<u16>,
-}
-
-#[derive(Debug, Default)]
-pub struct ConsumerLoopStats {
-    pub polls: Counter,
-    pub idle_polls: Counter,
-    pub datagrams: Counter,
 }
 
 impl ConsumerLcore {
@@ -126,7 +120,7 @@ impl ConsumerLcore {
         ConsumerLcore {
             lcore,
             sockets,
-            stats: Padded::default(),
+            stats: CachePadded::default(),
             tx_queue: None,
         }
     }

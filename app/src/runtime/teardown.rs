@@ -102,7 +102,7 @@ pub fn stop(mut t: Stopping<'_>) -> Result<Summary, EngineError> {
             });
         }
     }
-    summary.peak_rss_kb = crate::stats::proc_number("/proc/self/status", "VmHWM:");
+    summary.peak_rss_kb = crate::counters::proc_number("/proc/self/status", "VmHWM:");
     summary.pool_avail_samples = t.pool_samples;
     for (sock, mp) in t.small_pools {
         if mp.avail() != mp.size() {
