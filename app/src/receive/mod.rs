@@ -18,7 +18,8 @@
 //! * [`stage`]: the intrusive lock-free multi-producer stage (the kernel's
 //!   `llist`); the push that finds it empty elects its producer.
 //! * [`accounting`]: the memory meter (`rmem` against `rcvbuf`), the
-//!   admission test, the drop reasons and the per-node counters.
+//!   admission test, the drop reasons and the per-node counters (their
+//!   cells' helpers are `crate::counters::stat`).
 //! * this file: [`RxSocket`], one socket's receive side (its state, the
 //!   consumer's release, close, and the [`SocketStats`] snapshot), and the
 //!   two traits the engine implements, [`PacketMeta`] and [`Sink`].
@@ -27,6 +28,10 @@
 //!   strategies, and the election.
 //! * [`drain`]: the elected producer moving its node's stage into the ring
 //!   under one delivery-lock hold; and the drain of a closed socket.
+//!
+//! Outside this folder, the DPDK side: `crate::meta` (an mbuf as a
+//! [`PacketMeta`]) and `crate::socket` (the `rte_ring` [`Sink`], and the
+//! engine socket around an [`RxSocket`]).
 //!
 //! One verb per act: a producer *drains* a stage into the ring; the
 //! consumer (`runtime::consumer`, or an application through `api`)
@@ -53,10 +58,11 @@ use core::ptr::NonNull;
 
 use thiserror::Error;
 
-use crate::counters::stat::{self, AtomicU64};
 use accounting::{DropReason, NodeCounters, SocketCounters, SocketMem};
 use stage::{Stage, StagePacket};
 use sync::{AtomicBool, AtomicUsize, CachePadded, Ordering, SpinLock};
+
+use crate::counters::stat::{self, AtomicU64};
 
 /// Upper bound on nodes per socket (DPDK's `RTE_MAX_NUMA_NODES` is 32 or less).
 pub const MAX_NODES: usize = 64;
