@@ -5,8 +5,8 @@
 # (app/tests/parse_props.rs) when parse/ is mutated. The build copies target/
 # (--copy-target) so each mutant is an incremental build.
 #
-#   scripts/mutants.sh                    parse/, stage.rs, delivery.rs, accounting.rs
-#   scripts/mutants.sh app/src/stage.rs   only these files
+#   scripts/mutants.sh                    parse/, receive/ (all but sync, testkit, tests)
+#   scripts/mutants.sh app/src/receive/stage.rs   only these files
 #
 # MUTANTS_TIMEOUT: seconds per mutant's test run (default 60; a mutant that
 # makes a test spin is a "timeout", which counts as caught). MUTANTS_JOBS:
@@ -20,7 +20,8 @@ if ! command -v cargo-mutants >/dev/null 2>&1; then
 fi
 files=("$@")
 if [ ${#files[@]} = 0 ]; then
-  files=(app/src/parse/*.rs app/src/stage.rs app/src/delivery.rs app/src/accounting.rs)
+  files=(app/src/parse/*.rs app/src/receive/stage.rs app/src/receive/mod.rs
+    app/src/receive/admission.rs app/src/receive/drain.rs app/src/receive/accounting.rs)
 fi
 args=()
 tests=(--lib)

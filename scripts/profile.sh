@@ -16,7 +16,7 @@
 # one row ("rx loop: stage, drain, metadata, counters"; with `--floor
 # pipeline`, the floor's own loop); parse, lookup, the PMD, ring operations
 # and frees keep their own symbols. On the main lcore, the consumer row holds
-# the per-poll work of draining (burst arrays, registry loads) as well.
+# the per-poll work of consuming (burst arrays, registry loads) as well.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CFG=${1:?usage: profile.sh CONFIG [SECS] [-- run flags]}
@@ -48,8 +48,8 @@ perf report -i "$W/perf.data" --no-children --sort comm,dso,sym --stdio -F overh
     else if (sym ~ /ring_enqueue/) cat = "delivery ring enqueue"
     else if (sym ~ /ring_dequeue|looks_empty/) cat = "delivery ring dequeue"
     else if (sym ~ /free_bulk|pktmbuf_free|refcnt/) cat = "mbuf free"
-    else if (sym ~ /rx_loop|process_|Elected|drain_node|enqueue_batch|RingSink|delivery::|pipeline_floor/ || (thread == "RX lcore" && sym ~ /call_once/)) cat = "rx loop: stage, drain, metadata, counters"
-    else if (sym ~ /consum|drain_socket|Drain|Socket::|memset|arc_swap/) cat = "consumer: dequeue, count, release"
+    else if (sym ~ /rx_loop|process_|Elected|drain_node|enqueue_batch|RingSink|receive::|pipeline_floor/ || (thread == "RX lcore" && sym ~ /call_once/)) cat = "rx loop: stage, drain, metadata, counters"
+    else if (sym ~ /consum|Consumer|Socket::|memset|arc_swap/) cat = "consumer: dequeue, count, release"
     else if (sym ~ /clock_gettime|Instant|Timespec|main_loop|engine::run/) cat = "main loop (timers, polling)"
     else cat = "other"
     key = thread "\t" cat; share[key] += pct; tot[thread] += pct

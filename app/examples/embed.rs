@@ -1,5 +1,5 @@
 //! Embedding udpdemux as a library: start the engine from a config, open a
-//! socket through the API (no built-in handler drains it), and consume its
+//! socket through the API (no built-in handler consumes it), and consume its
 //! datagrams with `recv_burst`, zero copy, in batches.
 //!
 //!     cargo run --release --example embed -- conf/af_packet.toml 198.18.0.1:5000 10
@@ -48,7 +48,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     while Instant::now() < end {
         // The previous batch is freed (and its memory released) here.
         if api::recv_burst(&sock, &mut batch) == 0 {
-            // Sockets the config leaves to the main lcore are drained by us too.
+            // Sockets the config leaves to the main lcore are consumed by us too.
             if engine.poll_main() == 0 {
                 std::thread::sleep(Duration::from_micros(100));
             }

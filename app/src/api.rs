@@ -43,7 +43,7 @@ use crate::socket::Socket;
 /// Datagrams per batch (the ring dequeue burst).
 pub const BATCH: usize = 64;
 
-/// What to open: a bound (or connected) socket drained by the caller.
+/// What to open: a bound (or connected) socket consumed by the caller.
 #[derive(Debug, Clone)]
 pub struct SocketOptions {
     pub name: String,
@@ -68,7 +68,7 @@ impl SocketOptions {
     }
 }
 
-/// Open a socket whose datagrams only [`recv_burst`] takes (no built-in handler drains it).
+/// Open a socket whose datagrams only [`recv_burst`] takes (no built-in handler consumes it).
 pub fn open(engine: &Engine, o: SocketOptions) -> Result<Arc<Socket>, EngineError> {
     // Through the config's own deserializer, so every other setting keeps
     // its config-file default.

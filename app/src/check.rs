@@ -104,7 +104,7 @@ pub fn check_static(cfg: &Config) -> Vec<Problem> {
         let rcvbuf = s.rcvbuf as u64;
         if rcvbuf < ts {
             // The kernel's rule (and ours): an empty socket always takes one
-            // datagram; after that, rmem > rcvbuf drops everything until it drains.
+            // datagram; after that, rmem > rcvbuf drops everything until the consumer frees some.
             out.push(Problem::error(format!(
                 "socket {:?}: rcvbuf = {rcvbuf} is below one mbuf truesize ({ts} B): only one datagram can be queued at a time, the rest drop",
                 s.name

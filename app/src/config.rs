@@ -138,7 +138,7 @@ impl EalConf {
     }
 }
 
-pub use crate::delivery::Strategy;
+use crate::receive::admission::Strategy;
 
 fn de_strategy<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Strategy, D::Error> {
     let s = String::deserialize(d)?;

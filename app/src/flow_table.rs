@@ -754,7 +754,7 @@ impl<V: Clone + Send + Sync + 'static> FlowTable<V> {
         self.update(|ed| ed.insert(b, v))
     }
 
-    /// Removes one socket and returns its value so the caller can drain it:
+    /// Removes one socket and returns its value so the caller can retire it:
     /// one publication. Readers that took their snapshot earlier may still
     /// hand the value out until they drop it.
     pub fn remove(&self, h: SocketHandle) -> Result<V, FlowError> {

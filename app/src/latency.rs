@@ -1,6 +1,6 @@
 //! Log2 latency histograms in microseconds, printed like bpftrace's `hist()`
 //! (the seed measured `__udp_enqueue_schedule_skb` that way).
-use crate::stats::Counter;
+use crate::counters::Counter;
 
 /// Buckets: [0], [1], [2,4), [4,8) ... [2^30, inf).
 pub const BUCKETS: usize = 32;

@@ -1,23 +1,24 @@
 //! udpdemux: a kernel-bypass UDP receive engine on DPDK.
 //!
 //! The modules follow the packet: `parse` (wire views) -> `flow_table`
-//! (early demux) -> `accounting` + `stage` (per-socket, per-node lock-free
-//! queues) -> `delivery` (the socket's ring and its consumer). `runtime`
-//! is the poll-mode runtime around them.
+//! (early demux) -> `receive` (the heart: per-socket accounting, per-node
+//! lock-free stages, admission, and the elected producer's drain into the
+//! socket's ring) -> the consumer (`runtime::consumer`, or an application
+//! through `api`). `runtime` is the poll-mode runtime around them.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 // The receive heart: pure Rust, model-checked with loom (`--cfg loom`).
-pub mod accounting;
-pub mod delivery;
-pub mod stage;
-pub mod sync;
+pub mod receive;
+
+// The live counter cells (the receive heart's among them); `summary`,
+// `nstat` and `runtime::telemetry` are output formats that read them.
+pub mod counters;
 
 pub mod config;
 pub mod flow_table;
 pub mod latency;
 pub mod parse;
 pub mod pcap;
-pub mod stats;
 
 // The DPDK runtime and what only it uses, left out of the loom build:
 // loom replaces the atomics the mbuf metadata is made of.

@@ -62,9 +62,9 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use dpdk_sys::mbuf::{self, MbufMut, MbufRef, RawMbuf};
 
-use crate::delivery::PacketMeta;
 use crate::parse::{Datagram, Family};
-use crate::stage::StagePacket;
+use crate::receive::stage::StagePacket;
+use crate::receive::PacketMeta;
 
 /// Bytes reserved after `struct rte_mbuf` in every pool the engine creates
 /// (a multiple of RTE_MBUF_PRIV_ALIGN = 8).
@@ -364,7 +364,7 @@ impl MbufMeta {
 // long as the mbuf, and only the stage touches it while the packet is staged.
 unsafe impl StagePacket for MbufMeta {
     #[inline(always)]
-    fn link(p: NonNull<Self>) -> *const crate::sync::AtomicPtr<Self> {
+    fn link(p: NonNull<Self>) -> *const crate::receive::sync::AtomicPtr<Self> {
         // SAFETY: p points at an initialised MbufMeta (init ran at RX).
         unsafe { &(*p.as_ptr()).link as *const AtomicPtr<MbufMeta> }
     }

@@ -5,6 +5,9 @@
 //! The kernel's names are used verbatim where one exists (`UdpInDatagrams`,
 //! `Udp6RcvbufErrors` ...); the engine's own counters carry a `UdpDemux`
 //! prefix, and per-object counters name their object (`UdpDemuxSock:dns4:Delivered`).
+//!
+//! An output format of [`Summary`]: the live counter cells are in
+//! `crate::counters`.
 use std::fmt::Write as _;
 
 use crate::summary::Summary;
@@ -156,7 +159,7 @@ pub fn render(now: &Counters, before: Option<&Counters>, secs: f64) -> String {
             .and_then(|b| b.iter().find(|(n, _)| n == name))
             .map(|(_, v)| *v)
             .unwrap_or(0);
-        let rate = crate::stats::rate(*v, base, secs);
+        let rate = crate::counters::rate(*v, base, secs);
         // nstat's columns; a name of 32+ chars keeps one space so the value stays separable.
         let sep = if name.len() >= 32 { " " } else { "" };
         let _ = writeln!(out, "{name:<32}{sep}{v:<16}{rate:6.1}");

@@ -5,7 +5,7 @@
 //! and never returned to their pool while the engine runs: the cache keeps
 //! one reference on every entry, so a consumer's `rte_pktmbuf_free` only
 //! drops the delivery's reference. Under pressure (the socket's accounted
-//! bytes above rcvbuf/2, decided by `delivery`), a datagram whose frame fits
+//! bytes above rcvbuf/2, decided by `receive::admission`), a datagram whose frame fits
 //! is copied into the next entry — if that entry's reference count shows it
 //! is back (1: only the cache holds it) — and the NIC's 2 KB mbuf goes
 //! straight back to its pool while still hot. The socket is then charged
@@ -17,9 +17,9 @@ use std::sync::atomic::{fence, Ordering};
 use dpdk_sys::mbuf::{self, MbufMut, MbufRef, RawMbuf};
 use dpdk_sys::Mempool;
 
-use crate::delivery::Condense;
+use crate::counters::Counter;
 use crate::meta::{MbufMeta, FLAG_CONDENSED};
-use crate::stats::Counter;
+use crate::receive::admission::Condense;
 
 /// Counters of one lcore's cache.
 #[derive(Debug, Default)]
@@ -157,7 +157,7 @@ impl SmallCache {
     }
 }
 
-/// The hook `delivery` calls: a cache plus the lcore's counters.
+/// The hook `receive::admission` calls: a cache plus the lcore's counters.
 pub struct CacheHook<'a> {
     pub cache: &'a mut SmallCache,
     pub stats: &'a CacheStats,

@@ -1,5 +1,5 @@
 //! An engine socket: its binding, its receive side (stages, accounting,
-//! delivery lock) and its delivery ring, which a consumer drains.
+//! delivery lock) and its delivery ring, which a consumer reads.
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -9,11 +9,13 @@ use dpdk_sys::{eal, ring, MbufBurst, MbufRing};
 
 use crate::config::binding_of;
 use crate::config::{Handler, SocketConf};
-use crate::delivery::{RxSocket, Sink, SocketConfig, SocketStats, DRAIN_BURST};
+use crate::counters::{ConsumerStats, Counter};
 use crate::flow_table::Binding;
 use crate::latency::Histogram;
 use crate::meta::{self, MbufMeta};
-use crate::stats::{ConsumerStats, Counter, Padded};
+use crate::receive::drain::DRAIN_BURST;
+use crate::receive::sync::CachePadded;
+use crate::receive::{RxSocket, RxSocketParams, Sink, SocketStats};
 
 /// Empty dequeues in a row after which a consumer releases its deficit.
 pub const IDLE_POLLS_BEFORE_RELEASE: u64 = 256;
@@ -114,10 +116,10 @@ pub struct Socket {
     /// RX to consumer dequeue latency. The consumer-side fields are each on
     /// their own cache lines: RX lcores read this struct for every datagram,
     /// and a consumer write next to what they read costs them a miss.
-    pub consumer_latency: Padded<Histogram>,
-    pub consumer: Padded<ConsumerStats>,
+    pub consumer_latency: CachePadded<Histogram>,
+    pub consumer: CachePadded<ConsumerStats>,
     /// The handler's own state (the pcap writer), touched by the socket's
-    /// drainer once per burst: the mutex is contended only while a reload
+    /// consumer once per burst: the mutex is contended only while a reload
     /// replaces the socket by one that keeps writing the same file (the two
     /// share the state until the old one is gone).
     pub handler_state: Arc<std::sync::Mutex<crate::handlers::State>>,
@@ -127,13 +129,13 @@ pub struct Socket {
     live_conf: std::sync::Mutex<SocketConf>,
     /// Bytes consumers freed but did not release to `rx` yet (atomic: a
     /// teardown may empty the ring while the consumer still polls it).
-    release_deficit: Padded<std::sync::atomic::AtomicU64>,
+    release_deficit: CachePadded<std::sync::atomic::AtomicU64>,
     /// Consecutive empty dequeues (the consumer is really idle: pay the deficit).
-    empty_streak: Padded<Counter>,
+    empty_streak: CachePadded<Counter>,
     /// `latency::inverse` of TSC cycles per µs.
     us_inv: u64,
     /// `run --floor pipeline` counters (zero otherwise).
-    pub floor: Padded<FloorStats>,
+    pub floor: CachePadded<FloorStats>,
 }
 
 impl std::fmt::Debug for Socket {
@@ -215,7 +217,7 @@ impl Socket {
             us_inv,
         };
         let rx = RxSocket::new(
-            SocketConfig {
+            RxSocketParams {
                 nodes,
                 rcvbuf: conf.rcvbuf as usize,
                 drop_snapshot: true,
@@ -226,7 +228,7 @@ impl Socket {
             name: conf.name.clone(),
             msg: e.to_string(),
         })?;
-        let consumer: Padded<ConsumerStats> = Padded::default();
+        let consumer: CachePadded<ConsumerStats> = CachePadded::default();
         consumer.rate_pps.set(conf.consume_rate_pps);
         Ok(Socket {
             id,
@@ -235,13 +237,13 @@ impl Socket {
             rx,
             ring,
             stage_latency,
-            consumer_latency: Padded::default(),
+            consumer_latency: CachePadded::default(),
             consumer,
             handler_state,
-            release_deficit: Padded(std::sync::atomic::AtomicU64::new(0)),
-            empty_streak: Padded::default(),
+            release_deficit: CachePadded(std::sync::atomic::AtomicU64::new(0)),
+            empty_streak: CachePadded::default(),
             us_inv,
-            floor: Padded::default(),
+            floor: CachePadded::default(),
         })
     }
 

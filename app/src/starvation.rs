@@ -15,7 +15,7 @@
 //!
 //! Everything here is written by the main lcore only (single-writer
 //! [`Counter`]s) and read by stats lines, telemetry and the exit summary.
-use crate::stats::Counter;
+use crate::counters::Counter;
 
 /// The low-water mark of a pool of `size` mbufs polled by `rx_lcores` RX
 /// lcores with bursts of `burst`: the larger of

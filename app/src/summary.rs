@@ -3,10 +3,14 @@
 //! made from it) and its printouts. Kept apart from the runtime that fills
 //! it (`runtime::report`) so the runtime state can hold the books of
 //! removed sockets without the books depending on the runtime.
+//!
+//! An output format, like `nstat` and `runtime::telemetry`: it copies the
+//! live counter cells (`crate::counters`, and the receive heart's through
+//! `receive::SocketStats`) and holds none of its own.
 use std::collections::BTreeMap;
 
+use crate::counters;
 use crate::latency;
-use crate::stats;
 
 /// Totals at exit.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -182,7 +186,7 @@ pub(crate) fn print_summary(s: &Summary) {
         s.seconds,
         s.rx_packets,
         s.rx_bytes,
-        stats::human(s.rx_packets as f64 / s.seconds.max(1e-9)),
+        counters::human(s.rx_packets as f64 / s.seconds.max(1e-9)),
         s.strategy,
         s.hot_path_allocations
     );

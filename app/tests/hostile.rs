@@ -652,7 +652,7 @@ fn reload_result(r: &mut Running) -> String {
 
 /// The sockets of the starvation case: dns4 holds up to `dns4_rcvbuf`
 /// and is consumed at `dns4_rate` datagrams/s; the others are small and
-/// drained at full speed (victim 64 KiB, the rest 128 KiB: ~50 mbufs each).
+/// consumed at full speed (victim 64 KiB, the rest 128 KiB: ~50 mbufs each).
 fn starve_sockets(dns4_rcvbuf: u64, dns4_rate: u64) -> String {
     SOCKETS
         .iter()

@@ -18,9 +18,10 @@ use std::ptr::NonNull;
 use loom::sync::Arc;
 use loom::thread;
 
-use udpdemux::accounting::DropReason;
-use udpdemux::delivery::testkit::{HeapPacket, SendPtr, VecSink};
-use udpdemux::delivery::{NoCondense, RxSocket, SocketConfig, Strategy, Verdict};
+use udpdemux::receive::accounting::DropReason;
+use udpdemux::receive::admission::{NoCondense, Strategy, Verdict};
+use udpdemux::receive::testkit::{HeapPacket, SendPtr, VecSink};
+use udpdemux::receive::{RxSocket, RxSocketParams, SocketStats};
 
 type Sock = RxSocket<HeapPacket, VecSink<HeapPacket>>;
 
@@ -47,7 +48,7 @@ fn consume_one(s: &Sock) -> bool {
 fn new_sock(rcvbuf: usize, ring: usize) -> Arc<Sock> {
     Arc::new(
         RxSocket::new(
-            SocketConfig {
+            RxSocketParams {
                 nodes: 2,
                 rcvbuf,
                 drop_snapshot: true,
@@ -59,7 +60,7 @@ fn new_sock(rcvbuf: usize, ring: usize) -> Arc<Sock> {
 }
 
 /// Every packet ended exactly once; frees them.
-fn sweep(pkts: Vec<NonNull<HeapPacket>>, st: &udpdemux::delivery::SocketStats) {
+fn sweep(pkts: Vec<NonNull<HeapPacket>>, st: &SocketStats) {
     for p in pkts {
         // SAFETY: all threads joined; nothing refers to the packet.
         unsafe {

@@ -19,9 +19,10 @@
 
 use std::ptr::NonNull;
 
-use udpdemux::accounting::DropReason;
-use udpdemux::delivery::testkit::{HeapPacket, ShrinkTo, VecSink};
-use udpdemux::delivery::{RxSocket, SocketConfig, Strategy};
+use udpdemux::receive::accounting::DropReason;
+use udpdemux::receive::admission::Strategy;
+use udpdemux::receive::testkit::{HeapPacket, ShrinkTo, VecSink};
+use udpdemux::receive::{RxSocket, RxSocketParams};
 use udpdemux::runtime::alloc_guard::{thread_hot_allocations, CountingAlloc, HotSection};
 
 // The binary's own counting allocator: what these tests prove is what the
@@ -65,7 +66,7 @@ fn enqueue_drain_release_allocate_nothing() {
         // Everything allocated up front: packets, socket, bounded sink.
         let pkts: Vec<NonNull<HeapPacket>> = (0..N).map(|i| HeapPacket::alloc(i, 200)).collect();
         let sock = RxSocket::new(
-            SocketConfig {
+            RxSocketParams {
                 nodes: 2,
                 rcvbuf: 200 * 40,
                 drop_snapshot: true,
@@ -130,7 +131,7 @@ fn batch_enqueue_drain_release_allocate_nothing() {
     for st in [Strategy::NumaQueues, Strategy::Busylock, Strategy::Direct] {
         let pkts: Vec<NonNull<HeapPacket>> = (0..N).map(|i| HeapPacket::alloc(i, 200)).collect();
         let sock = RxSocket::new(
-            SocketConfig {
+            RxSocketParams {
                 nodes: 2,
                 rcvbuf: 200 * 40,
                 drop_snapshot: true,

@@ -19,7 +19,7 @@ const SOCKETS: [(&str, &str); 5] = [
 
 /// The default capture replayed once; every socket writes what it consumes
 /// to a pcap; consumers are paused while traffic flows (consume_rate_pps = 1)
-/// so rings and rcvbuf fill up, then drain everything at shutdown.
+/// so rings and rcvbuf fill up, then consume everything at shutdown.
 fn config(dir: &Path, tag: &str, cache: &str, rcvbuf: u32) -> PathBuf {
     let pcap = repo().join("conf/default.pcap");
     let mut t = eal(tag, &[&format!("net_pcap0,rx_pcap={}", pcap.display())]);

@@ -27,11 +27,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use dpdk_sys::{port, Mbuf};
 
 use crate::config::{IfAddr, PortConf};
+use crate::counters::Counter;
 use crate::parse::ether::{self, EthernetFrame};
 use crate::parse::icmp::{types, IcmpPacket};
 use crate::parse::ipv6::{self, Ipv6Packet};
 use crate::parse::{Family, ParseError, PROTO_ICMP, PROTO_ICMPV6};
-use crate::stats::{Counter, Padded};
+use crate::receive::sync::CachePadded;
 
 mod arp;
 mod icmp;
@@ -205,7 +206,7 @@ pub struct LcoreControl {
     pub tx_queue: u16,
     pub echo: TokenBucket,
     pub neigh: TokenBucket,
-    pub stats: Padded<ControlStats>,
+    pub stats: CachePadded<ControlStats>,
 }
 
 impl LcoreControl {
@@ -214,7 +215,7 @@ impl LcoreControl {
             tx_queue,
             echo: TokenBucket::new(tsc_hz, per_sec, burst),
             neigh: TokenBucket::new(tsc_hz, per_sec, burst),
-            stats: Padded::default(),
+            stats: CachePadded::default(),
         }
     }
 }

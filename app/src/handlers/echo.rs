@@ -14,10 +14,10 @@ use dpdk_sys::{port, Mbuf, MbufBurst, MbufRef};
 
 use super::{datagram_of, TxCtx, CONSUME_BURST};
 use crate::control::Iface;
+use crate::counters::ConsumerStats;
 use crate::meta::MbufMeta;
 use crate::parse::build::{self, ReplyOpts};
 use crate::parse::Datagram;
-use crate::stats::ConsumerStats;
 
 /// The source for a reply: the request's destination, unless that was a
 /// group or broadcast address (RFC 1122 §4.1.3.5: reply from a unicast

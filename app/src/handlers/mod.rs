@@ -1,4 +1,4 @@
-//! Built-in socket handlers, run by the lcore that drains a socket's ring
+//! Built-in socket handlers, run by the lcore that consumes a socket's ring
 //! (a consumer lcore, or the main lcore): `count` (discard), `echo` (send the
 //! payload back) and `pcap` (write the frames to a file). RX lcores never
 //! touch anything here.
@@ -31,7 +31,7 @@ pub enum HandlerError {
     PcapNoFile,
 }
 
-/// Per-socket handler state, owned by whoever drains the socket.
+/// Per-socket handler state, owned by whoever consumes the socket.
 pub enum State {
     Stateless,
     Pcap(pcap_sink::PcapSink),
@@ -62,7 +62,7 @@ impl State {
     }
 }
 
-/// Where a draining lcore may transmit: the ports and its own TX queue on
+/// Where a consuming lcore may transmit: the ports and its own TX queue on
 /// each (None: this lcore has no TX queue, replies are counted as errors).
 #[derive(Debug, Clone, Copy)]
 pub struct TxCtx<'a> {

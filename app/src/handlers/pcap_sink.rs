@@ -10,9 +10,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use dpdk_sys::{eal, MbufBurst};
 
 use super::HandlerError;
+use crate::counters::ConsumerStats;
 use crate::meta::MbufMeta;
 use crate::pcap::{PcapWriter, Written};
-use crate::stats::ConsumerStats;
 
 pub struct PcapSink {
     path: PathBuf,

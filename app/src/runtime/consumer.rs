@@ -1,6 +1,6 @@
-//! Consumers: drain a socket's delivery ring, run its handler, free the
+//! Consumers: read a socket's delivery ring, run its handler, free the
 //! datagrams and release their memory. A consumer lcore runs
-//! [`consumer_loop`]; without one, the main lcore polls a [`Drain`] between
+//! [`consumer_loop`]; without one, the main lcore polls a [`Consumer`] between
 //! its stats duties (`Engine::main_loop`).
 //!
 //! Shaped like DPDK's examples: the per-poll path reads no system clock
@@ -15,7 +15,7 @@ use dpdk_sys::{eal, MbufBurst};
 
 use super::alloc_guard::HotSection;
 use super::bench::pipeline_floor;
-use super::shared::{Drainer, Shared, SocketEntry};
+use super::shared::{ConsumedBy, Shared, SocketEntry};
 use crate::config::Handler;
 use crate::handlers::{self, CONSUME_BURST};
 
@@ -30,11 +30,11 @@ pub fn handler_available(h: Handler) -> bool {
 /// Polls between flushes of a consumer lcore's loop counters.
 const STATS_EVERY: u64 = 256;
 
-/// A consumer lcore's loop: until told to stop and every ring it drains is empty.
+/// A consumer lcore's loop: until told to stop and every ring it reads is empty.
 pub fn consumer_loop(shared: &Shared, idx: Option<usize>) -> i32 {
     // First arc-swap load on this thread allocates its debt slot: not per packet.
     drop(shared.sockets.load());
-    let mut d = Drain::new(shared, idx);
+    let mut d = Consumer::new(shared, idx);
     let st = idx.map(|i| &shared.consumers[i].stats);
     let _hot = HotSection::enter();
     let (mut polls, mut idle, mut dgrams) = (0u64, 0u64, 0u64);
@@ -47,7 +47,7 @@ pub fn consumer_loop(shared: &Shared, idx: Option<usize>) -> i32 {
         (*polls, *idle, *dgrams) = (0, 0, 0);
     };
     loop {
-        // Read the flag before draining: a stop seen here means RX has
+        // Read the flag before consuming: a stop seen here means RX has
         // stopped, so an empty pass afterwards really is the end.
         let stopping = shared.consumers_stop.load(Ordering::SeqCst);
         let n = d.poll(shared);
@@ -64,16 +64,16 @@ pub fn consumer_loop(shared: &Shared, idx: Option<usize>) -> i32 {
     }
 }
 
-/// One drainer's poll state, kept across polls as DPDK's examples keep
+/// One consumer's poll state, kept across polls as DPDK's examples keep
 /// theirs on the lcore's stack: the burst array (never zeroed again), and
 /// the registry of sockets, re-read only when its generation changes (no
 /// arc-swap load per poll).
-pub struct Drain {
-    me: Drainer,
+pub struct Consumer {
+    me: ConsumedBy,
     socks: Arc<Vec<SocketEntry>>,
     /// `Shared::sockets_gen` when `socks` was read (`NEVER`: not yet).
     gen: u64,
-    /// Sockets of the registry this drainer drains.
+    /// Sockets of the registry this consumer reads.
     mine: usize,
     /// `run --floor pipeline`: dequeue, read `pkt_len`, free; nothing else.
     floor: bool,
@@ -82,15 +82,15 @@ pub struct Drain {
 
 const NEVER: u64 = u64::MAX;
 
-impl Drain {
-    /// The drain state of consumer `idx` (None: the main lcore), with the
+impl Consumer {
+    /// The poll state of consumer `idx` (None: the main lcore), with the
     /// registry read now (allocation-free afterwards).
-    pub fn new(shared: &Shared, idx: Option<usize>) -> Drain {
+    pub fn new(shared: &Shared, idx: Option<usize>) -> Consumer {
         let me = match idx {
-            Some(i) => Drainer::Lcore(i),
-            None => Drainer::Main,
+            Some(i) => ConsumedBy::Lcore(i),
+            None => ConsumedBy::Main,
         };
-        let mut d = Drain {
+        let mut d = Consumer {
             me,
             socks: Arc::new(Vec::new()),
             gen: NEVER,
@@ -110,8 +110,8 @@ impl Drain {
         self.mine = 0;
     }
 
-    /// How many sockets this drainer drains (as of its last registry read,
-    /// which every [`Drain::poll`] refreshes).
+    /// How many sockets this consumer reads (as of its last registry read,
+    /// which every [`Consumer::poll`] refreshes).
     pub fn sockets(&self) -> usize {
         self.mine
     }
@@ -131,48 +131,52 @@ impl Drain {
     fn reload(&mut self, shared: &Shared, g: u64) {
         self.gen = g;
         self.socks = shared.sockets.load_full();
-        self.mine = self.socks.iter().filter(|e| e.drainer == self.me).count();
+        self.mine = self
+            .socks
+            .iter()
+            .filter(|e| e.consumed_by == self.me)
+            .count();
     }
 
-    /// One pass over the sockets this drainer drains: one burst from each
+    /// One pass over the sockets this consumer reads: one burst from each
     /// whose ring is not empty. Datagrams taken.
     #[inline]
     pub fn poll(&mut self, shared: &Shared) -> usize {
         self.refresh(shared);
         let mut total = 0;
         for e in self.socks.iter() {
-            if e.drainer != self.me {
+            if e.consumed_by != self.me {
                 continue;
             }
             total += if self.floor {
                 pipeline_floor::consume_burst(e, &mut self.bufs)
             } else {
-                drain_socket_into(shared, e, &mut self.bufs)
+                consume_socket_into(shared, e, &mut self.bufs)
             };
         }
         total
     }
 }
 
-/// One pass over the sockets drained by consumer `idx` (None: the main
-/// lcore), with a fresh [`Drain`]: for teardown and callers that poll
-/// rarely; loops keep a [`Drain`] instead.
-pub fn drain_once(shared: &Shared, idx: Option<usize>) -> usize {
-    Drain::new(shared, idx).poll(shared)
+/// One pass over the sockets read by consumer `idx` (None: the main
+/// lcore), with a fresh [`Consumer`]: for teardown and callers that poll
+/// rarely; loops keep a [`Consumer`] instead.
+pub fn consume_once(shared: &Shared, idx: Option<usize>) -> usize {
+    Consumer::new(shared, idx).poll(shared)
 }
 
-/// The TX queue of whoever drains `e` (each draining lcore has its own).
+/// The TX queue of whoever consumes `e` (each consuming lcore has its own).
 fn tx_queue_of(shared: &Shared, e: &SocketEntry) -> Option<u16> {
-    match e.drainer {
-        Drainer::Lcore(i) => shared.consumers.get(i).and_then(|c| c.tx_queue),
-        Drainer::Main => shared.main_tx_queue,
-        Drainer::External => None,
+    match e.consumed_by {
+        ConsumedBy::Lcore(i) => shared.consumers.get(i).and_then(|c| c.tx_queue),
+        ConsumedBy::Main => shared.main_tx_queue,
+        ConsumedBy::External => None,
     }
 }
 
 /// A slow application, emulated: how many datagrams the consumer may take
 /// at `now` so that it never exceeds `pps` (token bucket on the TSC, at
-/// most one burst of credit). Only the socket's drainer calls it.
+/// most one burst of credit). Only the socket's consumer calls it.
 fn allowance(e: &SocketEntry, pps: u64, hz: u64, now: u64) -> usize {
     let c = &e.sock.consumer;
     let last = match c.rate_tsc.get() {
@@ -194,19 +198,19 @@ fn allowance(e: &SocketEntry, pps: u64, hz: u64, now: u64) -> usize {
 
 /// Take one burst from a socket's ring, handle it, free it (a one-off
 /// caller: the burst array is made here).
-pub fn drain_socket(shared: &Shared, e: &SocketEntry) -> usize {
+pub fn consume_socket(shared: &Shared, e: &SocketEntry) -> usize {
     let mut bufs: MbufBurst<CONSUME_BURST> = MbufBurst::new();
     if shared.mode.is_pipeline_floor() {
         pipeline_floor::consume_burst(e, &mut bufs)
     } else {
-        drain_socket_into(shared, e, &mut bufs)
+        consume_socket_into(shared, e, &mut bufs)
     }
 }
 
 /// Take one burst from a socket's ring into `bufs`, handle it, free it.
 /// An empty ring costs two loads; one TSC read per burst taken.
 #[inline]
-fn drain_socket_into(
+fn consume_socket_into(
     shared: &Shared,
     e: &SocketEntry,
     bufs: &mut MbufBurst<CONSUME_BURST>,
@@ -216,7 +220,7 @@ fn drain_socket_into(
     }
     let now = eal::rdtsc();
     // The rate applies while traffic flows; at shutdown consumers finish
-    // what was delivered, as an application drains its socket before close.
+    // what was delivered, as an application reads its socket empty before close.
     let pps = e.sock.consume_rate_pps();
     let limited = pps > 0 && !shared.consumers_stop.load(Ordering::Relaxed);
     let max = if limited {
@@ -242,7 +246,7 @@ fn drain_socket_into(
             handlers::echo::echo_burst(&e.sock.consumer, bufs, tx);
         }
         Handler::Pcap => {
-            // Only this socket's drainer locks it, once per burst: uncontended.
+            // Only this socket's consumer locks it, once per burst: uncontended.
             let mut st = e
                 .sock
                 .handler_state

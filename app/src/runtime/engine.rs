@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use dpdk_sys::{lcore, Eal, Mempool, Port};
 
-use super::consumer::Drain;
+use super::consumer::Consumer;
 use super::error::EngineError;
 use super::main_loop::{self, MainLcore};
 use super::shared::{Mode, Shared};
@@ -57,7 +57,7 @@ pub struct Engine {
     pool_marks: Vec<(u32, Vec<u32>)>,
     /// The main lcore's consumer state ([`Engine::poll_main`], [`Engine::main_loop`]):
     /// its burst array and registry survive between polls.
-    main_drain: RefCell<Drain>,
+    main_consumer: RefCell<Consumer>,
     eal: Option<Eal>,
     /// This engine's claim on its file prefix, released after the EAL.
     instance: Option<crate::instance::InstanceLock>,
@@ -99,7 +99,7 @@ impl Engine {
         let eal = setup::init_eal(cfg)?;
         let built = setup::build(cfg, opts.mode)?;
         let mut e = Engine {
-            main_drain: RefCell::new(Drain::new(&built.shared, None)),
+            main_consumer: RefCell::new(Consumer::new(&built.shared, None)),
             shared: built.shared,
             launched: Vec::new(),
             ports: built.ports,
@@ -148,16 +148,16 @@ impl Engine {
             .map(|e| Arc::clone(&e.sock))
     }
 
-    /// The main lcore's duties once: consume the sockets it drains (one
-    /// pass of its [`Drain`], as `main_loop` does).
+    /// The main lcore's duties once: consume the sockets it reads (one
+    /// pass of its [`Consumer`], as `main_loop` does).
     pub fn poll_main(&self) -> usize {
-        self.main_drain.borrow_mut().poll(&self.shared)
+        self.main_consumer.borrow_mut().poll(&self.shared)
     }
 
     /// Print a stats line per interval; return on a signal, the duration, or idleness.
     ///
     /// When the main lcore consumes, this is a poll loop like DPDK's
-    /// examples: the per-poll path is one pass of the [`Drain`];
+    /// examples: the per-poll path is one pass of the [`Consumer`];
     /// every [`main_loop::MAIN_CHECK_POLLS`] polls one TSC read decides which timer is
     /// due (duration, stats interval, flow-table GC, idle check) and the
     /// signal flags are read. No system clock per poll.
@@ -166,9 +166,9 @@ impl Engine {
         // placeholder left in the cell holds no registry: one that did would
         // keep the sockets of that moment, and their rings (memzones), alive
         // until the loop ends, however many reloads retired them.
-        let mut placeholder = Drain::new(&self.shared, None);
+        let mut placeholder = Consumer::new(&self.shared, None);
         placeholder.release();
-        let mut drain = std::mem::replace(self.main_drain.get_mut(), placeholder);
+        let mut consumer = std::mem::replace(self.main_consumer.get_mut(), placeholder);
         main_loop::run(
             MainLcore {
                 shared: &self.shared,
@@ -180,10 +180,10 @@ impl Engine {
                 pool_marks: &self.pool_marks,
                 pool_samples: &mut self.pool_samples,
             },
-            &mut drain,
+            &mut consumer,
             duration,
         );
-        *self.main_drain.get_mut() = drain;
+        *self.main_consumer.get_mut() = consumer;
     }
 
     /// Stop RX, drain every stage, let consumers finish, check the books.
@@ -197,7 +197,7 @@ impl Engine {
             pools: &self.pools,
             small_pools: &self.small_pools,
             pool_samples: std::mem::take(&mut self.pool_samples),
-            main_drain: self.main_drain.get_mut(),
+            main_consumer: self.main_consumer.get_mut(),
             stats_format: self.stats_format,
             histograms: self.histograms,
         })
@@ -206,7 +206,11 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        teardown::release(&self.shared, &mut self.launched, self.main_drain.get_mut());
+        teardown::release(
+            &self.shared,
+            &mut self.launched,
+            self.main_consumer.get_mut(),
+        );
         self.ports.clear();
         teardown::release_small_caches(&self.shared);
         self.small_pools.clear();

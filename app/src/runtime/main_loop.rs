@@ -7,14 +7,14 @@ use std::time::{Duration, Instant};
 
 use dpdk_sys::{eal, Mempool};
 
-use super::consumer::Drain;
+use super::consumer::Consumer;
 use super::report::snapshot;
 use super::shared::Shared;
 use super::{reload, signals};
 use crate::config::Config;
+use crate::counters;
 use crate::nstat::{self, StatsFormat};
 use crate::starvation::Sampler;
-use crate::stats;
 
 /// Polls of the main lcore's consumer between two looks at its timers and
 /// signals (a poll over a few empty rings takes tens of ns; a loaded one a
@@ -40,11 +40,11 @@ pub struct MainLcore<'a> {
 /// Print a stats line per interval; return on a signal, the duration, or idleness.
 ///
 /// When the main lcore consumes, this is a poll loop like DPDK's
-/// examples: the per-poll path is one pass of the [`Drain`];
+/// examples: the per-poll path is one pass of the [`Consumer`];
 /// every [`MAIN_CHECK_POLLS`] polls one TSC read decides which timer is
 /// due (duration, stats interval, flow-table GC, idle check) and the
 /// signal flags are read. No system clock per poll.
-pub fn run(m: MainLcore<'_>, drain: &mut Drain, duration: Option<f64>) {
+pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
     let shared = Arc::clone(m.shared);
     let hz = shared.tsc_hz.max(1);
     let ms_ticks = (hz / 1000).max(1);
@@ -76,9 +76,9 @@ pub fn run(m: MainLcore<'_>, drain: &mut Drain, duration: Option<f64>) {
     let mut next_sample = start_tsc;
     loop {
         // The poll re-reads the registry when it changed: sockets added
-        // on SIGHUP are drained too.
-        drain.poll(&shared);
-        if drain.sockets() > 0 {
+        // on SIGHUP are consumed too.
+        consumer.poll(&shared);
+        if consumer.sockets() > 0 {
             polls += 1;
             if polls < MAIN_CHECK_POLLS {
                 continue;
@@ -178,10 +178,10 @@ pub fn run(m: MainLcore<'_>, drain: &mut Drain, duration: Option<f64>) {
             } else {
                 log::info!(
                     "rx {} pps {} bit/s | delivered {}/s drops {}/s | total rx {} delivered {} drops {} | pool free {}/{} low-water {}",
-                    stats::human(stats::rate(pkts, last_pkts, secs)),
-                    stats::human(stats::rate(bytes, last_bytes, secs) * 8.0),
-                    stats::human(stats::rate(delivered, last_delivered, secs)),
-                    stats::human(stats::rate(drops, last_drops, secs)),
+                    counters::human(counters::rate(pkts, last_pkts, secs)),
+                    counters::human(counters::rate(bytes, last_bytes, secs) * 8.0),
+                    counters::human(counters::rate(delivered, last_delivered, secs)),
+                    counters::human(counters::rate(drops, last_drops, secs)),
                     pkts,
                     delivered,
                     drops,

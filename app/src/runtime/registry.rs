@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::consumer;
 use super::report::socket_summary;
-use super::shared::{Drainer, Shared, SocketEntry};
+use super::shared::{ConsumedBy, Shared, SocketEntry};
 use crate::config::{Handler, SocketConf};
 use crate::flow_table::FlowError;
 use crate::socket::{Socket, SocketError};
@@ -36,19 +36,19 @@ pub enum RegistryError {
     Filler(FlowError),
 }
 
-/// Which lcore drains a socket: a consumer lcore that names it, else one
+/// Which lcore consumes a socket: a consumer lcore that names it, else one
 /// with an empty list (round-robin), else the main lcore; `none` handlers
 /// are left to the library API or another process.
-fn drainer_for(shared: &Shared, conf: &SocketConf, id: u32) -> Drainer {
+fn consumer_for(shared: &Shared, conf: &SocketConf, id: u32) -> ConsumedBy {
     if conf.handler == Handler::None {
-        return Drainer::External;
+        return ConsumedBy::External;
     }
     if let Some(i) = shared
         .consumers
         .iter()
         .position(|c| c.sockets.iter().any(|n| n == &conf.name))
     {
-        return Drainer::Lcore(i);
+        return ConsumedBy::Lcore(i);
     }
     let open: Vec<usize> = shared
         .consumers
@@ -58,9 +58,9 @@ fn drainer_for(shared: &Shared, conf: &SocketConf, id: u32) -> Drainer {
         .map(|(i, _)| i)
         .collect();
     if open.is_empty() {
-        Drainer::Main
+        ConsumedBy::Main
     } else {
-        Drainer::Lcore(open[id as usize % open.len()])
+        ConsumedBy::Lcore(open[id as usize % open.len()])
     }
 }
 
@@ -68,7 +68,7 @@ fn drainer_for(shared: &Shared, conf: &SocketConf, id: u32) -> Drainer {
 /// RX lcores and consumers do not see it yet. Dropping it frees the ring.
 pub struct Prepared {
     pub sock: Arc<Socket>,
-    pub drainer: Drainer,
+    pub consumed_by: ConsumedBy,
 }
 
 /// First half of adding a socket: a fresh id, the ring, the handler state
@@ -87,11 +87,11 @@ pub fn prepare_socket(
         *n += 1;
         *n
     };
-    let drainer = drainer_for(shared, &conf, id);
+    let consumed_by = consumer_for(shared, &conf, id);
     let sock = Socket::with_handler(id, conf, shared.nodes, shared.numa, handler)?;
     Ok(Prepared {
         sock: Arc::new(sock),
-        drainer,
+        consumed_by,
     })
 }
 
@@ -142,7 +142,7 @@ pub(crate) fn register(shared: &Shared, entries: Vec<SocketEntry>) {
             e.sock.id,
             e.sock.binding(),
             e.sock.handler(),
-            e.drainer
+            e.consumed_by
         );
         v.push(e);
     }
@@ -150,7 +150,7 @@ pub(crate) fn register(shared: &Shared, entries: Vec<SocketEntry>) {
 }
 
 /// Every store to the socket registry while running goes through here;
-/// the generation bump after it tells pollers (`consumer::Drain`) to re-read.
+/// the generation bump after it tells pollers (`consumer::Consumer`) to re-read.
 fn set_registry(shared: &Shared, v: Vec<SocketEntry>) {
     shared.sockets.store(Arc::new(v));
     shared.sockets_gen.fetch_add(1, Ordering::Release);
@@ -179,7 +179,7 @@ pub fn add_socket(shared: &Shared, conf: SocketConf) -> Result<Arc<Socket>, Regi
         shared,
         vec![SocketEntry {
             sock: p.sock,
-            drainer: p.drainer,
+            consumed_by: p.consumed_by,
             handle,
         }],
     );
@@ -227,17 +227,17 @@ pub(crate) fn retire(shared: &Shared, entries: &[SocketEntry]) {
     loop {
         let waiting: Vec<&SocketEntry> = entries
             .iter()
-            .filter(|e| e.drainer != Drainer::External && e.sock.ring.count() > 0)
+            .filter(|e| e.consumed_by != ConsumedBy::External && e.sock.ring.count() > 0)
             .collect();
         if waiting.is_empty() || Instant::now() >= deadline {
             break;
         }
-        let mut main_drained = false;
-        for e in waiting.iter().filter(|e| e.drainer == Drainer::Main) {
-            consumer::drain_socket(shared, e);
-            main_drained = true;
+        let mut main_consumed = false;
+        for e in waiting.iter().filter(|e| e.consumed_by == ConsumedBy::Main) {
+            consumer::consume_socket(shared, e);
+            main_consumed = true;
         }
-        if !main_drained {
+        if !main_consumed {
             std::thread::sleep(Duration::from_millis(1));
         }
     }

@@ -404,7 +404,7 @@ pub fn apply(
         }
         entries.push(SocketEntry {
             sock: i.prepared.sock,
-            drainer: i.prepared.drainer,
+            consumed_by: i.prepared.consumed_by,
             handle,
         });
     }

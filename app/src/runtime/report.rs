@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use dpdk_sys::Port;
 
 use super::shared::{Shared, SocketEntry};
-use crate::accounting::DropReason;
+use crate::counters::UdpMib;
 use crate::latency;
 use crate::parse::Reason;
-use crate::stats::UdpMib;
+use crate::receive::accounting::DropReason;
 use crate::summary::{
     ConsumerSummary, LcoreSummary, NodeSummary, PortSummary, QueueSummary, SmallCacheSummary,
     SocketSummary, Summary,

@@ -10,13 +10,13 @@ use super::alloc_guard::HotSection;
 use super::bench::floor::RxFloor;
 use super::burst::{offload_hints, FreeList, MAX_BURST};
 use super::shared::{Mode, RxLcore, Shared};
-use crate::accounting::DropReason;
-use crate::delivery::{Condense, NoCondense};
+use crate::counters::UdpMib;
 use crate::meta::MbufMeta;
 use crate::parse;
+use crate::receive::accounting::DropReason;
+use crate::receive::admission::{Condense, NoCondense};
 use crate::small_cache::CacheHook;
 use crate::socket::Socket;
-use crate::stats::UdpMib;
 use std::sync::Arc;
 
 /// Elected stages remembered per burst before an early drain.

@@ -19,7 +19,7 @@ use crate::control::Iface;
 use crate::eal_log::eal_failure;
 use crate::flow_table::FlowTable;
 use crate::instance::InstanceLock;
-use crate::stats::Padded;
+use crate::receive::sync::CachePadded;
 
 /// What setup made: the shared state (with the configured sockets) and the
 /// DPDK objects the engine owns until teardown.
@@ -91,7 +91,7 @@ pub fn preflight(cfg: &Config) -> Result<(), EngineError> {
 }
 
 fn hugepages_free() -> u64 {
-    crate::stats::proc_number("/proc/meminfo", "HugePages_Free:")
+    crate::counters::proc_number("/proc/meminfo", "HugePages_Free:")
 }
 
 /// This engine's claim on its file prefix.
@@ -258,15 +258,15 @@ fn plan_rx_lcores(cfg: &Config, port_ids: &[u16]) -> (Vec<u32>, Vec<RxLcore>) {
                 queue: qi,
             });
         }
-        let qstats = queues.iter().map(|_| Padded::default()).collect();
+        let qstats = queues.iter().map(|_| CachePadded::default()).collect();
         rx_lcores.push(RxLcore {
             lcore: l.id,
             node,
             node_index,
             queues,
             qstats,
-            lstats: Padded::default(),
-            mib: Padded::default(),
+            lstats: CachePadded::default(),
+            mib: CachePadded::default(),
             last_rx_tsc: Default::default(),
             quiescent: Default::default(),
             // TX slot k = the k-th RX lcore; consumers and the main lcore follow.
@@ -277,7 +277,7 @@ fn plan_rx_lcores(cfg: &Config, port_ids: &[u16]) -> (Vec<u32>, Vec<RxLcore>) {
                 cfg.engine.control_burst,
             ),
             small: Mutex::new(None),
-            cache_stats: Padded::default(),
+            cache_stats: CachePadded::default(),
         });
     }
     (node_ids, rx_lcores)

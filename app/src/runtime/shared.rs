@@ -8,10 +8,11 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
-use crate::delivery;
+use crate::counters::{self, ConsumerLoopStats, UdpMib};
 use crate::flow_table::FlowTable;
+use crate::receive::admission::Strategy;
+use crate::receive::sync::CachePadded;
 use crate::socket::Socket;
-use crate::stats::{self, Counter, Padded, UdpMib};
 use crate::summary::SocketSummary;
 
 /// Where one RX queue is polled.
@@ -22,9 +23,10 @@ pub struct QueueRef {
     pub queue: u16,
 }
 
-/// Who drains a socket's delivery ring.
+/// Who consumes a socket's delivery ring (producers drain stages into
+/// it; its consumer reads it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Drainer {
+pub enum ConsumedBy {
     /// A consumer lcore (index into `Shared::consumers`).
     Lcore(usize),
     /// The main lcore, between stats lines (no consumer lcore configured).
@@ -37,7 +39,7 @@ pub enum Drainer {
 #[derive(Debug, Clone)]
 pub struct SocketEntry {
     pub sock: Arc<Socket>,
-    pub drainer: Drainer,
+    pub consumed_by: ConsumedBy,
     pub handle: crate::flow_table::SocketHandle,
 }
 
@@ -51,7 +53,7 @@ pub struct Shared {
     pub consumers: Vec<ConsumerLcore>,
     pub burst: u16,
     pub tsc_hz: u64,
-    pub strategy: delivery::Strategy,
+    pub strategy: Strategy,
     /// Early demux: the RX lcores' view of the sockets.
     pub table: FlowTable<Arc<Socket>>,
     /// Every live socket, for consumers and stats (read-mostly, RCU-published).
@@ -72,7 +74,7 @@ pub struct Shared {
     pub removed: Mutex<Vec<SocketSummary>>,
     /// Every port's addresses, MAC and TX queue count (control path, echo).
     pub ifaces: crate::control::Ifaces,
-    /// The main lcore's TX queue on every port (echo replies of sockets it drains).
+    /// The main lcore's TX queue on every port (echo replies of sockets it consumes).
     pub main_tx_queue: Option<u16>,
     /// What the RX lcores do (`RunOptions::mode`).
     pub mode: Mode,
@@ -89,35 +91,28 @@ pub struct RxLcore {
     /// Dense index of `node` among the engine's nodes (the stage index).
     pub node_index: usize,
     pub queues: Vec<QueueRef>,
-    pub qstats: Vec<Padded<stats::QueueStats>>,
-    pub lstats: Padded<stats::LoopStats>,
-    pub mib: Padded<UdpMib>,
+    pub qstats: Vec<CachePadded<counters::QueueStats>>,
+    pub lstats: CachePadded<counters::LoopStats>,
+    pub mib: CachePadded<UdpMib>,
     /// TSC of the last burst that returned packets (for stop_when_idle).
-    pub last_rx_tsc: stats::Counter,
+    pub last_rx_tsc: counters::Counter,
     /// Advanced at every quiescent point of the loop (QSBR for socket removal).
-    pub quiescent: stats::Counter,
+    pub quiescent: counters::Counter,
     /// ARP / ND / ICMP echo responder state: TX queue, rate limits, counters.
     pub control: crate::control::LcoreControl,
     /// The small-buffer cache: taken by the lcore when its loop starts (no
     /// lock per packet), given back when it ends so teardown can check it.
     pub small: Mutex<Option<crate::small_cache::SmallCache>>,
-    pub cache_stats: Padded<crate::small_cache::CacheStats>,
+    pub cache_stats: CachePadded<crate::small_cache::CacheStats>,
 }
 
 /// A consumer lcore and the sockets it was given by name (empty: any).
 pub struct ConsumerLcore {
     pub lcore: u32,
     pub sockets: Vec<String>,
-    pub stats: Padded<ConsumerLoopStats>,
+    pub stats: CachePadded<ConsumerLoopStats>,
     /// This lcore's TX queue on every port (echo replies); None: it has none.
     pub tx_queue: Option<u16>,
-}
-
-#[derive(Debug, Default)]
-pub struct ConsumerLoopStats {
-    pub polls: Counter,
-    pub idle_polls: Counter,
-    pub datagrams: Counter,
 }
 
 impl ConsumerLcore {
@@ -125,7 +120,7 @@ impl ConsumerLcore {
         ConsumerLcore {
             lcore,
             sockets,
-            stats: Padded::default(),
+            stats: CachePadded::default(),
             tx_queue: None,
         }
     }

@@ -7,7 +7,7 @@ use std::time::Instant;
 use dpdk_sys::{lcore, Mempool, Port};
 
 use super::bench;
-use super::consumer::Drain;
+use super::consumer::Consumer;
 use super::error::EngineError;
 use super::report::summarize;
 use super::shared::Shared;
@@ -26,7 +26,7 @@ pub struct Stopping<'a> {
     pub pools: &'a [(u32, Mempool)],
     pub small_pools: &'a [(u32, Mempool)],
     pub pool_samples: Vec<u32>,
-    pub main_drain: &'a mut Drain,
+    pub main_consumer: &'a mut Consumer,
     pub stats_format: StatsFormat,
     pub histograms: bool,
 }
@@ -66,9 +66,9 @@ pub fn stop(mut t: Stopping<'_>) -> Result<Summary, EngineError> {
             failed.push(lc);
         }
     }
-    // Main-lcore sockets: drain what is left.
-    while t.main_drain.poll(&shared) > 0 {}
-    t.main_drain.release();
+    // Main-lcore sockets: consume what is left.
+    while t.main_consumer.poll(&shared) > 0 {}
+    t.main_consumer.release();
     // External consumers: whatever they did not take is freed and counted.
     for e in shared.sockets.load().iter() {
         e.sock.free_ring();
@@ -97,7 +97,7 @@ pub fn stop(mut t: Stopping<'_>) -> Result<Summary, EngineError> {
             });
         }
     }
-    summary.peak_rss_kb = crate::stats::proc_number("/proc/self/status", "VmHWM:");
+    summary.peak_rss_kb = crate::counters::proc_number("/proc/self/status", "VmHWM:");
     summary.pool_avail_samples = t.pool_samples;
     for (sock, mp) in t.small_pools {
         if mp.avail() != mp.size() {
@@ -144,7 +144,7 @@ pub fn stop(mut t: Stopping<'_>) -> Result<Summary, EngineError> {
 /// failed halfway): stop and join every worker lcore, then unpublish and
 /// drop every socket, since sockets hold rte_rings that must go before the
 /// EAL does.
-pub fn release(shared: &Shared, launched: &mut Vec<lcore::Launched>, main_drain: &mut Drain) {
+pub fn release(shared: &Shared, launched: &mut Vec<lcore::Launched>, main_consumer: &mut Consumer) {
     // Telemetry stops answering for this engine before its sockets go.
     telemetry::stop();
     shared.stop.store(true, Ordering::SeqCst);
@@ -153,7 +153,7 @@ pub fn release(shared: &Shared, launched: &mut Vec<lcore::Launched>, main_drain:
         h.join();
     }
     // Sockets hold rte_rings: release them before the EAL goes.
-    main_drain.release();
+    main_consumer.release();
     let entries = shared.sockets.swap(Arc::new(Vec::new()));
     shared.sockets_gen.fetch_add(1, Ordering::Release);
     let fillers = bench::filler::take_bindings(shared);

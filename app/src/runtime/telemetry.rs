@@ -11,6 +11,8 @@
 //! Every reply is built from [`snapshot`], the code path of the
 //! `--stats-json` file, so a finished replay shows the same numbers in both.
 //! Callbacks run on DPDK's telemetry threads, never on an RX lcore.
+//! An output format, like `summary` and `nstat`: the live counter cells
+//! are in `crate::counters`.
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Once};

@@ -10,10 +10,10 @@
 use dpdk_sys::MbufBurst;
 
 use super::pipeline_floor::PipelineFloor;
+use crate::counters::Counter;
 use crate::meta::MbufMeta;
 use crate::runtime::burst::{FreeList, MAX_BURST};
 use crate::runtime::shared::{Floor, Mode, Shared};
-use crate::stats::Counter;
 
 /// An RX lcore's floor state, all allocated before its loop.
 pub enum RxFloor {

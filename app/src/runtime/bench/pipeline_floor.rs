@@ -30,13 +30,13 @@ use std::mem::MaybeUninit;
 
 use dpdk_sys::{MbufBurst, MbufRef};
 
+use crate::counters::Counter;
 use crate::flow_table::Snapshot;
 use crate::handlers::CONSUME_BURST;
 use crate::parse;
 use crate::runtime::burst::{offload_hints, FreeList, MAX_BURST};
 use crate::runtime::shared::{Shared, SocketEntry};
 use crate::socket::Socket;
-use crate::stats::Counter;
 
 /// Where the ethertype is, and the UDP destination port of an untagged
 /// IPv4 frame without options / IPv6 frame without extension headers.

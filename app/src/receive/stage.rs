@@ -1,18 +1,18 @@
 //! The intrusive lock-free multi-producer stage (the kernel's `llist`).
 //!
 //! Producers push with one CAS and learn whether the stage was empty; the
-//! one that found it empty is elected to drain it (see `delivery`). The
-//! drainer detaches the whole list with one exchange, which is what makes
-//! "was empty" a sound election: after the exchange the next pusher sees an
-//! empty stage again and becomes the next drainer, so no packet can be left
-//! behind without someone responsible for it.
+//! one that found it empty is elected to drain it (see `admission` and
+//! `drain`). The drainer detaches the whole list with one exchange, which
+//! is what makes "was empty" a sound election: after the exchange the next
+//! pusher sees an empty stage again and becomes the next drainer, so no
+//! packet can be left behind without someone responsible for it.
 //!
 //! The list is intrusive: the link lives inside the packet (for DPDK, in
 //! the mbuf's private area), so pushing allocates nothing.
 
 use core::ptr::{self, NonNull};
 
-use crate::sync::{AtomicPtr, Ordering};
+use super::sync::{AtomicPtr, Ordering};
 
 /// A packet as the stage sees it.
 ///

@@ -1,9 +1,53 @@
-//! Counters written by one lcore and read by the main lcore for display.
+//! The live counter cells, in one module. Two kinds:
 //!
-//! Each lcore owns its counter block (on its own cache lines) and is its only
-//! writer, so updates are a relaxed load+store, not a locked read-modify-write;
-//! the main lcore reads them relaxed at any time.
+//! * [`Counter`], one writer: each lcore owns its counter blocks and is
+//!   their only writer, so an update is a relaxed load+store, not a locked
+//!   read-modify-write; the main lcore reads them relaxed at any time. The
+//!   blocks here are [`QueueStats`], [`LoopStats`], [`UdpMib`],
+//!   [`ConsumerLoopStats`] and a socket's [`ConsumerStats`]; other modules
+//!   build theirs from it (latency histograms, the small-buffer cache, the
+//!   control path, the pool watch). Each block sits on its own cache lines
+//!   (`receive::sync::CachePadded`).
+//! * [`stat`], helpers for the receive heart's counters: bare `AtomicU64`
+//!   fields (`receive::accounting::NodeCounters`, a socket's delivery
+//!   counters) that several lcores write at once, or one at a time under a
+//!   lock.
+//!
+//! [`rate`], [`human`] and [`proc_number`] help read and show counters.
+//!
+//! What reports them are output formats, kept apart and holding no counter
+//! of their own: `summary` (the books of a run: `--stats-json`, the exit
+//! printout), `nstat` (iproute2's layout) and `runtime::telemetry` (DPDK
+//! telemetry replies). `receive::SocketStats` is one socket's snapshot.
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Statistics counters: always plain std atomics, even under loom.
+///
+/// They never decide anything on the packet path, so modelling them would
+/// only multiply loom's state space; the model still checks their final
+/// values once all threads have joined.
+pub mod stat {
+    pub use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// Adds to a counter that only one thread writes at a time (it is
+    /// protected by a lock): a plain load+store avoids a locked RMW while
+    /// readers elsewhere still see a torn-free value.
+    #[inline]
+    pub fn add_exclusive(c: &AtomicU64, n: u64) {
+        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+
+    /// Adds to a counter shared by several writers (all lcores of a node).
+    #[inline]
+    pub fn add_shared(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn read(c: &AtomicU64) -> u64 {
+        c.load(Ordering::Relaxed)
+    }
+}
 
 /// A counter with a single writer.
 #[derive(Debug, Default)]
@@ -27,19 +71,6 @@ impl Counter {
     }
 }
 
-/// Keeps one lcore's counters off every other lcore's cache lines
-/// (128: x86 prefetches lines in adjacent pairs).
-#[repr(align(128))]
-#[derive(Debug, Default)]
-pub struct Padded<T>(pub T);
-
-impl<T> std::ops::Deref for Padded<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
-
 /// Per (lcore, RX queue) counters.
 #[derive(Debug, Default)]
 pub struct QueueStats {
@@ -60,6 +91,14 @@ pub struct LoopStats {
     /// `run --floor pipeline`: frames freed because no socket's port matched
     /// (or the ethertype was neither IPv4 nor IPv6, or the frame too short).
     pub floor_no_socket: Counter,
+}
+
+/// A consumer lcore's loop counters.
+#[derive(Debug, Default)]
+pub struct ConsumerLoopStats {
+    pub polls: Counter,
+    pub idle_polls: Counter,
+    pub datagrams: Counter,
 }
 
 /// Rate helper: (now - before) / seconds.
@@ -133,12 +172,6 @@ mod tests {
         c.set(u64::MAX);
         c.add(2);
         assert_eq!(c.get(), 1);
-    }
-
-    #[test]
-    fn padded_is_two_lines() {
-        assert_eq!(std::mem::align_of::<Padded<QueueStats>>(), 128);
-        assert!(std::mem::size_of::<Padded<Counter>>() >= 128);
     }
 
     #[test]

@@ -1,12 +1,13 @@
-//! Per-socket receive memory accounting and per-node drop counters.
+//! Per-socket receive memory accounting and per-node counters (offered,
+//! staged, condensed, drops by reason).
 //!
 //! Mirrors the kernel's `sk_rmem_alloc` / `sk_rcvbuf` pair and
 //! `numa_drop_counters`: memory is counted in bytes of buffer truesize,
 //! charged before a packet becomes visible to the consumer and released
 //! by the consumer once it has freed the packet.
 
-use crate::sync::stat::{self, AtomicU64};
-use crate::sync::{AtomicUsize, CachePadded, Ordering};
+use super::sync::{AtomicUsize, CachePadded, Ordering};
+use crate::counters::stat::{self, AtomicU64};
 
 /// Why a datagram was dropped by the receive side of a socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -77,7 +78,7 @@ pub fn has_space(rmem: usize, rcvbuf: usize, size: usize) -> bool {
 pub struct SocketMem {
     rcvbuf: CachePadded<AtomicUsize>,
     rmem: CachePadded<AtomicUsize>,
-    // Statistics only (see `sync::stat`).
+    // Statistics only (see `counters::stat`).
     high_water: AtomicU64,
 }
 
@@ -170,13 +171,14 @@ impl NodeCounters {
     }
 }
 
-/// All nodes' counters of one socket, each on its own lines.
+/// All nodes' [`NodeCounters`] of one socket (offered, staged, condensed
+/// and drops by reason), each node on its own lines.
 #[derive(Debug)]
-pub struct DropCounters {
+pub struct SocketCounters {
     nodes: Box<[CachePadded<NodeCounters>]>,
 }
 
-impl DropCounters {
+impl SocketCounters {
     /// `nodes` must be non-zero; the socket constructor checks it.
     pub fn new(nodes: usize) -> Self {
         Self {
@@ -249,13 +251,13 @@ mod tests {
     }
 
     #[test]
-    fn drop_counters_have_one_line_per_node() {
-        let d = DropCounters::new(3);
+    fn socket_counters_have_one_line_per_node() {
+        let d = SocketCounters::new(3);
         assert_eq!(d.len(), 3);
         assert!(!d.is_empty());
         assert!(d.node(2).is_some());
         assert!(d.node(3).is_none());
-        assert!(DropCounters::new(0).is_empty());
+        assert!(SocketCounters::new(0).is_empty());
     }
 
     #[test]
@@ -287,8 +289,8 @@ mod tests {
     }
 
     #[test]
-    fn drop_counters_per_node_and_sum() {
-        let d = DropCounters::new(2);
+    fn socket_counters_per_node_and_sum() {
+        let d = SocketCounters::new(2);
         d.node(0).unwrap().add_drop(DropReason::RcvbufFull, 3);
         d.node(1).unwrap().add_drop(DropReason::RingFull, 2);
         d.node(1).unwrap().add_drop(DropReason::RcvbufFull, 1);

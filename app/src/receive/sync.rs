@@ -1,9 +1,10 @@
 //! Synchronisation building blocks for the receive path, with loom shims.
 //!
-//! Everything the stage/delivery protocol depends on for correctness (the
-//! stage heads, packet links, memory counters, the spinlocks) goes through
-//! the re-exports below, so `RUSTFLAGS="--cfg loom"` model-checks the real
-//! code. Statistics counters deliberately do not (see [`stat`]).
+//! Everything the stage/admission/drain protocol depends on for correctness
+//! (the stage heads, packet links, memory counters, the spinlocks) goes
+//! through the re-exports below, so `RUSTFLAGS="--cfg loom"` model-checks
+//! the real code. Statistics counters deliberately do not (see
+//! `crate::counters::stat`).
 
 #[cfg(loom)]
 pub use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -14,34 +15,6 @@ pub use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU
 pub use loom::hint::spin_loop;
 #[cfg(not(loom))]
 pub use std::hint::spin_loop;
-
-/// Statistics counters: always plain std atomics, even under loom.
-///
-/// They never decide anything on the packet path, so modelling them would
-/// only multiply loom's state space; the model still checks their final
-/// values once all threads have joined.
-pub mod stat {
-    pub use std::sync::atomic::{AtomicU64, Ordering};
-
-    /// Adds to a counter that only one thread writes at a time (it is
-    /// protected by a lock): a plain load+store avoids a locked RMW while
-    /// readers elsewhere still see a torn-free value.
-    #[inline]
-    pub fn add_exclusive(c: &AtomicU64, n: u64) {
-        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
-    }
-
-    /// Adds to a counter shared by several writers (all lcores of a node).
-    #[inline]
-    pub fn add_shared(c: &AtomicU64, n: u64) {
-        c.fetch_add(n, Ordering::Relaxed);
-    }
-
-    #[inline]
-    pub fn read(c: &AtomicU64) -> u64 {
-        c.load(Ordering::Relaxed)
-    }
-}
 
 #[cfg(loom)]
 type CellInner<T> = loom::cell::UnsafeCell<T>;

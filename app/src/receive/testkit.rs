@@ -1,0 +1,174 @@
+//! Plain heap packets and a bounded `VecDeque` sink, for unit tests, the
+//! loom model, the no-allocation test and DPDK-free benchmarks.
+//!
+//! Compiled for the crate's unit tests and with the `testkit` feature,
+//! which the integration tests get from the crate's dev-dependency on
+//! itself (app/Cargo.toml); production builds leave it out.
+
+use core::ptr::{self, NonNull};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering as StdOrdering};
+
+use super::admission::Condense;
+use super::stage::StagePacket;
+use super::sync::AtomicPtr;
+use super::{PacketMeta, Sink};
+
+/// A heap packet. `fate` counts terminal events (delivered and
+/// consumed, or freed by a drop) so tests catch double frees and
+/// stranded packets without touching freed memory.
+#[derive(Debug)]
+#[repr(C)]
+pub struct HeapPacket {
+    // First field of a repr(C) struct: `link()` is a pointer cast.
+    link: AtomicPtr<HeapPacket>,
+    pub id: u32,
+    truesize: AtomicU32,
+    drop_snapshot: AtomicU32,
+    fate: AtomicU32,
+}
+
+impl HeapPacket {
+    /// Allocates a packet; release it with [`HeapPacket::dealloc`].
+    pub fn alloc(id: u32, truesize: u32) -> NonNull<Self> {
+        let b = Box::new(Self {
+            link: AtomicPtr::new(ptr::null_mut()),
+            id,
+            truesize: AtomicU32::new(truesize),
+            drop_snapshot: AtomicU32::new(0),
+            fate: AtomicU32::new(0),
+        });
+        NonNull::from(Box::leak(b))
+    }
+
+    /// # Safety
+    /// `p` came from [`HeapPacket::alloc`], is not used afterwards, and
+    /// is on no stage, chain or sink.
+    pub unsafe fn dealloc(p: NonNull<Self>) {
+        // SAFETY: per the contract, `p` is a leaked Box we own again.
+        drop(unsafe { Box::from_raw(p.as_ptr()) });
+    }
+
+    /// # Safety
+    /// `p` must be live for `'a`.
+    pub unsafe fn get<'a>(p: NonNull<Self>) -> &'a Self {
+        // SAFETY: per the contract; all mutable state is atomic.
+        unsafe { p.as_ref() }
+    }
+
+    pub fn truesize(&self) -> u32 {
+        self.truesize.load(StdOrdering::Relaxed)
+    }
+
+    pub fn set_truesize(&self, v: u32) {
+        self.truesize.store(v, StdOrdering::Relaxed);
+    }
+
+    pub fn drop_snapshot(&self) -> u32 {
+        self.drop_snapshot.load(StdOrdering::Relaxed)
+    }
+
+    /// Records a terminal event; returns how many there were before.
+    pub fn mark_done(&self) -> u32 {
+        self.fate.fetch_add(1, StdOrdering::Relaxed)
+    }
+
+    pub fn fates(&self) -> u32 {
+        self.fate.load(StdOrdering::Relaxed)
+    }
+}
+
+// SAFETY: `link` is the first field of this repr(C) struct, so the cast
+// yields its address without reading; it is used only by the stage.
+unsafe impl StagePacket for HeapPacket {
+    #[inline]
+    fn link(p: NonNull<Self>) -> *const AtomicPtr<Self> {
+        p.as_ptr().cast()
+    }
+}
+
+impl PacketMeta for HeapPacket {
+    #[inline]
+    unsafe fn truesize(p: NonNull<Self>) -> u32 {
+        // SAFETY: the caller guarantees `p` is live.
+        unsafe { p.as_ref() }.truesize()
+    }
+    #[inline]
+    unsafe fn set_drop_snapshot(p: NonNull<Self>, drops: u32) {
+        // SAFETY: the caller guarantees `p` is live.
+        unsafe { p.as_ref() }
+            .drop_snapshot
+            .store(drops, StdOrdering::Relaxed);
+    }
+}
+
+/// Condenses in place by lowering the truesize to `to` (what copying
+/// into a small buffer achieves), for tests of the pressure path.
+#[derive(Debug, Clone, Copy)]
+pub struct ShrinkTo(pub u32);
+
+// SAFETY: returns the packet it was given.
+unsafe impl Condense<HeapPacket> for ShrinkTo {
+    fn condense(&mut self, p: NonNull<HeapPacket>) -> NonNull<HeapPacket> {
+        // SAFETY: `Condense` is only called on live packets we own.
+        let h = unsafe { p.as_ref() };
+        if h.truesize() > self.0 {
+            h.set_truesize(self.0);
+        }
+        p
+    }
+}
+
+/// A bounded FIFO sink: refuses beyond `cap`, never reallocates.
+#[derive(Debug)]
+pub struct VecSink<P> {
+    q: VecDeque<NonNull<P>>,
+    cap: usize,
+    /// The largest burst one `enqueue_burst` call was handed.
+    pub max_burst: usize,
+    /// `enqueue_burst` calls, empty ones included.
+    pub calls: usize,
+}
+
+// SAFETY: the sink exclusively owns the packets it holds; handing them
+// to another thread is its purpose, which needs `P: Send`.
+unsafe impl<P: Send> Send for VecSink<P> {}
+
+impl<P> VecSink<P> {
+    pub fn with_capacity(cap: usize) -> Self {
+        Self {
+            q: VecDeque::with_capacity(cap),
+            cap,
+            max_burst: 0,
+            calls: 0,
+        }
+    }
+    pub fn pop(&mut self) -> Option<NonNull<P>> {
+        self.q.pop_front()
+    }
+    pub fn len(&self) -> usize {
+        self.q.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.q.is_empty()
+    }
+}
+
+impl<P> Sink<P> for VecSink<P> {
+    fn enqueue_burst(&mut self, pkts: &[NonNull<P>]) -> usize {
+        self.calls += 1;
+        self.max_burst = self.max_burst.max(pkts.len());
+        let room = self.cap.saturating_sub(self.q.len());
+        let n = room.min(pkts.len());
+        for &p in pkts.iter().take(n) {
+            self.q.push_back(p);
+        }
+        n
+    }
+}
+
+/// Moves a packet pointer into another thread (tests only).
+#[derive(Debug, Clone, Copy)]
+pub struct SendPtr<P>(pub NonNull<P>);
+// SAFETY: used to transfer exclusive ownership of a `Send` packet.
+unsafe impl<P: Send> Send for SendPtr<P> {}
