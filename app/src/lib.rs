@@ -5,8 +5,6 @@
 //! lock-free stages, admission, and the elected producer's drain into the
 //! socket's ring) -> the consumer (`runtime::consumer`, or an application
 //! through `api`). `runtime` is the poll-mode runtime around them.
-#![deny(unsafe_op_in_unsafe_fn)]
-#![deny(clippy::undocumented_unsafe_blocks)]
 // The receive heart: pure Rust, model-checked with loom (`--cfg loom`).
 pub mod receive;
 

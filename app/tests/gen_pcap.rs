@@ -246,8 +246,7 @@ fn flags_override_the_spec() {
 /// `count` frames of the stream, i.e. the pcap mode's manifest.
 #[test]
 fn transmit_to_net_null() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !dpdk_sys::os::is_root() {
         println!("SKIPPED: the EAL needs root");
         return;
     }
