@@ -247,6 +247,11 @@ fn flags_override_the_spec() {
 #[test]
 fn transmit_to_net_null() {
     if !dpdk_sys::os::is_root() {
+        // The one policy for a missing root or tool: under CI a failure, elsewhere a skip.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run this test as root"
+        );
         println!("SKIPPED: the EAL needs root");
         return;
     }
