@@ -18,31 +18,13 @@ use std::ptr::NonNull;
 use loom::sync::Arc;
 use loom::thread;
 
-use udpdemux::receive::accounting::DropReason;
 use udpdemux::receive::admission::{NoCondense, Strategy, Verdict};
-use udpdemux::receive::testkit::{HeapPacket, SendPtr, VecSink};
+use udpdemux::receive::testkit::{
+    self, consume_one, free_once as free, HeapPacket, SendPtr, VecSink,
+};
 use udpdemux::receive::{RxSocket, RxSocketParams, SocketStats};
 
 type Sock = RxSocket<HeapPacket, VecSink<HeapPacket>>;
-
-fn free(p: NonNull<HeapPacket>, _r: DropReason) {
-    // SAFETY: packets stay allocated until the end of the model iteration.
-    let prev = unsafe { HeapPacket::get(p) }.mark_done();
-    assert_eq!(prev, 0, "double free");
-}
-
-fn consume_one(s: &Sock) -> bool {
-    match s.with_sink(|k| k.pop()) {
-        Some(p) => {
-            // SAFETY: live until the end of the iteration.
-            let h = unsafe { HeapPacket::get(p) };
-            assert_eq!(h.mark_done(), 0, "consumed a freed packet");
-            s.release(h.truesize());
-            true
-        }
-        None => false,
-    }
-}
 
 /// A socket on two nodes with budget `rcvbuf` and a ring of `ring`.
 fn new_sock(rcvbuf: usize, ring: usize) -> Arc<Sock> {
@@ -61,13 +43,8 @@ fn new_sock(rcvbuf: usize, ring: usize) -> Arc<Sock> {
 
 /// Every packet ended exactly once; frees them.
 fn sweep(pkts: Vec<NonNull<HeapPacket>>, st: &SocketStats) {
-    for p in pkts {
-        // SAFETY: all threads joined; nothing refers to the packet.
-        unsafe {
-            assert_eq!(HeapPacket::get(p).fates(), 1, "lost or doubled: {st:?}");
-            HeapPacket::dealloc(p);
-        }
-    }
+    // SAFETY: called after every model thread joined.
+    unsafe { testkit::sweep(pkts, st) };
 }
 
 fn builder() -> loom::model::Builder {

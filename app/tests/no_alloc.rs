@@ -21,7 +21,7 @@ use std::ptr::NonNull;
 
 use udpdemux::receive::accounting::DropReason;
 use udpdemux::receive::admission::Strategy;
-use udpdemux::receive::testkit::{HeapPacket, ShrinkTo, VecSink};
+use udpdemux::receive::testkit::{consume_all, HeapPacket, ShrinkTo, VecSink};
 use udpdemux::receive::{RxSocket, RxSocketParams};
 use udpdemux::runtime::alloc_guard::{thread_hot_allocations, CountingAlloc, HotSection};
 
@@ -38,19 +38,6 @@ fn armed<R>(f: impl FnOnce() -> R) -> (R, u64) {
     let r = f();
     drop(hot);
     (r, thread_hot_allocations() - before)
-}
-
-/// The consumer: takes everything out of the sink, marks it, releases it.
-fn consume_all(sock: &RxSocket<HeapPacket, VecSink<HeapPacket>>) -> u64 {
-    let mut n = 0;
-    while let Some(q) = sock.with_sink(|k| k.pop()) {
-        // SAFETY: test packets live until the end of their test.
-        let h = unsafe { HeapPacket::get(q) };
-        h.mark_done();
-        sock.release(h.truesize());
-        n += 1;
-    }
-    n
 }
 
 #[test]

@@ -172,3 +172,54 @@ impl<P> Sink<P> for VecSink<P> {
 pub struct SendPtr<P>(pub NonNull<P>);
 // SAFETY: used to transfer exclusive ownership of a `Send` packet.
 unsafe impl<P: Send> Send for SendPtr<P> {}
+
+/// A socket over heap packets and a bounded sink: what every test drives.
+pub type TestSocket = super::RxSocket<HeapPacket, VecSink<HeapPacket>>;
+
+/// The `to_free` the tests and the model use: a second terminal event of the
+/// same packet is a double free and fails the test.
+pub fn free_once(p: NonNull<HeapPacket>, _r: super::accounting::DropReason) {
+    // SAFETY: test packets stay allocated until their test's final `sweep`.
+    let prev = unsafe { HeapPacket::get(p) }.mark_done();
+    assert_eq!(prev, 0, "packet freed twice");
+}
+
+/// The consumer's act, once: takes one packet out of the sink, marks it,
+/// releases its memory. False when the sink was empty.
+pub fn consume_one(s: &TestSocket) -> bool {
+    match s.with_sink(|k| k.pop()) {
+        Some(p) => {
+            // SAFETY: live until the test's final `sweep`.
+            let h = unsafe { HeapPacket::get(p) };
+            assert_eq!(h.mark_done(), 0, "consumed a freed packet");
+            s.release(h.truesize());
+            true
+        }
+        None => false,
+    }
+}
+
+/// [`consume_one`] until the sink is empty; how many it took.
+pub fn consume_all(s: &TestSocket) -> u64 {
+    let mut n = 0;
+    while consume_one(s) {
+        n += 1;
+    }
+    n
+}
+
+/// Checks that every packet had exactly one fate (consumed, or freed with a
+/// reason), naming `context` when one did not, and frees them.
+///
+/// # Safety
+/// Every thread that used the packets has joined: nothing refers to them.
+pub unsafe fn sweep(pkts: Vec<NonNull<HeapPacket>>, context: &dyn core::fmt::Debug) {
+    for p in pkts {
+        // SAFETY: the caller's contract: nothing else refers to `p`.
+        unsafe {
+            let h = HeapPacket::get(p);
+            assert_eq!(h.fates(), 1, "packet {} lost or doubled: {context:?}", h.id);
+            HeapPacket::dealloc(p);
+        }
+    }
+}

@@ -6,7 +6,9 @@ use core::ptr::NonNull;
 use super::accounting::DropReason;
 use super::admission::{Condense, NoCondense, Strategy, Verdict};
 use super::drain::{BatchOutcome, DRAIN_BURST};
-use super::testkit::{HeapPacket, SendPtr, ShrinkTo, VecSink};
+use super::testkit::{
+    self, consume_all as consume, free_once as free, HeapPacket, SendPtr, ShrinkTo, VecSink,
+};
 use super::{DeliveryError, RxSocket, RxSocketParams, SocketStats};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -28,45 +30,15 @@ fn sock(nodes: usize, rcvbuf: usize, ring: usize) -> Sock {
     .unwrap()
 }
 
-/// The `to_free` every test uses: a second terminal event is a double free.
-fn free(p: NonNull<HeapPacket>, _r: DropReason) {
-    // SAFETY: test packets stay allocated until the test's final sweep.
-    let prev = unsafe { HeapPacket::get(p) }.mark_done();
-    assert_eq!(prev, 0, "packet freed twice");
-}
-
 fn enq(s: &Sock, node: usize, p: NonNull<HeapPacket>, st: Strategy) -> Verdict {
     // SAFETY: each test packet is enqueued exactly once.
     unsafe { s.enqueue(node, p, st, &mut NoCondense, &mut free) }
 }
 
-/// Consumer: takes everything out of the sink, marks it, releases it.
-fn consume(s: &Sock) -> u64 {
-    let mut n = 0;
-    while let Some(p) = s.with_sink(|k| k.pop()) {
-        // SAFETY: live until the final sweep.
-        let h = unsafe { HeapPacket::get(p) };
-        assert_eq!(h.mark_done(), 0, "consumed a freed packet");
-        s.release(h.truesize());
-        n += 1;
-    }
-    n
-}
-
 /// Every packet has exactly one fate; frees them.
 fn sweep(pkts: Vec<NonNull<HeapPacket>>) {
-    for p in pkts {
-        // SAFETY: all threads joined, nothing references `p` any more.
-        unsafe {
-            assert_eq!(
-                HeapPacket::get(p).fates(),
-                1,
-                "packet {} lost or doubled",
-                HeapPacket::get(p).id
-            );
-            HeapPacket::dealloc(p);
-        }
-    }
+    // SAFETY: every test calls this after its threads joined.
+    unsafe { testkit::sweep(pkts, &"unit test") };
 }
 
 fn assert_quiescent(s: &Sock) {
