@@ -18,33 +18,39 @@ pub mod latency;
 pub mod parse;
 pub mod pcap;
 
-// The DPDK runtime and what only it uses, left out of the loom build:
-// loom replaces the atomics the mbuf metadata is made of.
-#[cfg(not(loom))]
-pub mod runtime;
+/// Declares the DPDK side's modules behind one gate: the loom build leaves
+/// them out, because loom replaces the atomics the mbuf metadata is made of.
+macro_rules! dpdk_side {
+    ($($(#[$attr:meta])* pub mod $name:ident;)*) => {
+        $($(#[$attr])* #[cfg(not(loom))] pub mod $name;)*
+    };
+}
 
-#[cfg(not(loom))]
-pub mod api;
-#[cfg(not(loom))]
-pub mod check;
-#[cfg(not(loom))]
-pub mod control;
-/// The EAL's own message when its init fails.
-#[cfg(not(loom))]
-pub mod eal_log;
-#[cfg(not(loom))]
-pub mod handlers;
-#[cfg(not(loom))]
-pub mod instance;
-#[cfg(not(loom))]
-pub mod meta;
-#[cfg(not(loom))]
-pub mod nstat;
-#[cfg(not(loom))]
-pub mod small_cache;
-#[cfg(not(loom))]
-pub mod socket;
-#[cfg(not(loom))]
-pub mod starvation;
-#[cfg(not(loom))]
-pub mod summary;
+dpdk_side! {
+    /// The poll-mode runtime: setup, the lcore loops, reload, teardown.
+    pub mod runtime;
+    /// Embedding the engine in an application's own process.
+    pub mod api;
+    /// `udpdemux check`: everything `run` can refuse, found before start.
+    pub mod check;
+    /// The ARP/ND/ICMP responder.
+    pub mod control;
+    /// The EAL's own message when its init fails.
+    pub mod eal_log;
+    /// Built-in consumers: count, echo, pcap.
+    pub mod handlers;
+    /// One instance per file prefix.
+    pub mod instance;
+    /// What travels with a packet in its mbuf's private area.
+    pub mod meta;
+    /// The kernel's `nstat` view of the counters.
+    pub mod nstat;
+    /// The small-buffer cache (copies small datagrams out of NIC buffers).
+    pub mod small_cache;
+    /// An engine socket: binding, stages, delivery ring.
+    pub mod socket;
+    /// Pool starvation: low-water counters and warnings.
+    pub mod starvation;
+    /// The books as data, and their printouts.
+    pub mod summary;
+}
