@@ -145,7 +145,13 @@ impl RecvBatch {
 
 impl Drop for RecvBatch {
     fn drop(&mut self) {
-        self.clear();
+        if dpdk_sys::eal::is_up() {
+            self.clear();
+        } else {
+            // The engine stopped: the mbufs' memory is unmapped, so they
+            // are forgotten, not freed.
+            self.bufs.take_raw();
+        }
     }
 }
 
@@ -193,6 +199,12 @@ impl<'a> Received<'a> {
 /// Take up to [`BATCH`] datagrams from `sock` into `batch`, freeing what the
 /// batch held before. Returns how many arrived (0: none waiting).
 pub fn recv_burst(sock: &Arc<Socket>, batch: &mut RecvBatch) -> usize {
+    // A socket held past `Engine::stop` receives nothing (its ring's memory
+    // went with the EAL).
+    if !dpdk_sys::eal::is_up() {
+        batch.bufs.take_raw();
+        return 0;
+    }
     batch.clear();
     if !batch.sock.as_ref().is_some_and(|s| Arc::ptr_eq(s, sock)) {
         batch.sock = Some(Arc::clone(sock));

@@ -475,6 +475,11 @@ impl Socket {
 
 impl Drop for Socket {
     fn drop(&mut self) {
-        self.free_ring();
+        // An application may hold its socket past `Engine::stop` (the API
+        // hands out an `Arc`): once the EAL is cleaned up the ring's memory
+        // is gone, and with it anything left to free.
+        if dpdk_sys::eal::is_up() {
+            self.free_ring();
+        }
     }
 }

@@ -410,6 +410,10 @@ impl Mbuf {
 
 impl Drop for Mbuf {
     fn drop(&mut self) {
+        // After rte_eal_cleanup the mbuf's memory is unmapped: nothing to free.
+        if !crate::eal::is_up() {
+            return;
+        }
         // SAFETY: we hold one reference; DPDK decrements and frees at zero.
         unsafe { ffi::rte_pktmbuf_free(raw(self.raw.as_ptr())) }
     }
@@ -575,7 +579,10 @@ impl<const N: usize> MbufBurst<N> {
 
 impl<const N: usize> Drop for MbufBurst<N> {
     fn drop(&mut self) {
-        self.clear();
+        // After rte_eal_cleanup the mbufs' memory is unmapped: nothing to free.
+        if crate::eal::is_up() {
+            self.clear();
+        }
     }
 }
 
@@ -661,7 +668,10 @@ impl FreeList {
 
 impl Drop for FreeList {
     fn drop(&mut self) {
-        self.flush();
+        // After rte_eal_cleanup the mbufs' memory is unmapped: nothing to free.
+        if crate::eal::is_up() {
+            self.flush();
+        }
     }
 }
 

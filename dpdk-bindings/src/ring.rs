@@ -120,7 +120,8 @@ impl Ring {
 
 impl Drop for Ring {
     fn drop(&mut self) {
-        if self.owned {
+        // After rte_eal_cleanup the ring's memzone is unmapped and freed.
+        if self.owned && crate::eal::is_up() {
             // SAFETY: we created it; the owner empties it before dropping.
             unsafe { ffi::rte_ring_free(self.raw.as_ptr()) }
         }
@@ -214,6 +215,10 @@ impl MbufRing {
 
 impl Drop for MbufRing {
     fn drop(&mut self) {
+        // After rte_eal_cleanup the ring and its mbufs are unmapped: nothing to free.
+        if !crate::eal::is_up() {
+            return;
+        }
         let mut bufs = [std::ptr::null_mut::<c_void>(); 64];
         loop {
             let n = self.ring.dequeue_burst(&mut bufs);
