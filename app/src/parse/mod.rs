@@ -678,6 +678,17 @@ mod tests {
         l4: CsumHint::Unknown,
     };
 
+    /// The per-family counter arrays (`[_; 2]`, `errors[3]` with "other"
+    /// at 2) are indexed by `index()`, and the metadata stores the `repr`:
+    /// the two must agree and tell the families apart.
+    #[test]
+    fn family_index_matches_its_repr() {
+        assert_eq!(Family::V4.index(), 0);
+        assert_eq!(Family::V6.index(), 1);
+        assert_eq!(Family::V4 as u8 as usize, Family::V4.index());
+        assert_eq!(Family::V6 as u8 as usize, Family::V6.index());
+    }
+
     // Sent by the Linux kernel (Debian 12 host kernel, UDP sockets in a
     // network namespace, tx checksum offload off on the veth) and captured
     // with dumpcap; tshark reports both checksums "correct".

@@ -166,6 +166,10 @@ pub enum Floor {
     /// port, port-indexed table per family, per-socket `enqueue_burst` into
     /// the delivery rings; the consumers dequeue, read `pkt_len`, free.
     Pipeline,
+    /// The same pipeline, with the IPv4 header and UDP checksums (IPv4 and
+    /// IPv6) verified in software before the ring: what validation alone
+    /// costs when the port gives no checksum verdict.
+    PipelineChecksums,
     /// The same pipeline with the engine's own parse (headers validated,
     /// checksums in software where the port gives no verdict) and flow-table
     /// lookup choosing the ring: what any validating early demux pays before
@@ -175,9 +179,12 @@ pub enum Floor {
 }
 
 impl Mode {
-    /// `run --floor pipeline` or `run --floor pipeline-demux`: RX lcores put
+    /// `run --floor pipeline`, `pipeline-checksums` or `pipeline-demux`: RX lcores put
     /// mbufs straight into the delivery rings, consumers only read and free.
     pub fn is_pipeline_floor(self) -> bool {
-        matches!(self, Mode::Floor(Floor::Pipeline | Floor::PipelineDemux))
+        matches!(
+            self,
+            Mode::Floor(Floor::Pipeline | Floor::PipelineChecksums | Floor::PipelineDemux)
+        )
     }
 }

@@ -2,14 +2,14 @@
 //!
 //! - `minimal` and `checksums` (`floor_burst`): a lower bound for the RX
 //!   core, against which `--demux-only` is read;
-//! - `pipeline` and `pipeline-demux` ([`PipelineFloor`]): the minimal
+//! - `pipeline`, `pipeline-checksums` and `pipeline-demux` ([`PipelineFloor`]): the minimal
 //!   cross-core pipeline, against which the whole pipeline is read.
 //!
 //! The RX loop builds one [`RxFloor`] before it polls and hands it every
 //! burst; the engine's own modes have none.
 use dpdk_sys::MbufBurst;
 
-use super::pipeline_floor::PipelineFloor;
+use super::pipeline_floor::{Choose, PipelineFloor};
 use crate::counters::Counter;
 use crate::meta::MbufMeta;
 use crate::runtime::burst::{FreeList, MAX_BURST};
@@ -19,7 +19,7 @@ use crate::runtime::shared::{Floor, Mode, Shared};
 pub enum RxFloor {
     /// `--floor minimal|checksums`: the port-indexed demux table.
     Port { ports: Vec<u32>, checksums: bool },
-    /// `--floor pipeline|pipeline-demux`.
+    /// `--floor pipeline|pipeline-checksums|pipeline-demux`.
     Pipeline(PipelineFloor),
 }
 
@@ -36,9 +36,11 @@ impl RxFloor {
                 ports: (0..=u32::from(u16::MAX)).collect(),
                 checksums: f == Floor::Checksums,
             },
-            Floor::Pipeline | Floor::PipelineDemux => {
-                RxFloor::Pipeline(PipelineFloor::new(shared, f == Floor::PipelineDemux))
+            Floor::Pipeline => RxFloor::Pipeline(PipelineFloor::new(shared, Choose::Port)),
+            Floor::PipelineChecksums => {
+                RxFloor::Pipeline(PipelineFloor::new(shared, Choose::PortChecked))
             }
+            Floor::PipelineDemux => RxFloor::Pipeline(PipelineFloor::new(shared, Choose::Demux)),
         })
     }
 

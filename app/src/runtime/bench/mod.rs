@@ -2,7 +2,7 @@
 //! receive path: they exist so `scripts/bench.sh` can measure the engine
 //! against them, and nothing in a normal run depends on them.
 //!
-//! - [`floor`]: `run --floor minimal|checksums|pipeline|pipeline-demux`,
+//! - [`floor`]: `run --floor minimal|checksums|pipeline|pipeline-checksums|pipeline-demux`,
 //!   the lower bounds an RX core (and a cross-core pipeline) is read
 //!   against. The RX loop ([`super::rx`]) and the consumers
 //!   ([`super::consumer`]) only dispatch here when [`super::shared::Mode`]

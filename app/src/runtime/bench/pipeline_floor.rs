@@ -13,6 +13,12 @@
 //! dequeues in bursts, reads `pkt_len`, frees in bulk ([`consume_burst`],
 //! which `consumer` calls instead of its handlers in this mode).
 //!
+//! `run --floor pipeline-checksums` chooses the ring as `pipeline` does but
+//! first verifies the checksums in software (IPv4 header and UDP, IPv4 and
+//! IPv6; a frame that fails is freed and counted as no socket), as any
+//! validating engine must when the port sets no checksum flags (`net_pcap`
+//! sets none): the cost of validation alone, without a parser or a hash.
+//!
 //! `run --floor pipeline-demux` is the same pipeline with the engine's own
 //! parser and flow-table lookup choosing the ring (frames the parser
 //! refuses, or that no socket takes, are freed and counted as no socket;
@@ -44,6 +50,17 @@ const ETHERTYPE: usize = 12;
 const DPORT_V4: usize = 14 + 20 + 2;
 const DPORT_V6: usize = 14 + 40 + 2;
 
+/// How the floor chooses a frame's socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choose {
+    /// `pipeline`: the destination port at its fixed offset.
+    Port,
+    /// `pipeline-checksums`: the same, once the checksums verify.
+    PortChecked,
+    /// `pipeline-demux`: the engine's parser and flow table.
+    Demux,
+}
+
 /// One socket's share of the current burst.
 struct Group {
     pkts: MbufBurst<MAX_BURST>,
@@ -62,8 +79,7 @@ pub struct PipelineFloor {
     /// Several RX lcores enqueue into the same rings: multi-producer
     /// enqueue and atomic counters; one: single-producer, plain adds.
     shared_rings: bool,
-    /// `--floor pipeline-demux`: parse and look up instead of the port tables.
-    demux: bool,
+    choose: Choose,
     /// Socket id -> index + 1 (0: not a socket the floor knows), for the
     /// lookup's result.
     by_id: Box<[u32]>,
@@ -72,7 +88,7 @@ pub struct PipelineFloor {
 impl PipelineFloor {
     /// Build the tables from the sockets registered now (allocates: call it
     /// before the loop).
-    pub fn new(shared: &Shared, demux: bool) -> PipelineFloor {
+    pub fn new(shared: &Shared, choose: Choose) -> PipelineFloor {
         let socks: Vec<Arc<Socket>> = shared
             .sockets
             .load()
@@ -119,7 +135,7 @@ impl PipelineFloor {
             touched,
             ntouched: 0,
             shared_rings: shared.rx.len() > 1,
-            demux,
+            choose,
             by_id,
         }
     }
@@ -137,11 +153,14 @@ impl PipelineFloor {
             let idx = *self.by_id.get(sock.id as usize)?;
             return idx.checked_sub(1).map(|i| i as usize);
         }
-        let (table, at) = match data.get(ETHERTYPE..ETHERTYPE + 2) {
-            Some(&[0x08, 0x00]) => (&self.v4, DPORT_V4),
-            Some(&[0x86, 0xdd]) => (&self.v6, DPORT_V6),
+        let (table, at, v4) = match data.get(ETHERTYPE..ETHERTYPE + 2) {
+            Some(&[0x08, 0x00]) => (&self.v4, DPORT_V4, true),
+            Some(&[0x86, 0xdd]) => (&self.v6, DPORT_V6, false),
             _ => return None,
         };
+        if self.choose == Choose::PortChecked && !checksums_verify(data, v4) {
+            return None;
+        }
         let idx = match data.get(at..at + 2) {
             Some(&[hi, lo]) => table[usize::from(u16::from_be_bytes([hi, lo]))],
             _ => 0,
@@ -159,7 +178,7 @@ impl PipelineFloor {
         no_socket: &Counter,
     ) {
         // One snapshot per burst, as the pipeline takes.
-        let snap = self.demux.then(|| shared.table.snapshot());
+        let snap = (self.choose == Choose::Demux).then(|| shared.table.snapshot());
         let mut missed = 0u64;
         for m in bufs.drain() {
             let Some(i) = self.socket_of(m.view(), snap.as_ref()) else {
@@ -194,6 +213,52 @@ impl PipelineFloor {
         if missed != 0 {
             no_socket.add(missed);
         }
+    }
+}
+
+/// Where an untagged frame has its IP header, and its UDP header without
+/// IPv4 options or IPv6 extension headers.
+const IP: usize = 14;
+const UDP_V4: usize = IP + 20;
+const UDP_V6: usize = IP + 40;
+
+/// `pipeline-checksums`: the IPv4 header checksum and the UDP checksum
+/// (over the pseudo-header and the datagram the IP length gives) verify.
+/// An IPv4 UDP checksum of 0 means none was sent (RFC 768); IPv6 requires
+/// one (RFC 8200), so 0 there fails the sum.
+#[inline(always)]
+fn checksums_verify(data: &[u8], v4: bool) -> bool {
+    use crate::parse::{checksum, PROTO_UDP};
+    if v4 {
+        let Some(h) = data.get(IP..UDP_V4) else {
+            return false;
+        };
+        let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
+        let (Some(u), Ok(a)) = (
+            data.get(UDP_V4..IP + total),
+            <&[u8; 8]>::try_from(&h[12..20]),
+        ) else {
+            return false;
+        };
+        checksum::ipv4_header_verifies(h)
+            && (u.get(6..8) == Some(&[0, 0])
+                || checksum::pseudo_v4_wire(a, PROTO_UDP, u.len() as u16)
+                    .add_bytes(u)
+                    .verifies())
+    } else {
+        let Some(h) = data.get(IP..UDP_V6) else {
+            return false;
+        };
+        let len = usize::from(u16::from_be_bytes([h[4], h[5]]));
+        let (Some(u), Ok(a)) = (
+            data.get(UDP_V6..UDP_V6 + len),
+            <&[u8; 32]>::try_from(&h[8..40]),
+        ) else {
+            return false;
+        };
+        checksum::pseudo_v6_wire(a, PROTO_UDP, len as u32)
+            .add_bytes(u)
+            .verifies()
     }
 }
 
