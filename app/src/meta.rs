@@ -16,6 +16,11 @@
 //!   The truesize is not stored for it at all: it is `buf_len` (first line)
 //!   plus the constant [`MBUF_OVERHEAD`], exactly what RX charges.
 //!
+//! And the mbuf's side of the receive heart's traits: [`MbufMeta`] as its
+//! `StagePacket` and `PacketMeta`, [`RingSink`] (the socket's `rte_ring`)
+//! as its `Sink`, and [`free_closed_stages`], the mbufs' `to_free` for a
+//! closed socket's stages.
+//!
 //! # Why the second line, and not a free field of the first
 //!
 //! The first line has 8 bytes that are free once RX has read them (the
@@ -59,12 +64,16 @@
 //! ring slots), 2 lines + 1/4 after.
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::Arc;
 
-use dpdk_sys::mbuf::{self, MbufMut, MbufRef, RawMbuf};
+use dpdk_sys::mbuf::{self, FreeList, MbufMut, MbufRef, RawMbuf};
+use dpdk_sys::{eal, MbufRing};
 
+use crate::latency::Histogram;
 use crate::parse::{Datagram, Family};
+use crate::receive::drain::DRAIN_BURST;
 use crate::receive::stage::StagePacket;
-use crate::receive::PacketMeta;
+use crate::receive::{PacketMeta, RxSocket, Sink};
 
 /// Bytes reserved after `struct rte_mbuf` in every pool the engine creates
 /// (a multiple of RTE_MBUF_PRIV_ALIGN = 8).
@@ -384,6 +393,70 @@ impl PacketMeta for MbufMeta {
         // SAFETY: the caller owns a live packet.
         unsafe { (*p.as_ptr()).drop_snapshot = drops }
     }
+}
+
+/// A socket's delivery ring (an `rte_ring` of mbufs, single producer: the
+/// delivery lock serialises its producers) as the receive heart's [`Sink`].
+/// It records the stage-to-delivery latency, under the delivery lock.
+#[derive(Debug)]
+pub struct RingSink {
+    ring: Arc<MbufRing>,
+    hist: Arc<Histogram>,
+    /// `latency::inverse` of TSC cycles per µs.
+    us_inv: u64,
+}
+
+impl RingSink {
+    /// A sink into `ring` recording into `hist` (`us_inv`: `latency::inverse`
+    /// of TSC cycles per µs).
+    pub fn new(ring: Arc<MbufRing>, hist: Arc<Histogram>, us_inv: u64) -> Self {
+        Self { ring, hist, us_inv }
+    }
+}
+
+impl Sink<MbufMeta> for RingSink {
+    #[inline]
+    unsafe fn enqueue_burst(&mut self, pkts: &[NonNull<MbufMeta>]) -> usize {
+        let mut objs = [std::ptr::null_mut::<RawMbuf>(); DRAIN_BURST];
+        let mut stamps = [0u64; DRAIN_BURST];
+        let n = pkts.len().min(DRAIN_BURST);
+        // Read the RX stamps before the enqueue: once in the ring, the consumer
+        // (which takes no lock) may free a packet at any moment.
+        for ((o, t), p) in objs.iter_mut().zip(stamps.iter_mut()).zip(&pkts[..n]) {
+            *o = MbufMeta::mbuf(*p);
+            // SAFETY: the caller still owns the live packet here (the
+            // contract), its metadata set at RX; nobody else writes it.
+            *t = unsafe { p.as_ref() }.rx_tsc;
+        }
+        // SAFETY: the caller owns each packet exclusively, once each, and
+        // none is on a stage (the contract); the ring takes the prefix it
+        // holds, the rest stay the caller's.
+        let done = unsafe { self.ring.enqueue_raw(&objs[..n]) };
+        // Packets of one RX burst share its stamp: one histogram update per
+        // run of equal stamps (usually one per burst), not per datagram.
+        let now = eal::rdtsc();
+        let mut i = 0;
+        while i < done {
+            let t = stamps[i];
+            let run = stamps[i..done].iter().take_while(|&&x| x == t).count();
+            self.hist
+                .record_scaled_n(now.saturating_sub(t), self.us_inv, run as u64);
+            i += run;
+        }
+        done
+    }
+}
+
+/// Free what a closed socket's stages still hold
+/// ([`RxSocket::drain_closed`], only after every RX lcore has stopped
+/// enqueueing), in bulk; how many packets that was.
+pub fn free_closed_stages<S: Sink<MbufMeta>>(rx: &RxSocket<MbufMeta, S>) -> u64 {
+    let mut free = FreeList::default();
+    rx.drain_closed(&mut |p, _r| {
+        // SAFETY: drain_closed hands each stranded packet, an mbuf the stage
+        // owned, to us, once: we give its reference up to the free list.
+        unsafe { free.push(MbufMeta::mbuf(p)) }
+    })
 }
 
 #[cfg(test)]

@@ -167,11 +167,11 @@ pub struct CacheHook<'a> {
 // the caller (its delivery reference) after freeing `p` itself.
 unsafe impl Condense<MbufMeta> for CacheHook<'_> {
     #[inline]
-    fn condense(&mut self, p: NonNull<MbufMeta>) -> NonNull<MbufMeta> {
-        // SAFETY: the only caller, delivery's admission, hands over a live
-        // packet of an engine pool it owns exclusively, on no stage, and
-        // takes back what we return (condense_with's contract; `condense`
-        // itself becomes an unsafe fn with that contract in delivery.rs).
+    unsafe fn condense(&mut self, p: NonNull<MbufMeta>) -> NonNull<MbufMeta> {
+        // SAFETY: `condense`'s contract is condense_with's: the caller hands
+        // over a live packet of an engine pool, its metadata set at RX,
+        // that it owns exclusively and that is on no stage, and takes back
+        // what we return instead.
         unsafe { self.cache.condense_with(p, self.stats) }
     }
 }

@@ -1,10 +1,8 @@
 //! An engine socket: its binding, its receive side (stages, accounting,
 //! delivery lock) and its delivery ring, which a consumer reads.
-use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use dpdk_sys::mbuf::{FreeList, RawMbuf};
 use dpdk_sys::{eal, ring, MbufBurst, MbufRing};
 
 use crate::config::binding_of;
@@ -12,10 +10,9 @@ use crate::config::{Handler, SocketConf};
 use crate::counters::{ConsumerStats, Counter};
 use crate::flow_table::Binding;
 use crate::latency::Histogram;
-use crate::meta::{self, MbufMeta};
-use crate::receive::drain::DRAIN_BURST;
+use crate::meta::{self, MbufMeta, RingSink};
 use crate::receive::sync::CachePadded;
-use crate::receive::{RxSocket, RxSocketParams, Sink, SocketStats};
+use crate::receive::{RxSocket, RxSocketParams, SocketStats};
 
 /// Empty dequeues in a row after which a consumer releases its deficit.
 pub const IDLE_POLLS_BEFORE_RELEASE: u64 = 256;
@@ -60,46 +57,6 @@ impl FloorStats {
     }
     pub fn active(&self) -> bool {
         self.active.load(Ordering::SeqCst)
-    }
-}
-
-/// Stage-to-delivery latency, written under the delivery lock.
-#[derive(Debug)]
-pub struct RingSink {
-    ring: Arc<MbufRing>,
-    hist: Arc<Histogram>,
-    /// `latency::inverse` of TSC cycles per µs.
-    us_inv: u64,
-}
-
-impl Sink<MbufMeta> for RingSink {
-    #[inline]
-    fn enqueue_burst(&mut self, pkts: &[NonNull<MbufMeta>]) -> usize {
-        let mut objs = [std::ptr::null_mut::<RawMbuf>(); DRAIN_BURST];
-        let mut stamps = [0u64; DRAIN_BURST];
-        let n = pkts.len().min(DRAIN_BURST);
-        // Read the RX stamps before the enqueue: once in the ring, the consumer
-        // (which takes no lock) may free a packet at any moment.
-        for ((o, t), p) in objs.iter_mut().zip(stamps.iter_mut()).zip(&pkts[..n]) {
-            *o = MbufMeta::mbuf(*p);
-            // SAFETY: the drainer still owns the packet here.
-            *t = unsafe { p.as_ref() }.rx_tsc;
-        }
-        // SAFETY: the drainer owns each packet exclusively (Sink's contract);
-        // the ring takes the prefix it holds, the rest stay the caller's.
-        let done = unsafe { self.ring.enqueue_raw(&objs[..n]) };
-        // Packets of one RX burst share its stamp: one histogram update per
-        // run of equal stamps (usually one per burst), not per datagram.
-        let now = eal::rdtsc();
-        let mut i = 0;
-        while i < done {
-            let t = stamps[i];
-            let run = stamps[i..done].iter().take_while(|&&x| x == t).count();
-            self.hist
-                .record_scaled_n(now.saturating_sub(t), self.us_inv, run as u64);
-            i += run;
-        }
-        done
     }
 }
 
@@ -211,11 +168,7 @@ impl Socket {
         let cycles_per_us = (eal::tsc_hz() / 1_000_000).max(1);
         let stage_latency = Arc::new(Histogram::default());
         let us_inv = crate::latency::inverse(cycles_per_us);
-        let sink = RingSink {
-            ring: Arc::clone(&ring),
-            hist: Arc::clone(&stage_latency),
-            us_inv,
-        };
+        let sink = RingSink::new(Arc::clone(&ring), Arc::clone(&stage_latency), us_inv);
         let rx = RxSocket::new(
             RxSocketParams {
                 nodes,
@@ -438,12 +391,7 @@ impl Socket {
     /// receive side: only after every RX lcore has stopped enqueueing);
     /// how many packets that was.
     pub fn free_stages(&self) -> u64 {
-        let mut free = FreeList::default();
-        self.rx.drain_closed(&mut |p, _r| {
-            // SAFETY: drain_closed hands each stranded packet, an mbuf the
-            // stage owned, to us.
-            unsafe { free.push(MbufMeta::mbuf(p)) }
-        })
+        meta::free_closed_stages(&self.rx)
     }
 
     /// Free what is left in the ring (teardown), counted in `freed_at_close`.

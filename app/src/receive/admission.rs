@@ -23,7 +23,16 @@ use crate::counters::stat;
 /// caller and on no stage: either `p` itself, or a replacement after
 /// having taken care of `p` (freed or recycled) themselves.
 pub unsafe trait Condense<P> {
-    fn condense(&mut self, p: NonNull<P>) -> NonNull<P>;
+    /// Returns the packet to go on with: `p`, or a smaller copy of it
+    /// (then `p` is no longer the caller's).
+    ///
+    /// # Safety
+    /// `p` must be a live packet exclusively owned by the caller and on no
+    /// stage or chain, of the kind the implementation handles (for the
+    /// engine's: an mbuf of an engine pool, its metadata set at RX). The
+    /// caller owns the returned packet instead of `p` and must not touch
+    /// `p` again unless it is the one returned.
+    unsafe fn condense(&mut self, p: NonNull<P>) -> NonNull<P>;
 }
 
 /// Keeps every packet as it is.
@@ -33,7 +42,7 @@ pub struct NoCondense;
 // SAFETY: returns the packet it was given, untouched.
 unsafe impl<P> Condense<P> for NoCondense {
     #[inline]
-    fn condense(&mut self, p: NonNull<P>) -> NonNull<P> {
+    unsafe fn condense(&mut self, p: NonNull<P>) -> NonNull<P> {
         p
     }
 }
@@ -216,7 +225,10 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
             }
             let mut p = p;
             if rmem > rcvbuf >> 1 {
-                p = condense.condense(p);
+                // SAFETY: the caller owns `p` exclusively and it is on no
+                // stage (our contract); it is in no chain or batch yet, and
+                // from here on we use only what `condense` returns.
+                p = unsafe { condense.condense(p) };
                 // SAFETY: `Condense` returns a packet we own.
                 let new = unsafe { P::truesize(p) } as usize;
                 condensed += u64::from(new < size);
@@ -283,7 +295,10 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
         let pressure = rmem > rcvbuf >> 1;
         let mut pkt = pkt;
         if pressure {
-            pkt = condense.condense(pkt);
+            // SAFETY: the caller owns `pkt` exclusively and it is on no
+            // stage (our contract); from here on we use only what
+            // `condense` returns.
+            pkt = unsafe { condense.condense(pkt) };
             // SAFETY: `Condense` returns a packet we own.
             let new = unsafe { P::truesize(pkt) } as usize;
             if new < size {
@@ -309,18 +324,26 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
             }
             Strategy::Busylock if pressure => self.busylock.with(|()| {
                 stat::add_exclusive(&self.busylock_acquisitions, 1);
-                self.enqueue_one(ctr, pkt, size, rcvbuf, to_free)
+                // SAFETY: we own `pkt` exclusively (the caller's contract,
+                // or `Condense`'s for a condensed copy) and it is on no stage.
+                unsafe { self.enqueue_one(ctr, pkt, size, rcvbuf, to_free) }
             }),
             Strategy::Busylock | Strategy::Direct => {
-                self.enqueue_one(ctr, pkt, size, rcvbuf, to_free)
+                // SAFETY: as above.
+                unsafe { self.enqueue_one(ctr, pkt, size, rcvbuf, to_free) }
             }
         }
     }
 
     /// The pre-seed kernel path: charge the socket directly, then take the
     /// delivery lock for this one packet.
+    ///
+    /// # Safety
+    /// `pkt` must be a live packet exclusively owned by the caller and on
+    /// no stage or chain, freeable by `to_free` and safe to hand to the
+    /// consumer thread (the sink's contract); `size` is what it charges.
     #[inline]
-    fn enqueue_one<F>(
+    unsafe fn enqueue_one<F>(
         &self,
         ctr: &NodeCounters,
         pkt: NonNull<P>,
@@ -345,7 +368,9 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
         unsafe { P::set_drop_snapshot(pkt, snap) };
         let accepted = self.delivery.with(|sink| {
             stat::add_exclusive(&self.dstats.lock_acquisitions, 1);
-            let ok = sink.enqueue_burst(core::slice::from_ref(&pkt)) >= 1;
+            // SAFETY: we own `pkt` exclusively and it is on no stage (our
+            // contract); if the sink refuses it, it stays ours to drop below.
+            let ok = unsafe { sink.enqueue_burst(core::slice::from_ref(&pkt)) } >= 1;
             if ok {
                 stat::add_exclusive(&self.dstats.delivered, 1);
             }

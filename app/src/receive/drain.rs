@@ -82,7 +82,9 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
                 unsafe { P::set_drop_snapshot(p, snap) };
                 if n == DRAIN_BURST {
                     let burst = buf.get(..n).unwrap_or(&[]);
-                    out.delivered += self.flush(sink, burst, chunk, &mut refused);
+                    // SAFETY: every packet in `buf[..n]` came off the batch
+                    // take_all handed us, once each, and is on no chain.
+                    out.delivered += unsafe { self.flush(sink, burst, chunk, &mut refused) };
                     n = 0;
                     chunk = 0;
                     base = self.mem.rmem();
@@ -95,7 +97,8 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
             }
             if n > 0 {
                 let burst = buf.get(..n).unwrap_or(&[]);
-                out.delivered += self.flush(sink, burst, chunk, &mut refused);
+                // SAFETY: as above.
+                out.delivered += unsafe { self.flush(sink, burst, chunk, &mut refused) };
             }
             let d = &self.dstats;
             stat::add_exclusive(&d.batches, 1);
@@ -118,8 +121,13 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
     }
 
     /// Charges and hands one burst to the sink; returns how many it took.
+    ///
+    /// # Safety
+    /// Each packet of `pkts` must be live, exclusively owned by the caller,
+    /// on no stage or chain, and listed once; `bytes` is their truesize.
+    /// The sink takes a prefix; the rest go onto `refused`.
     #[inline]
-    fn flush(
+    unsafe fn flush(
         &self,
         sink: &mut S,
         pkts: &[NonNull<P>],
@@ -130,7 +138,10 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
         // packet the instant `enqueue_burst` puts it in the ring, and its
         // release must not precede our charge.
         let prev = self.mem.charge(bytes);
-        let accepted = sink.enqueue_burst(pkts).min(pkts.len());
+        // SAFETY: we own every packet of `pkts` exclusively and none is on
+        // a stage or chain (our contract); the sink takes the prefix it
+        // holds and leaves us the rest.
+        let accepted = unsafe { sink.enqueue_burst(pkts) }.min(pkts.len());
         let mut refund = 0usize;
         for &p in pkts.get(accepted..).unwrap_or(&[]) {
             // SAFETY: the sink declined these, so we still own them.

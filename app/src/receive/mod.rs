@@ -30,8 +30,9 @@
 //!   under one delivery-lock hold; and the drain of a closed socket.
 //!
 //! Outside this folder, the DPDK side: `crate::meta` (an mbuf as a
-//! [`PacketMeta`]) and `crate::socket` (the `rte_ring` [`Sink`], and the
-//! engine socket around an [`RxSocket`]).
+//! [`PacketMeta`], the `rte_ring` [`Sink`], and the free of a closed
+//! socket's stages) and `crate::socket` (the engine socket around an
+//! [`RxSocket`]).
 //!
 //! One verb per act: a producer *drains* a stage into the ring; the
 //! consumer (`runtime::consumer`, or an application through `api`)
@@ -87,8 +88,16 @@ pub trait PacketMeta: StagePacket {
 /// The socket's delivery ring. Called only under the delivery lock.
 pub trait Sink<P> {
     /// Takes ownership of the longest prefix of `pkts` it can hold and
-    /// returns its length; the rest stay owned by the caller.
-    fn enqueue_burst(&mut self, pkts: &[NonNull<P>]) -> usize;
+    /// returns its length (at most `pkts.len()`); the rest stay owned by
+    /// the caller.
+    ///
+    /// # Safety
+    /// Each pointer of `pkts` must be a live packet exclusively owned by
+    /// the caller, on no stage or chain, listed once, and safe to hand to
+    /// the consumer thread (it may be read, or freed, the instant the sink
+    /// takes it). The caller gives up the accepted prefix: it must not
+    /// touch those packets again.
+    unsafe fn enqueue_burst(&mut self, pkts: &[NonNull<P>]) -> usize;
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]

@@ -109,8 +109,9 @@ pub struct ShrinkTo(pub u32);
 
 // SAFETY: returns the packet it was given.
 unsafe impl Condense<HeapPacket> for ShrinkTo {
-    fn condense(&mut self, p: NonNull<HeapPacket>) -> NonNull<HeapPacket> {
-        // SAFETY: `Condense` is only called on live packets we own.
+    unsafe fn condense(&mut self, p: NonNull<HeapPacket>) -> NonNull<HeapPacket> {
+        // SAFETY: the caller hands over a live packet it owns exclusively
+        // (`condense`'s contract).
         let h = unsafe { p.as_ref() };
         if h.truesize() > self.0 {
             h.set_truesize(self.0);
@@ -155,7 +156,9 @@ impl<P> VecSink<P> {
 }
 
 impl<P> Sink<P> for VecSink<P> {
-    fn enqueue_burst(&mut self, pkts: &[NonNull<P>]) -> usize {
+    /// Only stores the pointers: it never dereferences them, so it relies
+    /// on the contract only to hand exclusive ownership on to its reader.
+    unsafe fn enqueue_burst(&mut self, pkts: &[NonNull<P>]) -> usize {
         self.calls += 1;
         self.max_burst = self.max_burst.max(pkts.len());
         let room = self.cap.saturating_sub(self.q.len());

@@ -684,7 +684,7 @@ struct Racers<'a> {
 
 // SAFETY: returns the packet it was given, untouched.
 unsafe impl Condense<HeapPacket> for Racers<'_> {
-    fn condense(&mut self, p: NonNull<HeapPacket>) -> NonNull<HeapPacket> {
+    unsafe fn condense(&mut self, p: NonNull<HeapPacket>) -> NonNull<HeapPacket> {
         if let Some(q) = self.racers.pop() {
             let (s, st) = (self.s, self.st);
             // SAFETY: each racer is enqueued exactly once.
