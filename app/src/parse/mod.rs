@@ -841,6 +841,38 @@ mod tests {
         assert_eq!(p(&f), Err(ParseError::UdpChecksum { family: Family::V6 }));
     }
 
+    /// `ipv6_rcv_core`'s martians: any one of a multicast source, a
+    /// loopback source or a loopback destination is enough.
+    #[test]
+    fn v6_martian_addresses_each_refuse_alone() {
+        let loopback = std::net::Ipv6Addr::LOCALHOST.octets();
+        let multicast: std::net::Ipv6Addr = "ff02::1".parse().unwrap();
+        for (at, addr) in [(22, loopback), (38, loopback), (22, multicast.octets())] {
+            let mut f = KERNEL_V6;
+            f[at..at + 16].copy_from_slice(&addr);
+            assert_eq!(
+                p(&f),
+                Err(ParseError::BadIpHeader { family: Family::V6 }),
+                "address at {at}"
+            );
+        }
+    }
+
+    /// An IPv4 packet that is all header is a valid IP packet (the kernel's
+    /// `ip_rcv_core` refuses only a total length below the header's) with
+    /// no room for a UDP header: a UDP error (`__udp4_lib_rcv`'s failed
+    /// pull counts `UDP_MIB_INERRORS`), not a bad IP header.
+    #[test]
+    fn v4_total_length_equal_to_the_header_is_a_udp_error() {
+        let mut f = KERNEL_V4;
+        f[16..18].copy_from_slice(&20u16.to_be_bytes());
+        refill_ip_csum(&mut f, 14);
+        assert_eq!(p(&f), Err(ParseError::BadUdpLength { family: Family::V4 }));
+        f[16..18].copy_from_slice(&19u16.to_be_bytes());
+        refill_ip_csum(&mut f, 14);
+        assert_eq!(p(&f), Err(ParseError::BadIpHeader { family: Family::V4 }));
+    }
+
     #[test]
     fn v4_with_options() {
         // Two NOPs + End + pad (RFC 791), then a 4-byte router alert (RFC 2113).
