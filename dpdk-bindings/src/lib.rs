@@ -40,23 +40,6 @@ pub mod port;
 pub mod ring;
 pub mod telemetry;
 
-/// Start loading the cache line holding `p` into every cache level
-/// (DPDK's `rte_prefetch0`). A hint: it never faults and never changes a
-/// result, whatever the address, so it is safe for any pointer, dangling or
-/// not.
-#[inline(always)]
-pub fn prefetch0<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `prefetcht0` is a hint: it does not fault on any address and
-    // has no architectural effect.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 pub use eal::Eal;
 pub use error::{DpdkError, Result};
 pub use mbuf::{Mbuf, MbufBurst, MbufRef, RawMbuf};

@@ -289,17 +289,11 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
     // SAFETY: parse_into initialised the first nd entries (each Ok above).
     let dgrams: &[parse::Datagram] =
         unsafe { std::slice::from_raw_parts(dgrams.as_ptr().cast(), nd) };
-    // Pass 2: one lookup per datagram, nothing else: all the chunk's slots
-    // are prefetched before any key is compared, so the misses overlap.
+    // Pass 2: one lookup per datagram, nothing else, so they overlap.
     let mut found: [Option<&'s Arc<Socket>>; CHUNK] = [None; CHUNK];
-    snap.lookup_bulk(
-        nd,
-        |i| {
-            let d = &dgrams[i];
-            (d.src, d.sport, d.dst, d.dport)
-        },
-        &mut found,
-    );
+    for (f, d) in found.iter_mut().zip(dgrams) {
+        *f = snap.lookup(d.src, d.sport, d.dst, d.dport);
+    }
     // Pass 3: count, fill the metadata, and group the datagrams by socket
     // (arrival order kept within a group), so that each socket's share of
     // the chunk is admitted, charged, counted and staged at once below.

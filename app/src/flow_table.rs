@@ -66,9 +66,9 @@ use std::time::{Duration, Instant};
 
 use ahash::RandomState;
 use arc_swap::{ArcSwap, Guard};
-mod open_table;
+use hashbrown::HashTable;
 
-use open_table::OpenTable;
+use dpdk_sys::hugepage_alloc::HugePageAlloc;
 
 /// The kernel's reuseport group limit (`reuse->max_socks` is a `u16`).
 pub const MAX_REUSEPORT_GROUP: usize = u16::MAX as usize;
@@ -264,17 +264,17 @@ fn reciprocal_scale(hash: u32, n: usize) -> usize {
 
 /// A hash map split into copy-on-write shards. Each entry's keyed hash is
 /// computed once and used both to pick the shard (bits 32..38) and inside
-/// the shard's table (which starts its probe at the low bits, so the shard
-/// bits do not skew it).
+/// the shard's table (hashbrown uses the low bits for the bucket and the top
+/// 7 for its tag, so the shard bits do not skew either).
 #[derive(Clone)]
 struct Sharded<K, T> {
-    shards: [Arc<OpenTable<K, T>>; SHARDS],
+    shards: [Arc<HashTable<(K, T), HugePageAlloc>>; SHARDS],
 }
 
 impl<K: Eq + Clone, T: Clone> Sharded<K, T> {
     fn new() -> Self {
         Self {
-            shards: std::array::from_fn(|_| Arc::new(OpenTable::new())),
+            shards: std::array::from_fn(|_| Arc::new(HashTable::new_in(HugePageAlloc))),
         }
     }
 
@@ -286,28 +286,30 @@ impl<K: Eq + Clone, T: Clone> Sharded<K, T> {
     #[inline]
     fn get(&self, hash: u64, key: &K) -> Option<&T> {
         // The mask keeps the index below SHARDS, the array's length.
-        self.shards[Self::shard_index(hash)].find(hash, key)
-    }
-
-    /// Starts loading where [`Sharded::get`] of `hash` will look first.
-    #[inline]
-    fn prefetch(&self, hash: u64) {
-        self.shards[Self::shard_index(hash)].prefetch(hash);
+        self.shards[Self::shard_index(hash)]
+            .find(hash, |e| e.0 == *key)
+            .map(|e| &e.1)
     }
 
     /// The shard for `hash`, copied first if a published generation still
     /// shares it: the copy-on-write step of a publication.
-    fn shard_mut(&mut self, hash: u64) -> &mut OpenTable<K, T> {
+    fn shard_mut(&mut self, hash: u64) -> &mut HashTable<(K, T), HugePageAlloc> {
         Arc::make_mut(&mut self.shards[Self::shard_index(hash)])
     }
 
     fn get_mut(&mut self, hash: u64, key: &K) -> Option<&mut T> {
-        self.shard_mut(hash).find_mut(hash, key)
+        self.shard_mut(hash)
+            .find_mut(hash, |e| e.0 == *key)
+            .map(|e| &mut e.1)
     }
 
     /// Inserts a key the caller has checked is absent.
-    fn insert_new(&mut self, hash: u64, key: K, value: T) {
-        self.shard_mut(hash).insert_new(hash, key, value);
+    fn insert_new(&mut self, hash: u64, key: K, value: T, keys: &RandomState)
+    where
+        K: Hash,
+    {
+        self.shard_mut(hash)
+            .insert_unique(hash, (key, value), |e| keys.hash_one(&e.0));
     }
 
     #[cfg(test)]
@@ -316,14 +318,13 @@ impl<K: Eq + Clone, T: Clone> Sharded<K, T> {
     }
 
     fn remove(&mut self, hash: u64, key: &K) -> Option<T> {
-        self.shard_mut(hash).remove(hash, key)
+        let entry = self
+            .shard_mut(hash)
+            .find_entry(hash, |e| e.0 == *key)
+            .ok()?;
+        Some(entry.remove().0 .1)
     }
 }
-
-/// A datagram's hashes for the four lookup levels (connected, connected to
-/// a wildcard-bound socket, specific, wildcard), from [`Family::probe`].
-#[derive(Clone, Copy, Default)]
-struct Probe([u64; 4]);
 
 /// One family's three lookup levels, with per-level socket counts so that a
 /// lookup skips an empty level without hashing (most deployments have no
@@ -352,103 +353,6 @@ impl<A: Addr, V: Clone> Family<A, V> {
         }
     }
 
-    /// The hashes of the levels a lookup will try (the others' are left
-    /// 0), with each level's first slot prefetched: the first half of a
-    /// lookup, which needs no table memory, so a burst can do it for every
-    /// datagram before [`Family::lookup_probed`] touches any entry.
-    #[inline]
-    fn probe(&self, keys: &RandomState, src: A, sport: u16, dst: A, dport: u16) -> Probe {
-        let mut h = [0u64; 4];
-        if self.n_conn_specific != 0 {
-            h[0] = keys.hash_one(ConnKey {
-                local: dst,
-                remote: src,
-                lport: dport,
-                rport: sport,
-            });
-            self.connected.prefetch(h[0]);
-        }
-        if self.n_conn_wild != 0 {
-            h[1] = keys.hash_one(ConnKey {
-                local: A::ANY,
-                remote: src,
-                lport: dport,
-                rport: sport,
-            });
-            self.connected.prefetch(h[1]);
-        }
-        if self.n_specific != 0 {
-            h[2] = keys.hash_one(BoundKey {
-                local: dst,
-                port: dport,
-            });
-            self.bound.prefetch(h[2]);
-        }
-        if self.n_wild != 0 {
-            h[3] = keys.hash_one(BoundKey {
-                local: A::ANY,
-                port: dport,
-            });
-            self.bound.prefetch(h[3]);
-        }
-        Probe(h)
-    }
-
-    /// The lookup proper, in the kernel's order, with the hashes of
-    /// [`Family::probe`] for the same datagram.
-    #[inline]
-    fn lookup_probed(
-        &self,
-        Probe(h): &Probe,
-        flow: &RandomState,
-        src: A,
-        sport: u16,
-        dst: A,
-        dport: u16,
-    ) -> Option<&V> {
-        if self.n_conn_specific != 0 {
-            let k = ConnKey {
-                local: dst,
-                remote: src,
-                lport: dport,
-                rport: sport,
-            };
-            if let Some(m) = self.connected.get(h[0], &k) {
-                return Some(&m.value);
-            }
-        }
-        if self.n_conn_wild != 0 {
-            let k = ConnKey {
-                local: A::ANY,
-                remote: src,
-                lport: dport,
-                rport: sport,
-            };
-            if let Some(m) = self.connected.get(h[1], &k) {
-                return Some(&m.value);
-            }
-        }
-        if self.n_specific != 0 {
-            let k = BoundKey {
-                local: dst,
-                port: dport,
-            };
-            if let Some(slot) = self.bound.get(h[2], &k) {
-                return Self::pick(slot, flow, src, sport, dst, dport);
-            }
-        }
-        if self.n_wild != 0 {
-            let k = BoundKey {
-                local: A::ANY,
-                port: dport,
-            };
-            if let Some(slot) = self.bound.get(h[3], &k) {
-                return Self::pick(slot, flow, src, sport, dst, dport);
-            }
-        }
-        None
-    }
-
     #[inline]
     fn lookup(
         &self,
@@ -459,8 +363,47 @@ impl<A: Addr, V: Clone> Family<A, V> {
         dst: A,
         dport: u16,
     ) -> Option<&V> {
-        let p = self.probe(keys, src, sport, dst, dport);
-        self.lookup_probed(&p, flow, src, sport, dst, dport)
+        if self.n_conn_specific != 0 {
+            let k = ConnKey {
+                local: dst,
+                remote: src,
+                lport: dport,
+                rport: sport,
+            };
+            if let Some(m) = self.connected.get(keys.hash_one(k), &k) {
+                return Some(&m.value);
+            }
+        }
+        if self.n_conn_wild != 0 {
+            let k = ConnKey {
+                local: A::ANY,
+                remote: src,
+                lport: dport,
+                rport: sport,
+            };
+            if let Some(m) = self.connected.get(keys.hash_one(k), &k) {
+                return Some(&m.value);
+            }
+        }
+        if self.n_specific != 0 {
+            let k = BoundKey {
+                local: dst,
+                port: dport,
+            };
+            if let Some(slot) = self.bound.get(keys.hash_one(k), &k) {
+                return Self::pick(slot, flow, src, sport, dst, dport);
+            }
+        }
+        if self.n_wild != 0 {
+            let k = BoundKey {
+                local: A::ANY,
+                port: dport,
+            };
+            if let Some(slot) = self.bound.get(keys.hash_one(k), &k) {
+                return Self::pick(slot, flow, src, sport, dst, dport);
+            }
+        }
+        None
     }
 
     #[inline]
@@ -513,7 +456,7 @@ impl<A: Addr, V: Clone> Family<A, V> {
             if let Some(existing) = self.connected.get(hash, &k) {
                 return Err(taken(existing.id, false));
             }
-            self.connected.insert_new(hash, k, m);
+            self.connected.insert_new(hash, k, m, keys);
             if local == A::ANY {
                 self.n_conn_wild += 1;
             } else {
@@ -531,7 +474,7 @@ impl<A: Addr, V: Clone> Family<A, V> {
                 } else {
                     Slot::Single(m)
                 };
-                self.bound.insert_new(hash, k, slot);
+                self.bound.insert_new(hash, k, slot, keys);
             }
             Some(Slot::Group(ms)) if b.reuseport => {
                 if ms.len() >= MAX_REUSEPORT_GROUP {
@@ -951,45 +894,6 @@ impl<V: Clone> Snapshot<V> {
             u128::from(dst),
             dport,
         )
-    }
-
-    /// [`Snapshot::lookup`] of the first `n` flows `flow_of(0..n)` (at most
-    /// `N`) into `out`, as `rte_hash_lookup_bulk` does it: every flow's
-    /// hashes are computed and its slots prefetched first, then the keys are
-    /// compared, so the chunk's cache misses overlap instead of each lookup
-    /// waiting for its own. `flow_of` is called twice per flow.
-    #[inline]
-    pub fn lookup_bulk<'a, const N: usize>(
-        &'a self,
-        n: usize,
-        flow_of: impl Fn(usize) -> (IpAddr, u16, IpAddr, u16),
-        out: &mut [Option<&'a V>; N],
-    ) {
-        let t = &*self.tables;
-        let n = n.min(N);
-        let mut probes = [Probe::default(); N];
-        for (i, p) in probes[..n].iter_mut().enumerate() {
-            *p = match flow_of(i) {
-                (IpAddr::V4(s), sport, IpAddr::V4(d), dport) => {
-                    t.v4.probe(&t.keys, u32::from(s), sport, u32::from(d), dport)
-                }
-                (IpAddr::V6(s), sport, IpAddr::V6(d), dport) => {
-                    t.v6.probe(&t.keys, u128::from(s), sport, u128::from(d), dport)
-                }
-                _ => Probe::default(),
-            };
-        }
-        for (i, (o, p)) in out[..n].iter_mut().zip(&probes[..n]).enumerate() {
-            *o = match flow_of(i) {
-                (IpAddr::V4(s), sport, IpAddr::V4(d), dport) => {
-                    t.v4.lookup_probed(p, &t.flow, u32::from(s), sport, u32::from(d), dport)
-                }
-                (IpAddr::V6(s), sport, IpAddr::V6(d), dport) => {
-                    t.v6.lookup_probed(p, &t.flow, u128::from(s), sport, u128::from(d), dport)
-                }
-                _ => None,
-            };
-        }
     }
 
     /// Sockets in this generation.
