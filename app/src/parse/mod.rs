@@ -1305,8 +1305,22 @@ mod tests {
             p(&build::to_vec(&v6(b"no", &ext)).unwrap()),
             Err(ParseError::ExtHeaderLimit)
         );
-        // Byte bound: two 2048-byte destination options headers.
+        // Byte bound: exactly MAX_EXT_BYTES of headers is fine, 8 more is not.
         let big = [0u8; 2046];
+        let ext = [ExtSpec::DestOpts { options: &big }];
+        assert!(
+            p(&build::to_vec(&v6(b"ok", &ext)).unwrap()).is_ok(),
+            "exactly the byte bound is fine"
+        );
+        let ext = [
+            ExtSpec::DestOpts { options: &big },
+            ExtSpec::DestOpts { options: &[] },
+        ];
+        assert_eq!(
+            p(&build::to_vec(&v6(b"no", &ext)).unwrap()),
+            Err(ParseError::ExtHeaderLimit)
+        );
+        // Two 2048-byte destination options headers.
         let ext = [
             ExtSpec::DestOpts { options: &big },
             ExtSpec::DestOpts { options: &big },
