@@ -112,6 +112,11 @@ mod tests {
         w.set_len(12);
         w.set_checksum(0xabcd);
         assert_eq!(b, h);
+        assert!(!u.is_empty(), "length 12");
+        let jumbo = [0x30, 0x39, 0x00, 0x35, 0x00, 0x00, 0xab, 0xcd];
+        assert!(UdpPacket::new_checked(&jumbo[..], Family::V6)
+            .unwrap()
+            .is_empty());
         for n in 0..HEADER_LEN {
             assert_eq!(
                 UdpPacket::new_checked(&h[..n], Family::V6).err(),
