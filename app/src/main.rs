@@ -102,6 +102,9 @@ mod cli {
     }
 
     pub fn main() -> ExitCode {
+        // Before any thread exists: one malloc arena, so a long run's heap
+        // stays where malloc_trim can give it back (see the function).
+        dpdk_sys::os::single_malloc_arena();
         env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
             .format_timestamp_millis()
             .init();
