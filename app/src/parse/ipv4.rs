@@ -270,6 +270,26 @@ mod tests {
         assert_eq!(p.verify_checksum(), Some(true));
     }
 
+    /// The accessors the parser does not use (the echo handler and the
+    /// responders build headers with the setters) read what the setters wrote.
+    #[test]
+    fn accessors_read_what_the_setters_wrote() {
+        let p = Ipv4Packet::new_checked(&WIKI[..]).unwrap();
+        assert_eq!(
+            (p.dscp_ecn(), p.ident(), p.header_checksum()),
+            (0, 0, 0xb861)
+        );
+        let mut h = WIKI;
+        let mut w = Ipv4Packet::new_unchecked(&mut h[..]);
+        w.set_dscp_ecn(0xb9);
+        w.set_ident(0x1234);
+        w.set_frag_field(FLAG_MF | 5);
+        let p = Ipv4Packet::new_checked(&h[..]).unwrap();
+        assert_eq!((p.dscp_ecn(), p.ident()), (0xb9, 0x1234));
+        assert!(!p.dont_frag() && p.more_frags() && p.is_fragment());
+        assert_eq!(p.frag_offset(), 5);
+    }
+
     #[test]
     fn fill_checksum_reproduces_known_value() {
         let mut h = WIKI;
