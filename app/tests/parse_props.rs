@@ -4,7 +4,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
 use udpdemux::parse::build::{self, CsumMode, ExtSpec, FragSpec, FrameSpec, L3Spec};
-use udpdemux::parse::{parse, CsumHint, Family, Offload};
+use udpdemux::parse::fast_path::parse_common;
+use udpdemux::parse::{parse, parse_general, CsumHint, Datagram, Family, Offload, ParseError};
 
 /// Owned counterpart of `FrameSpec` so proptest can generate and shrink it.
 #[derive(Clone, Debug)]
@@ -237,8 +238,51 @@ fn arb_offload() -> impl Strategy<Value = Offload> {
     (arb_hint(), arb_hint()).prop_map(|(ip, l4)| Offload { ip, l4 })
 }
 
+/// The general path alone (no fast path in front).
+fn general(f: &[u8], h: Offload) -> Result<Datagram, ParseError> {
+    let mut out = std::mem::MaybeUninit::uninit();
+    parse_general(f, h, &mut out).copied()
+}
+
+/// Whenever the fast path answers, the general path gives the same
+/// datagram; and `parse` (fast path first) always agrees with the general
+/// path, errors included.
+fn fast_path_agrees(f: &[u8], h: Offload) -> Result<(), TestCaseError> {
+    let g = general(f, h);
+    if let Some(d) = parse_common(f, h) {
+        prop_assert_eq!(Ok(d), g, "fast path accepted what the general path did not");
+    }
+    prop_assert_eq!(parse(f, h), g);
+    Ok(())
+}
+
+/// The frame the fast path is for: untagged, IPv4 without options or IPv6
+/// without extension headers.
+fn is_common(s: &Spec) -> bool {
+    s.vlans.is_empty()
+        && match &s.l3 {
+            L3::V4 { options, .. } => options.is_empty(),
+            L3::V6 { ext, .. } => ext.is_empty(),
+        }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    /// The fast path takes every well-formed common frame (so the speed it
+    /// exists for is not lost to a check that is too strict) and gives the
+    /// general path's datagram for it, under every offload hint that lets
+    /// it through.
+    #[test]
+    fn fast_path_agrees_with_the_general_path(s in arb_spec(), pad in 0usize..20, h in arb_offload()) {
+        let mut f = write(&s);
+        f.resize(f.len() + pad, 0xa5);
+        fast_path_agrees(&f, h)?;
+        let fine = |c: CsumHint| c != CsumHint::Bad;
+        if is_common(&s) && fine(h.ip) && fine(h.l4) {
+            prop_assert!(parse_common(&f, h).is_some(), "common frame refused: {:?}", general(&f, h));
+        }
+    }
 
     #[test]
     fn written_frames_parse_back(s in arb_spec(), pad in 0usize..20) {
@@ -273,6 +317,7 @@ proptest! {
     #[test]
     fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256), h in arb_offload()) {
         let _ = parse(&bytes, h);
+        fast_path_agrees(&bytes, h)?;
     }
 
     /// Random bytes behind a plausible Ethernet/IP start reach deeper code.
@@ -288,6 +333,7 @@ proptest! {
         f.push(first);
         f.extend_from_slice(&body);
         let _ = parse(&f, h);
+        fast_path_agrees(&f, h)?;
     }
 
     #[test]
@@ -296,6 +342,7 @@ proptest! {
         let i = idx.index(f.len());
         let before = f[i];
         f[i] = v;
+        fast_path_agrees(&f, h)?;
         let r = parse(&f, h);
         // Whatever was accepted lies inside the frame (no hint or zero
         // checksum lets a UDP length run past what was received).
@@ -340,6 +387,26 @@ proptest! {
             udpdemux::parse::ParseError::BadUdpLength { family: fam }
         };
         prop_assert_eq!(parse(&f, h), Err(want), "ulen {} span {} pad {}", ulen, span, pad);
+    }
+
+    /// A UDP length shorter than the UDP header is refused under every
+    /// offload hint, by both paths (IPv6's 0 means "the rest of the
+    /// payload", RFC 2675, and is not short). Under a "good" hint nothing
+    /// sums the datagram, so the length check alone must refuse it.
+    #[test]
+    fn udp_length_under_the_header_is_refused_under_every_hint(
+        s in arb_spec(),
+        short in 0u16..8,
+        h in arb_offload(),
+    ) {
+        let fam = family(&s);
+        prop_assume!(!(fam == Family::V6 && short == 0));
+        let mut f = write(&s);
+        let l4 = l4_offset(&s);
+        f[l4 + 4..l4 + 6].copy_from_slice(&short.to_be_bytes());
+        fast_path_agrees(&f, h)?;
+        prop_assert!(parse(&f, h).is_err(), "UDP length {} accepted", short);
+        prop_assert!(parse_common(&f, h).is_none());
     }
 
     /// IPv6 has no "no checksum": a zero UDP checksum field is refused

@@ -8,6 +8,11 @@
 //! handlers, `__udp4_lib_rcv` / `__udp6_lib_rcv`) so that drop counts can be
 //! compared with `nstat` on a kernel fed the same traffic.
 //!
+//! [`parse_into`] tries `fast_path` first: the untagged IPv4-without-options
+//! or IPv6-without-extension-headers frame, read at fixed offsets, taken only
+//! when every check passes. Everything else, and every error, goes through
+//! [`parse_general`], so a drop is decided in one place.
+//!
 //! The typed views (`ether`, `arp`, `ipv4`, `ipv6`, `udp`, `icmp`) follow
 //! smoltcp's `wire` style: a checked constructor proves the fixed header is
 //! in the buffer, getters and setters read and write it, and each module's
@@ -18,6 +23,7 @@ pub mod arp;
 pub mod build;
 pub mod checksum;
 pub mod ether;
+pub mod fast_path;
 pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
@@ -367,6 +373,21 @@ pub fn parse(frame: &[u8], hints: Offload) -> Result<Datagram, ParseError> {
 /// store forwarding).
 #[inline(always)]
 pub fn parse_into<'o>(
+    frame: &[u8],
+    hints: Offload,
+    out: &'o mut std::mem::MaybeUninit<Datagram>,
+) -> Result<&'o mut Datagram, ParseError> {
+    if let Some(d) = fast_path::parse_common(frame, hints) {
+        return Ok(out.write(d));
+    }
+    parse_general(frame, hints, out)
+}
+
+/// [`parse_into`] for every frame the fast path did not take: VLAN tags,
+/// IPv4 options, IPv6 extension headers, and every frame that fails a
+/// check (this is where errors are decided).
+#[inline(never)]
+pub fn parse_general<'o>(
     frame: &[u8],
     hints: Offload,
     out: &'o mut std::mem::MaybeUninit<Datagram>,

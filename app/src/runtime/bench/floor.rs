@@ -9,7 +9,7 @@
 //! burst; the engine's own modes have none.
 use dpdk_sys::MbufBurst;
 
-use super::pipeline_floor::{Choose, PipelineFloor};
+use super::pipeline_floor::{checksums_verify, fixed_dport, Choose, PipelineFloor};
 use crate::counters::Counter;
 use crate::meta::MbufMeta;
 use crate::runtime::burst::{FreeList, MAX_BURST};
@@ -68,55 +68,32 @@ impl RxFloor {
     }
 }
 
-/// Where an untagged IPv4 frame without options has its IPv4 header, UDP
-/// header and UDP destination port.
-const FLOOR_IP: usize = 14;
-const FLOOR_UDP: usize = FLOOR_IP + 20;
-const FLOOR_DPORT: usize = FLOOR_UDP + 2;
-
 /// `run --floor minimal|checksums`: a lower bound for the RX core, so that
 /// its cost over the bare loop can be told apart from what any early demux
-/// must pay here. Per frame it reads the UDP destination port where an
-/// untagged IPv4 frame without options has it, reads a socket id from a
-/// table indexed by that port (the cheapest demux there is: no addresses,
-/// no hash, one read that stays in cache) and writes the id into the mbuf's
+/// must pay here. Per frame it reads the ethertype and the UDP destination
+/// port where an untagged IPv4 frame without options (or IPv6 frame
+/// without extension headers) has it, reads a socket id from a table
+/// indexed by that port (the cheapest demux there is: no addresses, no
+/// hash, one read that stays in cache) and writes the id into the mbuf's
 /// metadata. No header is validated and nothing is counted. With
 /// `checksums` it also verifies the IPv4 header checksum and the UDP
-/// checksum in software, as the parser must when the port sets no offload
+/// checksum in software, both families (`pipeline_floor`'s
+/// `checksums_verify`), as the parser must when the port sets no offload
 /// flags (`net_pcap` sets none); the verdict goes into the written id so
 /// that the work cannot be optimised away.
 fn floor_burst(bufs: &mut MbufBurst<MAX_BURST>, ports: &[u32], checksums: bool) {
-    use crate::parse::checksum;
     for i in 0..bufs.len() {
         let Some(m) = bufs.get_mut(i) else {
             break;
         };
         // The first segment.
         let data = m.view().data();
-        let Some(&[hi, lo]) = data.get(FLOOR_DPORT..FLOOR_DPORT + 2) else {
+        let Some((port, v4)) = fixed_dport(data) else {
             continue;
         };
-        let mut id = ports
-            .get(usize::from(u16::from_be_bytes([hi, lo])))
-            .copied()
-            .unwrap_or(0);
+        let mut id = ports.get(usize::from(port)).copied().unwrap_or(0);
         if checksums {
-            let ip = data.get(FLOOR_IP..FLOOR_UDP);
-            let total = ip.map_or(0, |h| usize::from(u16::from_be_bytes([h[2], h[3]])));
-            let udp = data.get(FLOOR_UDP..FLOOR_IP + total);
-            let addrs = data
-                .get(FLOOR_IP + 12..FLOOR_UDP)
-                .and_then(|a| <&[u8; 8]>::try_from(a).ok());
-            let good = match (ip, udp, addrs) {
-                (Some(h), Some(u), Some(a)) => {
-                    checksum::ipv4_header_verifies(h)
-                        && checksum::pseudo_v4_wire(a, crate::parse::PROTO_UDP, u.len() as u16)
-                            .add_bytes(u)
-                            .verifies()
-                }
-                _ => false,
-            };
-            id |= u32::from(!good) << 31;
+            id |= u32::from(!checksums_verify(data, v4)) << 31;
         }
         // Our mbuf, from an engine pool (private area of PRIV_SIZE).
         if let Some(meta) = MbufMeta::view_mut(m) {

@@ -153,19 +153,14 @@ impl PipelineFloor {
             let idx = *self.by_id.get(sock.id as usize)?;
             return idx.checked_sub(1).map(|i| i as usize);
         }
-        let (table, at, v4) = match data.get(ETHERTYPE..ETHERTYPE + 2) {
-            Some(&[0x08, 0x00]) => (&self.v4, DPORT_V4, true),
-            Some(&[0x86, 0xdd]) => (&self.v6, DPORT_V6, false),
-            _ => return None,
-        };
+        let (port, v4) = fixed_dport(data)?;
         if self.choose == Choose::PortChecked && !checksums_verify(data, v4) {
             return None;
         }
-        let idx = match data.get(at..at + 2) {
-            Some(&[hi, lo]) => table[usize::from(u16::from_be_bytes([hi, lo]))],
-            _ => 0,
-        };
-        idx.checked_sub(1).map(|i| i as usize)
+        let table = if v4 { &self.v4 } else { &self.v6 };
+        table[usize::from(port)]
+            .checked_sub(1)
+            .map(|i| i as usize)
     }
 
     /// One burst: demux, enqueue per socket, free and count the rest.
@@ -216,6 +211,22 @@ impl PipelineFloor {
     }
 }
 
+/// The UDP destination port where an untagged IPv4 frame without options
+/// or IPv6 frame without extension headers has it, and whether the frame
+/// is IPv4 (by its ethertype); `None` for other ethertypes and short frames.
+#[inline(always)]
+pub(super) fn fixed_dport(data: &[u8]) -> Option<(u16, bool)> {
+    let (at, v4) = match data.get(ETHERTYPE..ETHERTYPE + 2)? {
+        [0x08, 0x00] => (DPORT_V4, true),
+        [0x86, 0xdd] => (DPORT_V6, false),
+        _ => return None,
+    };
+    match data.get(at..at + 2)? {
+        &[hi, lo] => Some((u16::from_be_bytes([hi, lo]), v4)),
+        _ => None,
+    }
+}
+
 /// Where an untagged frame has its IP header, and its UDP header without
 /// IPv4 options or IPv6 extension headers.
 const IP: usize = 14;
@@ -227,7 +238,7 @@ const UDP_V6: usize = IP + 40;
 /// An IPv4 UDP checksum of 0 means none was sent (RFC 768); IPv6 requires
 /// one (RFC 8200), so 0 there fails the sum.
 #[inline(always)]
-fn checksums_verify(data: &[u8], v4: bool) -> bool {
+pub(super) fn checksums_verify(data: &[u8], v4: bool) -> bool {
     use crate::parse::{checksum, PROTO_UDP};
     if v4 {
         let Some(h) = data.get(IP..UDP_V4) else {

@@ -1,0 +1,175 @@
+//! The parser's fast path: the frame nearly every datagram arrives in, an
+//! untagged Ethernet II frame with IPv4 without options or IPv6 with UDP
+//! right after the fixed header.
+//!
+//! [`super::parse_into`] tries it first. It reads the headers at fixed
+//! offsets out of arrays whose length the one bounds check per header
+//! proved, with no VLAN loop, no extension-header walk and no per-field
+//! range checks. It answers only when every check of the general path
+//! passes: any frame it does not recognise, or that fails any check,
+//! gets `None`, and the general path parses it from the start, so every
+//! error (and its counter) still comes from one place. Each accepted frame
+//! yields exactly the [`Datagram`] the general path would
+//! (`fast_path_agrees_with_the_general_path` in `app/tests/parse_props.rs`
+//! holds the two to that on generated and mutated frames).
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use super::{
+    checksum, ether, field_array, field_be16, ipv4, ipv6, udp, CsumHint, Datagram, Family, Offload,
+    PROTO_UDP,
+};
+
+/// Where the IP header starts in an untagged frame.
+const L3: usize = ether::HEADER_LEN;
+/// Where UDP starts after an IPv4 header without options.
+const L4_V4: usize = L3 + ipv4::HEADER_LEN;
+/// Where UDP starts after the IPv6 fixed header.
+const L4_V6: usize = L3 + ipv6::HEADER_LEN;
+
+/// The `N` bytes at `off` as an array, or `None` past the end.
+#[inline(always)]
+fn array_at<const N: usize>(b: &[u8], off: usize) -> Option<&[u8; N]> {
+    b.get(off..off + N)?.try_into().ok()
+}
+
+/// The UDP checksum over `seg` (the datagram, header included) and the
+/// family's pseudo-header, unless the NIC said good. False when it fails
+/// or the NIC said bad: the general path then reports it.
+#[inline(always)]
+fn udp_checksum_ok(hint: CsumHint, seg: &[u8], pseudo: impl FnOnce() -> checksum::Sum) -> bool {
+    match hint {
+        CsumHint::Good => true,
+        CsumHint::Bad => false,
+        CsumHint::Unknown => pseudo().add_bytes_inline(seg).verifies(),
+    }
+}
+
+/// The datagram in `frame` if it is the common frame and passes every
+/// check; `None` sends it to the general path.
+#[inline(always)]
+pub fn parse_common(frame: &[u8], hints: Offload) -> Option<Datagram> {
+    let eth: &[u8; ether::HEADER_LEN] = array_at(frame, 0)?;
+    match field_be16(eth, ether::field::ETHERTYPE) {
+        ether::ethertype::IPV4 => v4(frame, eth, hints),
+        ether::ethertype::IPV6 => v6(frame, eth, hints),
+        _ => None,
+    }
+}
+
+#[inline(always)]
+fn v4(frame: &[u8], eth: &[u8; ether::HEADER_LEN], hints: Offload) -> Option<Datagram> {
+    use ipv4::field;
+    let ip: &[u8; ipv4::HEADER_LEN] = array_at(frame, L3)?;
+    // Version 4, IHL 5: no options.
+    if ip[field::VER_IHL] != 0x45 {
+        return None;
+    }
+    let header_ok = match hints.ip {
+        CsumHint::Good => true,
+        CsumHint::Bad => false,
+        CsumHint::Unknown => checksum::ipv4_header_verifies(ip),
+    };
+    // Not a fragment (Linux `ip_is_fragment`: MF or an offset), and UDP.
+    if !header_ok
+        || field_be16(ip, field::FLAGS_FRAG) & (ipv4::FLAG_MF | ipv4::OFFSET_MASK) != 0
+        || ip[field::PROTOCOL] != PROTO_UDP
+    {
+        return None;
+    }
+    // The IP total length ends the datagram (Ethernet padding is cut); it
+    // must hold the UDP header, and the UDP length must fit inside it.
+    let total = usize::from(field_be16(ip, field::TOTAL_LEN));
+    let l4 = frame.get(L4_V4..L3.checked_add(total)?)?;
+    let uh: &[u8; udp::HEADER_LEN] = array_at(l4, 0)?;
+    let ulen = field_be16(uh, udp::field::LENGTH);
+    let seg = l4.get(..usize::from(ulen))?;
+    if seg.len() < udp::HEADER_LEN {
+        return None;
+    }
+    // Source and destination as they sit in the header.
+    let addrs: &[u8; 8] = array_at(ip, field::SRC_ADDR.start)?;
+    // RFC 768: zero means the sender computed no checksum.
+    if field_be16(uh, udp::field::CHECKSUM) != 0
+        && !udp_checksum_ok(hints.l4, seg, || {
+            checksum::pseudo_v4_wire(addrs, PROTO_UDP, ulen)
+        })
+    {
+        return None;
+    }
+    Some(datagram(
+        eth,
+        Family::V4,
+        L4_V4,
+        seg.len(),
+        IpAddr::V4(Ipv4Addr::from(field_array::<4>(ip, field::SRC_ADDR))),
+        IpAddr::V4(Ipv4Addr::from(field_array::<4>(ip, field::DST_ADDR))),
+        uh,
+    ))
+}
+
+#[inline(always)]
+fn v6(frame: &[u8], eth: &[u8; ether::HEADER_LEN], hints: Offload) -> Option<Datagram> {
+    use ipv6::field;
+    let ip: &[u8; ipv6::HEADER_LEN] = array_at(frame, L3)?;
+    if ip[field::VER_TC_FLOW.start] >> 4 != 6 || ip[field::NEXT_HEADER] != PROTO_UDP {
+        return None;
+    }
+    let src = Ipv6Addr::from(field_array::<16>(ip, field::SRC_ADDR));
+    let dst = Ipv6Addr::from(field_array::<16>(ip, field::DST_ADDR));
+    if super::v6_martian(&src, &dst) {
+        return None;
+    }
+    // The payload length ends the datagram (Ethernet padding is cut).
+    let plen = usize::from(field_be16(ip, field::PAYLOAD_LEN));
+    let l4 = frame.get(L4_V6..L4_V6.checked_add(plen)?)?;
+    let uh: &[u8; udp::HEADER_LEN] = array_at(l4, 0)?;
+    // UDP length 0 (jumbo UDP, RFC 2675) and a zero checksum (refused,
+    // RFC 8200 §8.1) are the general path's to handle.
+    let ulen = field_be16(uh, udp::field::LENGTH);
+    let seg = l4.get(..usize::from(ulen))?;
+    let addrs: &[u8; 32] = array_at(ip, field::SRC_ADDR.start)?;
+    if seg.len() < udp::HEADER_LEN
+        || field_be16(uh, udp::field::CHECKSUM) == 0
+        || !udp_checksum_ok(hints.l4, seg, || {
+            checksum::pseudo_v6_wire(addrs, PROTO_UDP, u32::from(ulen))
+        })
+    {
+        return None;
+    }
+    Some(datagram(
+        eth,
+        Family::V6,
+        L4_V6,
+        seg.len(),
+        IpAddr::V6(src),
+        IpAddr::V6(dst),
+        uh,
+    ))
+}
+
+#[inline(always)]
+fn datagram(
+    eth: &[u8; ether::HEADER_LEN],
+    family: Family,
+    l4: usize,
+    ulen: usize,
+    src: IpAddr,
+    dst: IpAddr,
+    uh: &[u8; udp::HEADER_LEN],
+) -> Datagram {
+    // Offsets: l4 + 8 <= 62 and ulen <= 65535 (a u16 above).
+    Datagram {
+        family,
+        vlan_count: 0,
+        l3_off: L3 as u16,
+        l4_off: l4 as u16,
+        payload_off: (l4 + udp::HEADER_LEN) as u16,
+        payload_len: (ulen - udp::HEADER_LEN) as u16,
+        src,
+        dst,
+        sport: field_be16(uh, udp::field::SRC_PORT),
+        dport: field_be16(uh, udp::field::DST_PORT),
+        src_mac: field_array(eth, ether::field::SRC_MAC),
+        dst_mac: field_array(eth, ether::field::DST_MAC),
+    }
+}
