@@ -620,6 +620,79 @@ mod tests {
         assert!(frame_len(&v4_spec(&big[1..], &[])).is_ok());
     }
 
+    fn v6_spec<'a>(payload: &'a [u8], ext: &'a [ExtSpec<'a>]) -> FrameSpec<'a> {
+        FrameSpec {
+            l3: L3Spec::V6 {
+                src: "fd00::1".parse().unwrap(),
+                dst: "fd00::2".parse().unwrap(),
+                hop_limit: 64,
+                ext,
+            },
+            ..v4_spec(payload, &[])
+        }
+    }
+
+    /// IPv6's limits: an extension header whose length byte the writer
+    /// encodes (8-octet units) may be at most 2048 bytes, a raw one is the
+    /// caller's and may be longer; extension headers plus UDP must fit the
+    /// 16-bit payload length, and the error names the length asked for.
+    #[test]
+    fn ipv6_limits() {
+        let opts = vec![0u8; 2046];
+        let fits = [ExtSpec::DestOpts { options: &opts }];
+        assert_eq!(frame_len(&v6_spec(b"", &fits)), Ok(14 + 40 + 2048 + 8));
+        let opts = vec![0u8; 2047];
+        let over = [ExtSpec::DestOpts { options: &opts }];
+        assert_eq!(
+            frame_len(&v6_spec(b"", &over)),
+            Err(BuildError::BadExtHeader(2056))
+        );
+        let hbh = [ExtSpec::HopByHop { options: &opts }];
+        assert_eq!(
+            frame_len(&v6_spec(b"", &hbh)),
+            Err(BuildError::BadExtHeader(2056))
+        );
+        let data = vec![0u8; 2060];
+        let routing = [ExtSpec::Routing {
+            routing_type: 4,
+            segments_left: 0,
+            data: &data,
+        }];
+        assert_eq!(
+            frame_len(&v6_spec(b"", &routing)),
+            Err(BuildError::BadExtHeader(2064))
+        );
+        let raw_bytes = vec![0u8; 4096];
+        let raw = [ExtSpec::Raw {
+            code: 51,
+            bytes: &raw_bytes,
+        }];
+        assert_eq!(frame_len(&v6_spec(b"", &raw)), Ok(14 + 40 + 4096 + 8));
+        // 16 bytes of extension headers and 5 000 of payload: far under the
+        // limit (their product is not).
+        let two = [
+            ExtSpec::DestOpts { options: &[] },
+            ExtSpec::Fragment {
+                offset: 0,
+                more: false,
+                ident: 1,
+            },
+        ];
+        let payload = vec![0u8; 5000];
+        assert_eq!(
+            frame_len(&v6_spec(&payload, &two)),
+            Ok(14 + 40 + 16 + 8 + 5000)
+        );
+        // The payload length at exactly 65 535, then one byte over.
+        let payload = vec![0u8; 65535 - 16 - 8];
+        assert_eq!(frame_len(&v6_spec(&payload, &two)), Ok(14 + 40 + 65535));
+        let payload = vec![0u8; 65535 - 16 - 8 + 1];
+        assert_eq!(
+            frame_len(&v6_spec(&payload, &two)),
+            Err(BuildError::TooLong(65536))
+        );
+    }
+
     #[test]
     fn wrong_checksum_never_verifies() {
         for c in [0x0001u16, 0x0101, 0xfefe, 0xffff, 0x1234] {
