@@ -336,6 +336,19 @@ mod tests {
         assert_eq!(Sum::new().add_bytes(&d9).fold(), 0xdef2);
     }
 
+    /// The carry out of bit 63 comes back in at bit 0 (2^64 = 1 modulo
+    /// 2^64 - 1): what `combine` and the 16/32-bit adds rely on when a
+    /// carried-in partial sum is near the top.
+    #[test]
+    fn add64_wraps_the_carry_around() {
+        assert_eq!(Sum(u64::MAX).add64(2), Sum(2));
+        assert_eq!(Sum(u64::MAX - 1).add64(u64::MAX - 1), Sum(u64::MAX - 2));
+        assert_eq!(Sum(u64::MAX).add64(0), Sum(u64::MAX));
+        assert_eq!(Sum(1 << 63).add64(1 << 63), Sum(1));
+        // And the folds agree with the same values added without overflow.
+        assert_eq!(Sum(u64::MAX).add64(2).fold(), Sum(2).fold());
+    }
+
     #[test]
     fn matches_reference_for_every_length_and_alignment() {
         let mut data = [0u8; 300];
