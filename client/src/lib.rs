@@ -46,7 +46,7 @@ pub enum AttachError {
         config: String,
         running: String,
     },
-    #[error("the engine on file prefix {prefix:?} shares no memory (no {config}: eal.no_huge = true runs the EAL with --no-shconf): set eal.no_huge = false in its config and restart it to let clients attach")]
+    #[error("the engine on file prefix {prefix:?} shares no memory (no {config}, nor 2 s later: eal.no_huge = true runs the EAL with --no-shconf): set eal.no_huge = false in its config and restart it to let clients attach")]
     NoSharedConfig { prefix: String, config: String },
     #[error("the DPDK primary on file prefix {prefix:?} is not a udpdemux engine (no udpdemux.lock held in {dir}): give the eal.file_prefix of a running engine")]
     NotAnEngine { prefix: String, dir: String },
@@ -191,6 +191,10 @@ fn running_hint() -> String {
     }
 }
 
+/// How long an engine that holds its instance lock may take to bring its
+/// EAL's shared config up before the client gives up on it.
+const STARTUP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What can be told before the EAL starts (its own errors are vaguer, and a
 /// secondary started with no primary waits or fails obscurely).
 fn preflight(prefix: &str, dir: &Path) -> Result<(), AttachError> {
@@ -202,7 +206,14 @@ fn preflight(prefix: &str, dir: &Path) -> Result<(), AttachError> {
             running: running_hint(),
         });
     }
-    let engine = engine_lock_held(dir);
+    let mut engine = engine_lock_held(dir);
+    // An engine takes its instance lock before its EAL creates and locks
+    // the config: one that is starting gets a moment to get there.
+    let deadline = std::time::Instant::now() + STARTUP_GRACE;
+    while engine && !secondary::primary_alive(&config) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        engine = engine_lock_held(dir);
+    }
     if !config.exists() && engine {
         return Err(AttachError::NoSharedConfig {
             prefix: prefix.into(),

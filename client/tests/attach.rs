@@ -98,8 +98,9 @@ struct Engine {
 }
 
 impl Engine {
-    /// An engine with hugepages on `vdev` (port `port`), counting into two sockets.
-    fn start(tag: &str, vdev: &str, port: &str, no_huge: bool) -> Engine {
+    /// An engine on `vdev` (port `port`), counting into two sockets; not
+    /// waited for.
+    fn spawn(tag: &str, vdev: &str, port: &str, no_huge: bool) -> Engine {
         let (bin, _) = binaries();
         let prefix = unique(tag);
         let dir = std::env::temp_dir().join(format!("udpdemux-client-{prefix}"));
@@ -156,12 +157,17 @@ rcvbuf = 4194304
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .expect("spawn udpdemux");
-        let mut e = Engine {
+        Engine {
             child: Some(child),
             prefix,
             json,
             log,
-        };
+        }
+    }
+
+    /// [`Engine::spawn`], then wait until its port is up.
+    fn start(tag: &str, vdev: &str, port: &str, no_huge: bool) -> Engine {
+        let mut e = Engine::spawn(tag, vdev, port, no_huge);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let text = std::fs::read_to_string(&e.log).unwrap_or_default();
@@ -453,4 +459,82 @@ fn dpdk_proc_info_stats_exits_0_against_a_running_engine() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let j = engine.stop();
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
+}
+
+/// A client started together with the engine either attaches or gets one
+/// clear line (exit 1), never a crash or a hang, and attaches once the
+/// engine is up; the engine comes up untouched.
+#[test]
+fn a_client_racing_the_engine_start_errs_cleanly_or_attaches() {
+    hugepages_ready(64);
+    let mut engine = Engine::spawn("race", "net_null0", "net_null0", false);
+    let p = engine.prefix.clone();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut errors = Vec::new();
+    loop {
+        let o = attach(&p);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        match o.status.code() {
+            Some(0) => break,
+            Some(1) if err.starts_with("error: ") && err.trim_end().lines().count() == 1 => {
+                errors.push(err)
+            }
+            _ => panic!("attach during the engine's start: {} {err}", o.status),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never attached: {errors:?} {}",
+            engine.log_text()
+        );
+        let exited = engine.child.as_mut().unwrap().try_wait().unwrap();
+        assert!(exited.is_none(), "engine exited: {}", engine.log_text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!("errors before the engine was up: {errors:?}");
+    let (st, _, _) = port_state(&p);
+    assert_eq!(st, UP);
+    let j = engine.stop();
+    assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
+}
+
+/// A DPDK primary that is not udpdemux (dpdk-testpmd) is named as such.
+#[test]
+fn a_primary_that_is_not_udpdemux_is_refused() {
+    hugepages_ready(64);
+    let p = unique("testpmd");
+    let mut tp = Command::new("timeout")
+        .args([
+            "30",
+            "dpdk-testpmd",
+            "--lcores",
+            "0@0,1@0",
+            "-m",
+            "64",
+            "--no-pci",
+        ])
+        .arg(format!("--file-prefix={p}"))
+        .args(["--vdev=net_null0", "--", "-i", "--total-num-mbufs=2048"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn dpdk-testpmd (package dpdk-dev)");
+    let config = Path::new("/var/run/dpdk").join(&p).join("config");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut o = attach(&p);
+    while !String::from_utf8_lossy(&o.stderr).contains("not a udpdemux engine")
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(100));
+        o = attach(&p);
+    }
+    drop(tp.stdin.take());
+    let _ = tp.kill();
+    let _ = tp.wait();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("is not a udpdemux engine") && config.exists(),
+        "{err}"
+    );
 }
