@@ -179,4 +179,25 @@ mod tests {
         try_lock_exclusive(&b).unwrap();
         let _ = std::fs::remove_file(&path);
     }
+
+    #[test]
+    fn a_held_lock_is_seen_without_being_disturbed() {
+        let path = std::env::temp_dir().join(format!("dpdk-sys-held-{}", std::process::id()));
+        let a = File::create(&path).unwrap();
+        let b = File::open(&path).unwrap();
+        assert!(!held_exclusively_by_other(&b).unwrap());
+        // The probe left no lock behind.
+        try_lock_exclusive(&a).unwrap();
+        assert!(held_exclusively_by_other(&b).unwrap());
+        drop(a);
+        assert!(!held_exclusively_by_other(&b).unwrap());
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn this_thread_may_run_somewhere() {
+        let cpus = allowed_cpus();
+        assert!(!cpus.is_empty());
+        assert!(cpus.windows(2).all(|w| w[0] < w[1]));
+    }
 }

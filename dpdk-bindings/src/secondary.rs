@@ -221,3 +221,41 @@ fn local_ports() -> Vec<String> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(ty: c_int, name: &str) -> ffi::rte_mp_msg {
+        let mut m = ffi::rte_mp_msg::default();
+        m.param[..4].copy_from_slice(&ty.to_ne_bytes());
+        m.param[4..8].copy_from_slice(&1i32.to_ne_bytes());
+        m.param[8..8 + name.len()].copy_from_slice(name.as_bytes());
+        m.len_param = 8 + 64;
+        m
+    }
+
+    #[test]
+    fn the_vdev_handler_records_names_once_and_ignores_other_messages() {
+        for (ty, name) in [
+            (VDEV_SCAN_ONE, "net_test7"),
+            (VDEV_SCAN_ONE, "net_test7"),
+            (3, "net_rep"),
+        ] {
+            let m = msg(ty, name);
+            // SAFETY: a valid message for the call; the peer is unused.
+            assert_eq!(unsafe { record_vdev(&m, std::ptr::null()) }, 0);
+        }
+        // SAFETY: a NULL message is refused before any read.
+        let rc = unsafe { record_vdev(std::ptr::null(), std::ptr::null()) };
+        assert_eq!(rc, 0);
+        let v = PRIMARY_VDEVS.lock().unwrap().clone();
+        assert_eq!(v.iter().filter(|n| *n == "net_test7").count(), 1, "{v:?}");
+        assert!(!v.iter().any(|n| n == "net_rep"), "{v:?}");
+    }
+
+    #[test]
+    fn a_missing_config_has_no_primary() {
+        assert!(!primary_alive(Path::new("/nonexistent/dpdk/config")));
+    }
+}
