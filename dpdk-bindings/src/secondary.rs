@@ -101,6 +101,12 @@ impl SecondaryEal {
                     .into(),
             ));
         }
+        let mut owned: Vec<CString> = vec![CString::new("udpdemux-client").unwrap_or_default()];
+        for a in args {
+            owned.push(CString::new(a.as_ref()).map_err(|_| {
+                DpdkError::Usage(format!("EAL argument {:?} contains NUL", a.as_ref()))
+            })?);
+        }
         let key = CString::new(VDEV_MP_KEY).unwrap_or_default();
         // SAFETY: a NUL-terminated name and a handler that lives for the
         // process (a plain fn); the IPC action list is a static of the EAL,
@@ -110,12 +116,6 @@ impl SecondaryEal {
             return Err(DpdkError::from_errno(
                 "rte_mp_action_register(bus_vdev_mp) before rte_eal_init",
             ));
-        }
-        let mut owned: Vec<CString> = vec![CString::new("udpdemux-client").unwrap_or_default()];
-        for a in args {
-            owned.push(CString::new(a.as_ref()).map_err(|_| {
-                DpdkError::Usage(format!("EAL argument {:?} contains NUL", a.as_ref()))
-            })?);
         }
         let mut argv: Vec<*mut c_char> = owned.iter().map(|c| c.as_ptr() as *mut c_char).collect();
         // SAFETY: argv points at NUL-terminated strings that outlive the
@@ -164,9 +164,9 @@ impl SecondaryEal {
     /// Leave: `rte_eal_cleanup` when this process has no port (it never
     /// has one unless something probed behind our back), else nothing.
     /// Whether the cleanup ran.
-    pub fn detach(self) -> bool {
-        let mut me = std::mem::ManuallyDrop::new(self);
-        me.cleanup()
+    pub fn detach(mut self) -> bool {
+        // Drop then finds the EAL down and does nothing.
+        self.cleanup()
     }
 
     fn cleanup(&mut self) -> bool {
