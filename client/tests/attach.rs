@@ -70,7 +70,7 @@ static SEQ: AtomicU32 = AtomicU32::new(0);
 
 fn unique(tag: &str) -> String {
     format!(
-        "t-{tag}-{}-{}",
+        "t-client-{tag}-{}-{}",
         std::process::id(),
         SEQ.fetch_add(1, Ordering::SeqCst)
     )
@@ -185,7 +185,7 @@ rcvbuf = 4194304
     }
 
     /// SIGINT, then the final counters.
-    fn stop(mut self) -> Value {
+    fn stop(&mut self) -> Value {
         let mut child = self.child.take().unwrap();
         let _ = Command::new("kill")
             .args(["-INT", &child.id().to_string()])
@@ -223,7 +223,16 @@ impl Drop for Engine {
             let _ = c.kill();
             let _ = c.wait();
         }
+        remove_runtime_dir(&self.prefix);
+        if let Some(d) = self.log.parent() {
+            let _ = std::fs::remove_dir_all(d);
+        }
     }
+}
+
+/// The EAL runtime directory a test's process left (its processes are gone).
+fn remove_runtime_dir(prefix: &str) {
+    let _ = std::fs::remove_dir_all(Path::new("/var/run/dpdk").join(prefix));
 }
 
 const TELEMETRY_PY: &str = "/usr/bin/dpdk-telemetry.py";
@@ -335,7 +344,7 @@ fn attach_detach_cycles_leave_the_engine_running_and_leak_nothing() {
     hugepages_ready(64);
     let pcap = repo().join("conf/default.pcap");
     let vdev = format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display());
-    let engine = Engine::start("cycles", &vdev, "net_pcap0", false);
+    let mut engine = Engine::start("cycles", &vdev, "net_pcap0", false);
     let p = engine.prefix.clone();
     let (st0, rx0, mem0) = port_state(&p);
     assert_eq!(st0, UP, "before any attach");
@@ -427,7 +436,7 @@ fn dpdk_proc_info_stats_exits_0_against_a_running_engine() {
         Path::new("/usr/bin/dpdk-proc-info").exists(),
         "dpdk-proc-info missing: apt-get install dpdk (scripts/setup.sh)"
     );
-    let engine = Engine::start("procinfo", "net_null0", "net_null0", false);
+    let mut engine = Engine::start("procinfo", "net_null0", "net_null0", false);
     let p = engine.prefix.clone();
     let (st0, rx0, _) = port_state(&p);
     assert_eq!(st0, UP);
@@ -531,10 +540,12 @@ fn a_primary_that_is_not_udpdemux_is_refused() {
     drop(tp.stdin.take());
     let _ = tp.kill();
     let _ = tp.wait();
+    let had_config = config.exists();
+    remove_runtime_dir(&p);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("is not a udpdemux engine") && config.exists(),
+        err.contains("is not a udpdemux engine") && had_config,
         "{err}"
     );
 }
