@@ -7,9 +7,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::error::{DpdkError, Result};
 use crate::ffi;
 
-static INITIALISED: AtomicBool = AtomicBool::new(false);
+pub(crate) static INITIALISED: AtomicBool = AtomicBool::new(false);
 /// Between a successful `rte_eal_init` and `rte_eal_cleanup`.
-static UP: AtomicBool = AtomicBool::new(false);
+pub(crate) static UP: AtomicBool = AtomicBool::new(false);
+
+/// Whether `rte_eal_init` was called in this process (successfully or
+/// not: either way it cannot be called again).
+pub fn initialised() -> bool {
+    INITIALISED.load(Ordering::SeqCst)
+}
 
 /// Whether the EAL is initialised and not yet cleaned up.
 pub fn is_up() -> bool {

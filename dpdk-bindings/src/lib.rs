@@ -38,6 +38,7 @@ pub mod mempool;
 pub mod os;
 pub mod port;
 pub mod ring;
+pub mod secondary;
 pub mod telemetry;
 
 pub use eal::Eal;

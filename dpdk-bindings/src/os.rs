@@ -31,6 +31,42 @@ pub fn try_lock_exclusive(file: &File) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Whether another process holds an exclusive `flock` on `file` (the
+/// engine's instance lock): probes with a shared lock without waiting and
+/// drops it at once, so it never blocks the holder.
+pub fn held_exclusively_by_other(file: &File) -> std::io::Result<bool> {
+    // SAFETY: flock on a descriptor `file` keeps open for the call.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        return if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            Ok(true)
+        } else {
+            Err(e)
+        };
+    }
+    // SAFETY: as above; releases the shared lock just taken.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+    Ok(false)
+}
+
+/// The CPUs this thread may run on (`sched_getaffinity`), ascending; empty
+/// if the call fails.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pid 0 is this thread; the size is the set's own.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Vec::new();
+    }
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: i < CPU_SETSIZE, inside the set.
+        .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
+        .collect()
+}
+
 /// Give the C allocator's free memory back to the kernel (glibc's
 /// `malloc_trim(0)`: the top of every arena, and free pages inside them,
 /// with `madvise(MADV_DONTNEED)`). The engine's threads free what they
@@ -142,5 +178,26 @@ mod tests {
         drop(a);
         try_lock_exclusive(&b).unwrap();
         let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_held_lock_is_seen_without_being_disturbed() {
+        let path = std::env::temp_dir().join(format!("dpdk-sys-held-{}", std::process::id()));
+        let a = File::create(&path).unwrap();
+        let b = File::open(&path).unwrap();
+        assert!(!held_exclusively_by_other(&b).unwrap());
+        // The probe left no lock behind.
+        try_lock_exclusive(&a).unwrap();
+        assert!(held_exclusively_by_other(&b).unwrap());
+        drop(a);
+        assert!(!held_exclusively_by_other(&b).unwrap());
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn this_thread_may_run_somewhere() {
+        let cpus = allowed_cpus();
+        assert!(!cpus.is_empty());
+        assert!(cpus.windows(2).all(|w| w[0] < w[1]));
     }
 }
