@@ -203,8 +203,9 @@ pub fn lookup_delivery_ring(name: &str) -> Result<MbufRing, dpdk_sys::DpdkError>
     // as `MbufRing`s that the RX side fills with owned engine mbufs; the
     // engine frees the ring only when the socket goes, which the client
     // protocol (`client_proto`) orders after the client's close (a SIGHUP
-    // reload that removes a socket a client has open breaks that order: a
-    // known gap, docs/design.md).
+    // reload refuses to remove or replace a socket a client has open).
+    // Engine teardown while a client still reads is not ordered: the
+    // client must close first (liveness is issue 16's next slice).
     unsafe { MbufRing::lookup(name) }
 }
 

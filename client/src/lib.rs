@@ -273,6 +273,7 @@ impl Client {
     /// Whether the EAL cleaned up (`false` only if a port had appeared in
     /// this process after all: the cleanup is then skipped, not to close it).
     pub fn detach(self) -> bool {
+        flush_caches();
         self.eal.detach()
     }
 }
@@ -347,6 +348,7 @@ impl ClientSocket<'_> {
     /// to the socket until they are.
     pub fn close(mut self) -> Result<(), CloseError> {
         self.open = false;
+        flush_caches();
         send_close(&self.name)
     }
 }
@@ -354,11 +356,20 @@ impl ClientSocket<'_> {
 impl Drop for ClientSocket<'_> {
     fn drop(&mut self) {
         if self.open && dpdk_sys::eal::is_up() {
+            flush_caches();
             if let Err(e) = send_close(&self.name) {
                 log::warn!("{e}");
             }
         }
     }
+}
+
+/// Put the mbufs this client freed into its lcore's mempool caches back
+/// into the engine's pools, where its RX lcores can allocate them again
+/// (nothing but a later client on the same lcore id would otherwise).
+fn flush_caches() {
+    let n = dpdk_sys::mempool::flush_lcore_caches();
+    log::debug!("flushed lcore {CLIENT_LCORE}'s cache of {n} pool(s)");
 }
 
 /// A batch of datagrams received by a [`ClientSocket`], owned until cleared

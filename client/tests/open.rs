@@ -209,3 +209,72 @@ fn a_socket_taken_over_during_a_replay_goes_back_to_the_engine_at_close() {
     assert!(other["consumed"].as_u64().unwrap() > 0);
     assert_eq!(other["client_consumed"], 0);
 }
+
+/// Wait until the engine's log contains `what`.
+fn wait_log(engine: &Engine, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !engine.log_text().contains(what) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {what:?} in the engine's log: {}",
+            engine.log_text()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A SIGHUP reload that would remove a socket a client has open is
+/// refused as a whole (the client reads that socket's ring and counters
+/// directly); once the client has closed it, the same reload removes it,
+/// and the removed socket's books keep the client's datagrams.
+#[test]
+fn a_reload_does_not_remove_a_socket_a_client_has_open() {
+    hugepages_ready(64);
+    let pcap = repo().join("conf/default.pcap");
+    let vdev = format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display());
+    let mut engine = Engine::start("reload", &vdev, "net_pcap0", false);
+    let client = std::process::Command::new(profile_dir().join("examples").join("recv"))
+        .args([engine.prefix.as_str(), "--secs", "2", "dns4"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the recv example");
+    wait_log(&engine, "client request \"open dns4 ");
+    let cfg = engine.json.parent().unwrap().join("c.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let without = text.replace(
+        "[[socket]]\nname = \"dns4\"\nlocal = \"198.18.1.1:53\"\nrcvbuf = 4194304\n",
+        "",
+    );
+    assert_ne!(text, without, "{text}");
+    std::fs::write(&cfg, without).unwrap();
+    let pid = engine.child.as_ref().unwrap().id().to_string();
+    let hup = || {
+        std::process::Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .unwrap()
+    };
+    hup();
+    wait_log(
+        &engine,
+        "SIGHUP: reload rejected, sockets unchanged: socket \"dns4\" is open by client pid",
+    );
+    let o = client.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success() && out.contains("closed dns4"),
+        "{} {out} {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let (n, _) = received(&out, "dns4");
+    hup();
+    wait_log(&engine, "SIGHUP: 1 socket(s) removed");
+    let j = engine.stop();
+    assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
+    let s = sock(&j, "dns4");
+    assert_eq!(s["removed"], true, "{s}");
+    assert_eq!(s["client_consumed"], n, "{s}");
+    assert_eq!(s["rmem"], 0, "{s}");
+}
