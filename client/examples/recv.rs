@@ -89,7 +89,7 @@ fn main() {
     loop {
         let mut got = 0;
         for (s, _, t) in socks.iter_mut() {
-            let n = s.recv_burst(&mut batch);
+            let n = udpdemux_client::recv_burst(s, &mut batch);
             got += n;
             let now = dpdk_sys::eal::rdtsc();
             for d in batch.iter() {

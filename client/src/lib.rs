@@ -372,6 +372,13 @@ fn flush_caches() {
     log::debug!("flushed lcore {CLIENT_LCORE}'s cache of {n} pool(s)");
 }
 
+/// [`ClientSocket::recv_burst`] as a function, spelled as
+/// `udpdemux::api::recv_burst(&sock, &mut batch)`: an application's receive
+/// loop reads the same in either process.
+pub fn recv_burst(sock: &mut ClientSocket<'_>, batch: &mut RecvBatch) -> usize {
+    sock.recv_burst(batch)
+}
+
 /// A batch of datagrams received by a [`ClientSocket`], owned until cleared
 /// (as `udpdemux::api::RecvBatch`).
 #[derive(Default)]
