@@ -175,12 +175,24 @@ fn a_client_receives_a_finite_replay_exactly_and_the_books_balance() {
 /// close gave it back), and after that the engine's consumer reads it
 /// again: at exit nothing was left in its ring to free, the books balance
 /// and the clients' datagrams are exactly theirs in the socket's books.
+/// With the main lcore consuming, and with a consumer lcore (whose
+/// hand-over the engine waits for before it replies).
 #[test]
 fn a_socket_taken_over_during_a_replay_goes_back_to_the_engine_at_close() {
+    takeover("0,1", DEFAULT_BODY);
+}
+
+#[test]
+fn a_socket_a_consumer_lcore_reads_is_handed_over_and_back() {
+    let body = format!("{DEFAULT_BODY}\n[[lcore]]\nid = 2\nrole = \"consumer\"\n");
+    takeover("0@0,1@1,2@0", &body);
+}
+
+fn takeover(lcores: &str, body: &str) {
     hugepages_ready(64);
     let pcap = repo().join("conf/default.pcap");
     let vdev = format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display());
-    let mut engine = Engine::start("takeover", &vdev, "net_pcap0", false);
+    let mut engine = Engine::start_lcores("takeover", &vdev, "net_pcap0", false, lcores, body);
     let mut total = 0;
     for secs in ["1.5", "0.5"] {
         let o = recv(&engine.prefix, &["--secs", secs, "dns4"]);
@@ -208,6 +220,14 @@ fn a_socket_taken_over_during_a_replay_goes_back_to_the_engine_at_close() {
     let other = sock(&j, "dns6");
     assert!(other["consumed"].as_u64().unwrap() > 0);
     assert_eq!(other["client_consumed"], 0);
+    if lcores.contains("2@") {
+        // The consumer lcore read the sockets, not the main lcore.
+        assert!(
+            j["consumers"][0]["datagrams"].as_u64().unwrap() > 0,
+            "{}",
+            j["consumers"]
+        );
+    }
 }
 
 /// Wait until the engine's log contains `what`.

@@ -130,6 +130,18 @@ impl Engine {
     /// As [`Engine::spawn`], with `body` (the config after `[eal]`, where
     /// `{port}` stands for the port's name) instead of [`DEFAULT_BODY`].
     pub fn spawn_with(tag: &str, vdev: &str, port: &str, no_huge: bool, body: &str) -> Engine {
+        Engine::spawn_lcores(tag, vdev, port, no_huge, "0,1", body)
+    }
+
+    /// As [`Engine::spawn_with`], with `eal.lcores = lcores`.
+    pub fn spawn_lcores(
+        tag: &str,
+        vdev: &str,
+        port: &str,
+        no_huge: bool,
+        lcores: &str,
+        body: &str,
+    ) -> Engine {
         let (bin, _) = binaries();
         let prefix = unique(tag);
         let dir = std::env::temp_dir().join(format!("udpdemux-client-{prefix}"));
@@ -139,7 +151,7 @@ impl Engine {
             &cfg,
             format!(
                 r#"[eal]
-lcores = "0,1"
+lcores = "{lcores}"
 no_huge = {no_huge}
 memory_mb = 64
 no_pci = true
@@ -178,7 +190,19 @@ vdevs = ["{vdev}"]
 
     /// [`Engine::spawn_with`], then wait until its port is up.
     pub fn start_with(tag: &str, vdev: &str, port: &str, no_huge: bool, body: &str) -> Engine {
-        let mut e = Engine::spawn_with(tag, vdev, port, no_huge, body);
+        Engine::start_lcores(tag, vdev, port, no_huge, "0,1", body)
+    }
+
+    /// [`Engine::spawn_lcores`], then wait until its port is up.
+    pub fn start_lcores(
+        tag: &str,
+        vdev: &str,
+        port: &str,
+        no_huge: bool,
+        lcores: &str,
+        body: &str,
+    ) -> Engine {
+        let mut e = Engine::spawn_lcores(tag, vdev, port, no_huge, lcores, body);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let text = std::fs::read_to_string(&e.log).unwrap_or_default();
