@@ -124,10 +124,7 @@ impl RecvBatch {
     /// Datagram `i` of the batch.
     pub fn get(&self, i: usize) -> Option<Received<'_>> {
         // The batch owns the mbuf until clear(); its metadata was set at RX.
-        let m = self.bufs.get(i)?;
-        let (frame, meta) = (m.data(), MbufMeta::view(m)?);
-        let d = datagram_of(frame, meta)?;
-        Some(Received { frame, meta, d })
+        Received::of(self.bufs.get(i)?)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = Received<'_>> {
@@ -164,6 +161,14 @@ pub struct Received<'a> {
 }
 
 impl<'a> Received<'a> {
+    /// The datagram in an engine mbuf delivered to a socket (its metadata
+    /// was set at RX), borrowed for as long as the view. Also how
+    /// `udpdemux-client` reads the mbufs it takes from a delivery ring.
+    pub fn of(m: dpdk_sys::MbufRef<'a>) -> Option<Received<'a>> {
+        let (frame, meta) = (m.data(), MbufMeta::view(m)?);
+        let d = datagram_of(frame, meta)?;
+        Some(Received { frame, meta, d })
+    }
     /// The UDP payload.
     pub fn payload(&self) -> &'a [u8] {
         self.d.payload(self.frame).unwrap_or_default()

@@ -12,6 +12,7 @@ pub mod receive;
 // `nstat` and `runtime::telemetry` are output formats that read them.
 pub mod counters;
 
+pub mod client_proto;
 pub mod config;
 pub mod flow_table;
 pub mod latency;

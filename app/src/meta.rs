@@ -184,6 +184,31 @@ pub unsafe fn copy_hot(from: *mut RawMbuf, to: *mut RawMbuf) {
     unsafe { hot_ptr(to).write(hot_ptr(from).read()) }
 }
 
+/// The delivery ring of socket `id` (`rte_ring` names are global per
+/// EAL and at most 31 characters).
+pub fn delivery_ring_name(id: u32) -> String {
+    format!("udx_s{id}")
+}
+
+/// A socket's delivery ring, looked up by another process of the EAL (an
+/// out-of-process client, `udpdemux-client`) by the name the engine gave
+/// it. Dropping the handle leaves the ring and its contents alone.
+pub fn lookup_delivery_ring(name: &str) -> Result<MbufRing, dpdk_sys::DpdkError> {
+    if !name.starts_with("udx_s") {
+        return Err(dpdk_sys::DpdkError::Usage(format!(
+            "{name:?} is not a udpdemux delivery ring"
+        )));
+    }
+    // SAFETY: rings named udx_s<id> are made only by `Socket::with_handler`
+    // as `MbufRing`s that the RX side fills with owned engine mbufs; the
+    // engine frees the ring only when the socket goes, which the client
+    // protocol (`client_proto`) orders after the client's close (a SIGHUP
+    // reload refuses to remove or replace a socket a client has open).
+    // Engine teardown while a client still reads is not ordered: the
+    // client must close first (liveness is issue 16's next slice).
+    unsafe { MbufRing::lookup(name) }
+}
+
 /// The per-packet metadata. `#[repr(C)]` so its size is checked against
 /// [`PRIV_SIZE`] at compile time.
 #[repr(C)]

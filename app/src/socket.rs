@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use dpdk_sys::{eal, ring, MbufBurst, MbufRing};
 
+use crate::client_proto::{self, Slot};
 use crate::config::binding_of;
 use crate::config::{Handler, SocketConf};
 use crate::counters::{ConsumerStats, Counter};
@@ -93,6 +94,24 @@ pub struct Socket {
     us_inv: u64,
     /// `run --floor pipeline` counters (zero otherwise).
     pub floor: CachePadded<FloorStats>,
+    /// The counters an out-of-process client shares with the engine
+    /// (`client_proto::Slot`, memzone `udx_c<id>`): reserved when a client
+    /// first opens the socket (not at creation: each memzone counts against
+    /// DPDK's 2560 per process, and `MAX_SOCKETS` rings take most of
+    /// them), freed with the socket.
+    zone: std::sync::OnceLock<dpdk_sys::mp::AtomicZone>,
+    /// The NUMA socket of the ring (and of the client zone).
+    numa: i32,
+    /// What clients consumed, as folded from the zone (main lcore only).
+    pub client: CachePadded<ClientStats>,
+}
+
+/// An out-of-process client's consumption of a socket, folded from its
+/// shared counters by the main lcore (the only writer).
+#[derive(Debug, Default)]
+pub struct ClientStats {
+    pub consumed: Counter,
+    pub bytes: Counter,
 }
 
 impl std::fmt::Debug for Socket {
@@ -142,7 +161,7 @@ impl Socket {
         handler: Option<Arc<std::sync::Mutex<crate::handlers::State>>>,
     ) -> Result<Socket, SocketError> {
         // rte_ring names are global per process and at most 31 chars.
-        let rname = format!("udx_s{id}");
+        let rname = meta::delivery_ring_name(id);
         // Single producer: the delivery lock serialises drainers. Multi-consumer:
         // teardown may empty the ring while a consumer lcore still polls it.
         let ring = MbufRing::create(
@@ -197,6 +216,9 @@ impl Socket {
             empty_streak: CachePadded::default(),
             us_inv,
             floor: CachePadded::default(),
+            zone: std::sync::OnceLock::new(),
+            numa: socket_id,
+            client: CachePadded::default(),
         })
     }
 
@@ -371,6 +393,63 @@ impl Socket {
         // Release after the free, as the kernel uncharges on skb free: the
         // budget covers buffers really in use.
         self.release_batched(truesize);
+    }
+
+    /// The socket's client zone, reserved on first use (main lcore only:
+    /// a client's open).
+    pub fn client_zone(&self) -> Result<&dpdk_sys::mp::AtomicZone, dpdk_sys::DpdkError> {
+        if let Some(z) = self.zone.get() {
+            return Ok(z);
+        }
+        let z = dpdk_sys::mp::AtomicZone::reserve(
+            &client_proto::zone_name(self.id),
+            client_proto::SLOTS,
+            self.numa,
+        )?;
+        z.slots()[Slot::SocketId as usize].store(u64::from(self.id), Ordering::Relaxed);
+        Ok(self.zone.get_or_init(|| z))
+    }
+
+    /// The pid of the client that has this socket open (0: none).
+    pub fn client_owner(&self) -> u32 {
+        self.zone.get().map_or(0, |z| {
+            z.slots()[Slot::Owner as usize].load(Ordering::Acquire) as u32
+        })
+    }
+
+    /// Mark the socket opened by client `pid` (0: given back), in its zone
+    /// if it has one. Main lcore.
+    pub fn set_client_owner(&self, pid: u32) {
+        if let Some(z) = self.zone.get() {
+            z.slots()[Slot::Owner as usize].store(u64::from(pid), Ordering::Release);
+        }
+    }
+
+    /// Fold what a client freed into the books and release its memory from
+    /// the socket's budget (main lcore only; an atomic swap per counter, and
+    /// only when the client has added something). Datagrams folded.
+    pub fn fold_client(&self) -> u64 {
+        let Some(z) = self.zone.get() else {
+            return 0;
+        };
+        let z = z.slots();
+        let (t, n) = (&z[Slot::Released as usize], &z[Slot::Consumed as usize]);
+        if t.load(Ordering::Relaxed) == 0 && n.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        // Datagrams and bytes first: the client adds the truesize last.
+        let n = n.swap(0, Ordering::AcqRel);
+        let b = z[Slot::ConsumedBytes as usize].swap(0, Ordering::AcqRel);
+        let t = t.swap(0, Ordering::AcqRel);
+        self.client.consumed.add(n);
+        self.client.bytes.add(b);
+        if t > 0 {
+            // The same release the engine's consumers make, paid at once:
+            // no consumer of the engine reads this ring to flush it later.
+            self.release_deficit.fetch_add(t, Ordering::Relaxed);
+            self.flush_release();
+        }
+        n
     }
 
     /// `run --floor pipeline`'s consumer: read `pkt_len`, free in bulk,

@@ -89,6 +89,8 @@ pub struct SocketSummary {
     pub delivered: u64,
     pub consumed: u64,
     pub consumed_bytes: u64,
+    /// Of `consumed`: by out-of-process clients (`udpdemux-client`).
+    pub client_consumed: u64,
     pub freed_at_close: u64,
     /// `run --floor pipeline` (zero otherwise): put straight into the ring /
     /// refused by a full ring. Included in `offered`, `delivered` and
@@ -336,6 +338,7 @@ fn fold(a: &mut SocketSummary, b: SocketSummary) {
         (&mut a.delivered, b.delivered),
         (&mut a.consumed, b.consumed),
         (&mut a.consumed_bytes, b.consumed_bytes),
+        (&mut a.client_consumed, b.client_consumed),
         (&mut a.freed_at_close, b.freed_at_close),
         (&mut a.floor_delivered, b.floor_delivered),
         (&mut a.floor_ring_full, b.floor_ring_full),

@@ -9,18 +9,40 @@
 //! would close them (DPDK >= 22.11), has nothing to close
 //! (`dpdk_sys::secondary`, and docs/design.md on the `dpdk-proc-info` crash).
 //!
-//! What works today: attach, detach, and clear errors when no engine runs
-//! on the prefix, the prefix is wrong, or the EAL refuses. Next (issue 16):
-//! `bind`/`open` over the engine's IPC and a zero-copy `recv_burst` from the
-//! socket's delivery ring (`udx_s<id>`), with release through the shared
-//! accounting. A `Client` is the process's EAL main lcore: it is not `Send`,
-//! and its lcore id ([`CLIENT_LCORE`]) is one the engine does not use, so
-//! mempool caches (indexed by lcore id, in shared memory) stay apart.
-#![deny(unsafe_op_in_unsafe_fn)]
-#![deny(clippy::undocumented_unsafe_blocks)]
+//! Then [`Client::open`] asks the engine (DPDK multi-process IPC, the
+//! engine's `udx_ctl` action, `udpdemux::client_proto`) for one of its
+//! configured sockets: from the reply on, this process is the only reader
+//! of the socket's delivery ring (`udx_s<id>`), and
+//! [`ClientSocket::recv_burst`] takes datagrams from it without a copy,
+//! read through the engine's own view ([`Received`]: payload, source and
+//! destination, RX TSC, the socket's drop count). Freed mbufs go back to
+//! their pools from here (`rte_pktmbuf_free_bulk`: mempools are in shared
+//! memory) and their truesize into the socket's shared release counter
+//! (memzone `udx_c<id>`), which the engine folds into its rcvbuf
+//! accounting. Closing the socket (or dropping it) gives it back to the
+//! engine's consumer.
+//!
+//! A `Client` is the process's EAL main lcore: it is not `Send`, and its
+//! lcore id ([`CLIENT_LCORE`]) is one the engine does not use, so mempool
+//! caches (indexed by lcore id, in shared memory) stay apart. This crate
+//! has no `unsafe` of its own: the shared-memory access is in `dpdk-sys`
+//! and the engine's `meta`.
+#![forbid(unsafe_code)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use dpdk_sys::mp::{self, AtomicZone};
+use dpdk_sys::{MbufBurst, MbufRing};
+use udpdemux::client_proto::{self, Refusal, Request, Slot};
+use udpdemux::meta::{self, MbufMeta};
+
+/// A received datagram: the engine's own zero-copy view
+/// (`udpdemux::api::Received`), the same type in-process applications get.
+pub use udpdemux::api::Received;
 
 use dpdk_sys::eal::LogRedirect;
 use dpdk_sys::secondary::{self, SecondaryEal};
@@ -58,6 +80,49 @@ pub enum AttachError {
         reason: String,
         hint: String,
     },
+}
+
+/// Datagrams per [`ClientSocket::recv_burst`] at most (as `api::BATCH`).
+pub const BATCH: usize = udpdemux::api::BATCH;
+
+/// How long [`Client::open`] and the close wait for the engine's reply.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why [`Client::open`] failed: one line.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(
+        "socket name {name:?} is not valid: give the name of a [[socket]] of the engine's config"
+    )]
+    InvalidName { name: String },
+    #[error("cannot open socket {name:?}: {reason}")]
+    NoSuchSocket { name: String, reason: String },
+    #[error("cannot open socket {name:?}: {reason}")]
+    AlreadyOpen { name: String, reason: String },
+    #[error("the engine refused to open socket {name:?}: {reason}")]
+    Refused { name: String, reason: String },
+    #[error("no answer from the engine on {prefix:?} to opening {name:?} ({reason}): is it still running, and a udpdemux engine with hugepages?")]
+    NoReply {
+        prefix: String,
+        name: String,
+        reason: String,
+    },
+    #[error("socket {name:?}: the engine named {what}, which this process cannot find in shared memory: {reason}")]
+    Lookup {
+        name: String,
+        what: String,
+        reason: String,
+    },
+}
+
+/// Why closing a socket failed (it is no longer this client's either way,
+/// unless the engine did not answer).
+#[derive(Debug, thiserror::Error)]
+pub enum CloseError {
+    #[error("closing socket {name:?}: no answer from the engine ({reason})")]
+    NoReply { name: String, reason: String },
+    #[error("closing socket {name:?}: the engine says {reason}")]
+    Refused { name: String, reason: String },
 }
 
 /// An attached client: the EAL up as a secondary process of the engine.
@@ -127,12 +192,263 @@ impl Client {
         self.eal.primary_alive()
     }
 
+    /// Open the engine's socket `name` (a `[[socket]]` of its config): from
+    /// now until the socket is closed or dropped, this process alone reads
+    /// its datagrams (the engine's own consumer skips it). Refused when no
+    /// socket has that name, or when another client has it open.
+    pub fn open(&self, name: &str) -> Result<ClientSocket<'_>, OpenError> {
+        if name.is_empty() || name.len() > 200 || name.contains([' ', '\0']) {
+            return Err(OpenError::InvalidName { name: name.into() });
+        }
+        let pid = std::process::id();
+        let req = Request::Open {
+            socket: name.into(),
+            pid,
+        }
+        .encode();
+        let rep = mp::request_sync(client_proto::ACTION, req.as_bytes(), REQUEST_TIMEOUT).map_err(
+            |e| OpenError::NoReply {
+                prefix: self.prefix.clone(),
+                name: name.into(),
+                reason: e.to_string(),
+            },
+        )?;
+        let opened = match client_proto::parse_reply(&rep) {
+            Ok(Some(o)) => o,
+            Ok(None) => {
+                return Err(OpenError::Refused {
+                    name: name.into(),
+                    reason: "the engine answered without naming the socket's ring".into(),
+                })
+            }
+            Err((kind, reason)) => {
+                let name = name.to_string();
+                return Err(match kind {
+                    Refusal::NoSuchSocket => OpenError::NoSuchSocket { name, reason },
+                    Refusal::Busy => OpenError::AlreadyOpen { name, reason },
+                    Refusal::Other => OpenError::Refused { name, reason },
+                });
+            }
+        };
+        let found = meta::lookup_delivery_ring(&opened.ring)
+            .map_err(|e| (format!("ring {}", opened.ring), e.to_string()))
+            .and_then(|ring| {
+                AtomicZone::lookup(&opened.zone, client_proto::SLOTS)
+                    .map_err(|e| (format!("memzone {}", opened.zone), e.to_string()))
+                    .and_then(|zone| {
+                        let id = zone.slots()[Slot::SocketId as usize].load(Ordering::Relaxed);
+                        if id == u64::from(opened.id) {
+                            Ok((ring, zone))
+                        } else {
+                            Err((
+                                format!("memzone {}", opened.zone),
+                                format!("it belongs to socket id {id}, not {}", opened.id),
+                            ))
+                        }
+                    })
+            });
+        match found {
+            Ok((ring, zone)) => Ok(ClientSocket {
+                _client: self,
+                name: name.into(),
+                id: opened.id,
+                ring,
+                zone: Rc::new(zone),
+                open: true,
+            }),
+            Err((what, reason)) => {
+                // Give the socket back: nothing here can read it.
+                let _ = send_close(name);
+                Err(OpenError::Lookup {
+                    name: name.into(),
+                    what,
+                    reason,
+                })
+            }
+        }
+    }
+
     /// Leave the engine: `rte_eal_cleanup` in this process, which here
     /// closes no device (none was probed), so the engine's ports run on.
     /// Whether the EAL cleaned up (`false` only if a port had appeared in
     /// this process after all: the cleanup is then skipped, not to close it).
     pub fn detach(self) -> bool {
+        flush_caches();
         self.eal.detach()
+    }
+}
+
+fn send_close(name: &str) -> Result<(), CloseError> {
+    let req = Request::Close {
+        socket: name.into(),
+        pid: std::process::id(),
+    }
+    .encode();
+    let rep =
+        mp::request_sync(client_proto::ACTION, req.as_bytes(), REQUEST_TIMEOUT).map_err(|e| {
+            CloseError::NoReply {
+                name: name.into(),
+                reason: e.to_string(),
+            }
+        })?;
+    match client_proto::parse_reply(&rep) {
+        Ok(_) => Ok(()),
+        Err((_, reason)) => Err(CloseError::Refused {
+            name: name.into(),
+            reason,
+        }),
+    }
+}
+
+/// One of the engine's sockets, opened by this client: it alone reads the
+/// socket's delivery ring until [`ClientSocket::close`] (or drop).
+#[derive(Debug)]
+pub struct ClientSocket<'c> {
+    _client: &'c Client,
+    name: String,
+    id: u32,
+    ring: MbufRing,
+    zone: Rc<AtomicZone>,
+    open: bool,
+}
+
+impl ClientSocket<'_> {
+    /// The socket's name in the engine's config.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The engine's id of the socket (its ring is `udx_s<id>`).
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Datagrams waiting in the socket's ring now.
+    pub fn pending(&self) -> u32 {
+        self.ring.count()
+    }
+
+    /// Take up to [`BATCH`] datagrams into `batch`, freeing what the batch
+    /// held before (and releasing their memory from the socket's budget).
+    /// How many arrived (0: none waiting). As `udpdemux::api::recv_burst`.
+    pub fn recv_burst(&mut self, batch: &mut RecvBatch) -> usize {
+        batch.clear();
+        if !batch
+            .zone
+            .as_ref()
+            .is_some_and(|z| Rc::ptr_eq(z, &self.zone))
+        {
+            batch.zone = Some(Rc::clone(&self.zone));
+        }
+        self.ring.dequeue(&mut batch.bufs, BATCH)
+    }
+
+    /// Give the socket back to the engine's consumer. Clear (or drop) the
+    /// batches that hold its datagrams first, or their memory stays charged
+    /// to the socket until they are.
+    pub fn close(mut self) -> Result<(), CloseError> {
+        self.open = false;
+        flush_caches();
+        send_close(&self.name)
+    }
+}
+
+impl Drop for ClientSocket<'_> {
+    fn drop(&mut self) {
+        if self.open && dpdk_sys::eal::is_up() {
+            flush_caches();
+            if let Err(e) = send_close(&self.name) {
+                log::warn!("{e}");
+            }
+        }
+    }
+}
+
+/// Put the mbufs this client freed into its lcore's mempool caches back
+/// into the engine's pools, where its RX lcores can allocate them again
+/// (nothing but a later client on the same lcore id would otherwise).
+fn flush_caches() {
+    let n = dpdk_sys::mempool::flush_lcore_caches();
+    log::debug!("flushed lcore {CLIENT_LCORE}'s cache of {n} pool(s)");
+}
+
+/// [`ClientSocket::recv_burst`] as a function, spelled as
+/// `udpdemux::api::recv_burst(&sock, &mut batch)`: an application's receive
+/// loop reads the same in either process.
+pub fn recv_burst(sock: &mut ClientSocket<'_>, batch: &mut RecvBatch) -> usize {
+    sock.recv_burst(batch)
+}
+
+/// A batch of datagrams received by a [`ClientSocket`], owned until cleared
+/// (as `udpdemux::api::RecvBatch`).
+#[derive(Default)]
+pub struct RecvBatch {
+    zone: Option<Rc<AtomicZone>>,
+    bufs: MbufBurst<BATCH>,
+}
+
+impl std::fmt::Debug for RecvBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvBatch")
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl RecvBatch {
+    pub fn new() -> RecvBatch {
+        RecvBatch::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.bufs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bufs.is_empty()
+    }
+
+    /// Datagram `i` of the batch.
+    pub fn get(&self, i: usize) -> Option<Received<'_>> {
+        Received::of(self.bufs.get(i)?)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Received<'_>> {
+        (0..self.len()).filter_map(move |i| self.get(i))
+    }
+
+    /// Free every datagram (back to the engine's pools) and add what they
+    /// held to the socket's shared counters, which the engine releases
+    /// from the socket's budget.
+    pub fn clear(&mut self) {
+        if self.bufs.is_empty() {
+            return;
+        }
+        let (mut truesize, mut bytes) = (0u64, 0u64);
+        for m in self.bufs.iter() {
+            truesize += u64::from(meta::truesize_of(m));
+            bytes += MbufMeta::view(m).map_or(0, |x| u64::from(x.payload_len));
+        }
+        let n = self.bufs.len() as u64;
+        self.bufs.clear();
+        if let Some(z) = &self.zone {
+            let s = z.slots();
+            s[Slot::Consumed as usize].fetch_add(n, Ordering::Relaxed);
+            s[Slot::ConsumedBytes as usize].fetch_add(bytes, Ordering::Relaxed);
+            // Last, and Release: the engine swaps it after the others.
+            s[Slot::Released as usize].fetch_add(truesize, Ordering::Release);
+        }
+    }
+}
+
+impl Drop for RecvBatch {
+    fn drop(&mut self) {
+        if dpdk_sys::eal::is_up() {
+            self.clear();
+        } else {
+            // Detached: the engine's memory is unmapped here; forget them.
+            self.bufs.take_raw();
+        }
     }
 }
 

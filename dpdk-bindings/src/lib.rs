@@ -35,6 +35,7 @@ pub mod lcore;
 pub mod mbuf;
 pub mod memory;
 pub mod mempool;
+pub mod mp;
 pub mod os;
 pub mod port;
 pub mod ring;

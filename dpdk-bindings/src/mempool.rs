@@ -156,3 +156,43 @@ impl Drop for Mempool {
         }
     }
 }
+
+/// Give back to their pools the objects the calling lcore's caches hold,
+/// in every mempool of the EAL (the primary's too, from a secondary): for
+/// a process that frees into another process's pools and then leaves (an
+/// out-of-process client). What stays in its cache slot could otherwise
+/// only be allocated by a later process on the same lcore id. Only the
+/// cache's own lcore may touch it: a no-op on a thread that is no lcore.
+/// How many pools had objects cached here.
+pub fn flush_lcore_caches() -> usize {
+    struct Walk {
+        lcore: u32,
+        flushed: usize,
+    }
+    unsafe extern "C" fn one(mp: *mut ffi::rte_mempool, arg: *mut std::ffi::c_void) {
+        // SAFETY: `arg` is the `&mut Walk` passed below, alive for the walk
+        // and touched by nothing else.
+        let w = unsafe { &mut *(arg as *mut Walk) };
+        // SAFETY: the walk passes a live pool; the default cache of this
+        // thread's lcore (NULL without caches) is only ever used by this
+        // thread, and flushing puts its objects back into the pool's store.
+        unsafe {
+            let c = ffi::rte_mempool_default_cache(mp, w.lcore);
+            if !c.is_null() && (*c).len > 0 {
+                ffi::rte_mempool_cache_flush(c, mp);
+                w.flushed += 1;
+            }
+        }
+    }
+    let Some(lcore) = crate::lcore::current() else {
+        return 0;
+    };
+    if !crate::eal::is_up() {
+        return 0;
+    }
+    let mut w = Walk { lcore, flushed: 0 };
+    // SAFETY: the EAL is up; the callback only touches `w` and this lcore's
+    // caches; the walk holds the mempool list's read lock.
+    unsafe { ffi::rte_mempool_walk(Some(one), &mut w as *mut Walk as *mut std::ffi::c_void) };
+    w.flushed
+}

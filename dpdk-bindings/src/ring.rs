@@ -138,6 +138,18 @@ pub struct MbufRing {
 }
 
 impl MbufRing {
+    /// Find a ring of mbufs another process (the primary) created with
+    /// [`MbufRing::create`]. Dropping it leaves the ring and its contents
+    /// alone.
+    ///
+    /// # Safety
+    /// Every object in the ring named `name` must be an mbuf whose
+    /// reference the ring holds (it was created and filled as an
+    /// [`MbufRing`]), and the ring must outlive the returned handle.
+    pub unsafe fn lookup(name: &str) -> Result<MbufRing> {
+        Ring::lookup(name).map(|ring| MbufRing { ring })
+    }
+
     /// As [`Ring::create`].
     pub fn create(name: &str, count: u32, socket: i32, flags: u32) -> Result<MbufRing> {
         Ring::create(name, count, socket, flags).map(|ring| MbufRing { ring })
@@ -215,8 +227,9 @@ impl MbufRing {
 
 impl Drop for MbufRing {
     fn drop(&mut self) {
-        // After rte_eal_cleanup the ring and its mbufs are unmapped: nothing to free.
-        if !crate::eal::is_up() {
+        // After rte_eal_cleanup the ring and its mbufs are unmapped: nothing
+        // to free; a looked-up ring's contents are its creator's.
+        if !crate::eal::is_up() || !self.ring.owned {
             return;
         }
         let mut bufs = [std::ptr::null_mut::<c_void>(); 64];

@@ -136,6 +136,13 @@ impl Consumer {
             .iter()
             .filter(|e| e.consumed_by == self.me)
             .count();
+        // Published after the new registry is in hand: from here on this
+        // consumer reads no ring an older registry gave it.
+        if let ConsumedBy::Lcore(i) = self.me {
+            if let Some(c) = shared.consumers.get(i) {
+                c.seen_gen.set(g);
+            }
+        }
     }
 
     /// One pass over the sockets this consumer reads: one burst from each
@@ -170,7 +177,7 @@ fn tx_queue_of(shared: &Shared, e: &SocketEntry) -> Option<u16> {
     match e.consumed_by {
         ConsumedBy::Lcore(i) => shared.consumers.get(i).and_then(|c| c.tx_queue),
         ConsumedBy::Main => shared.main_tx_queue,
-        ConsumedBy::External => None,
+        ConsumedBy::External | ConsumedBy::Client(_) => None,
     }
 }
 

@@ -16,7 +16,7 @@ use super::error::EngineError;
 use super::main_loop::{self, MainLcore};
 use super::shared::{Mode, Shared};
 use super::teardown::{self, Stopping};
-use super::{setup, signals, telemetry};
+use super::{clients, setup, signals, telemetry};
 use crate::config::Config;
 use crate::socket::Socket;
 use crate::summary::Summary;
@@ -59,6 +59,9 @@ pub struct Engine {
     /// its burst array and registry survive between polls.
     main_consumer: RefCell<Consumer>,
     eal: Option<Eal>,
+    /// The IPC action out-of-process clients send requests to (unregistered
+    /// first at stop and drop).
+    client_ipc: Option<dpdk_sys::mp::MpAction>,
     /// This engine's claim on its file prefix, released after the EAL.
     instance: Option<crate::instance::InstanceLock>,
 }
@@ -114,6 +117,7 @@ impl Engine {
             pool_samples: Vec::new(),
             pool_marks: built.pool_marks,
             eal: None,
+            client_ipc: None,
             instance: None,
         };
         setup::launch_workers(&e.shared, &mut e.launched)?;
@@ -122,6 +126,7 @@ impl Engine {
         e.instance = Some(instance);
         // Telemetry reads the same snapshot the exit JSON is made from.
         telemetry::start(&e.shared);
+        e.client_ipc = clients::register(&e.shared);
         Ok(e)
     }
 
@@ -188,6 +193,8 @@ impl Engine {
 
     /// Stop RX, drain every stage, let consumers finish, check the books.
     pub fn stop(mut self) -> Result<Summary, EngineError> {
+        // No client opens a socket from here on.
+        self.client_ipc.take();
         teardown::stop(Stopping {
             shared: &self.shared,
             launched: std::mem::take(&mut self.launched),
@@ -206,6 +213,7 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
+        self.client_ipc.take();
         teardown::release(
             &self.shared,
             &mut self.launched,

@@ -10,7 +10,7 @@ use dpdk_sys::{eal, Mempool};
 use super::consumer::Consumer;
 use super::report::snapshot;
 use super::shared::Shared;
-use super::{reload, signals};
+use super::{clients, reload, signals};
 use crate::config::Config;
 use crate::counters;
 use crate::nstat::{self, StatsFormat};
@@ -90,10 +90,15 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
                 continue;
             }
             polls = 0;
+        } else if shared.clients.open.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+            // Nothing to consume here, but a client's frees to fold soon:
+            // its socket's budget waits for them.
+            std::thread::sleep(Duration::from_micros(100));
         } else {
             // Nothing to consume here: the main lcore only keeps time.
             std::thread::sleep(Duration::from_millis(5));
         }
+        clients::serve(&shared);
         if signals::stop_requested() {
             log::info!("signal received, stopping");
             break;

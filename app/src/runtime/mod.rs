@@ -8,6 +8,7 @@
 pub mod alloc_guard;
 pub mod bench;
 pub mod burst;
+pub mod clients;
 pub mod consumer;
 pub mod engine;
 pub mod error;

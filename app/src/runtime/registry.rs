@@ -39,7 +39,7 @@ pub enum RegistryError {
 /// Which lcore consumes a socket: a consumer lcore that names it, else one
 /// with an empty list (round-robin), else the main lcore; `none` handlers
 /// are left to the library API or another process.
-fn consumer_for(shared: &Shared, conf: &SocketConf, id: u32) -> ConsumedBy {
+pub(crate) fn consumer_for(shared: &Shared, conf: &SocketConf, id: u32) -> ConsumedBy {
     if conf.handler == Handler::None {
         return ConsumedBy::External;
     }
@@ -151,7 +151,7 @@ pub(crate) fn register(shared: &Shared, entries: Vec<SocketEntry>) {
 
 /// Every store to the socket registry while running goes through here;
 /// the generation bump after it tells pollers (`consumer::Consumer`) to re-read.
-fn set_registry(shared: &Shared, v: Vec<SocketEntry>) {
+pub(crate) fn set_registry(shared: &Shared, v: Vec<SocketEntry>) {
     shared.sockets.store(Arc::new(v));
     shared.sockets_gen.fetch_add(1, Ordering::Release);
 }
@@ -227,7 +227,10 @@ pub(crate) fn retire(shared: &Shared, entries: &[SocketEntry]) {
     loop {
         let waiting: Vec<&SocketEntry> = entries
             .iter()
-            .filter(|e| e.consumed_by != ConsumedBy::External && e.sock.ring.count() > 0)
+            .filter(|e| {
+                !matches!(e.consumed_by, ConsumedBy::External | ConsumedBy::Client(_))
+                    && e.sock.ring.count() > 0
+            })
             .collect();
         if waiting.is_empty() || Instant::now() >= deadline {
             break;

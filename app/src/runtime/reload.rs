@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::registry::{self, Prepared};
-use super::shared::{Shared, SocketEntry};
+use super::shared::{ConsumedBy, Shared, SocketEntry};
 use crate::config::{Config, Handler, SocketConf};
 use crate::flow_table::{Binding, Editor, FlowError, SocketHandle};
 use crate::handlers;
@@ -280,6 +280,20 @@ pub fn apply(
     let live_confs: Vec<SocketConf> = live.iter().map(|e| e.sock.current_conf()).collect();
     let plan = plan(&live_confs, new, keep_filler);
     let mut rejected: Vec<String> = plan.rejected.clone();
+    // A socket a client process has open keeps its ring and counters until
+    // the client closes it: the client reads that memory directly.
+    let replaced = plan.steps.iter().filter_map(|&(_, st)| match st {
+        Step::Replace(l) => Some(l),
+        _ => None,
+    });
+    for l in plan.removed.iter().copied().chain(replaced) {
+        if let ConsumedBy::Client(pid) = live[l].consumed_by {
+            rejected.push(format!(
+                "socket {:?} is open by client pid {pid}: it cannot be removed or replaced until the client closes it",
+                live[l].sock.name()
+            ));
+        }
+    }
     let mut created = Created::default();
     let mut incoming: Vec<Incoming> = Vec::new();
     let mut in_place: Vec<(SocketEntry, SocketConf, Option<handlers::State>)> = Vec::new();

@@ -157,6 +157,7 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
         main_tx_queue,
         mode,
         pool_watch: Default::default(),
+        clients: Default::default(),
     });
     let pool_marks = pool_marks(cfg, &shared, &pools);
     create_sockets(cfg, &shared)?;

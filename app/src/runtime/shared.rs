@@ -33,6 +33,21 @@ pub enum ConsumedBy {
     Main,
     /// Nobody inside the engine: the library API or another process.
     External,
+    /// An out-of-process client (`udpdemux-client`, its pid) opened it: the
+    /// engine's consumers skip it until the client closes it.
+    Client(u32),
+}
+
+/// Out-of-process clients' requests (`client_proto`), queued by the EAL's
+/// IPC thread for the main lcore, which alone changes the registry.
+#[derive(Debug, Default)]
+pub struct Clients {
+    /// Set when `requests` is not empty: the main lcore looks at this flag,
+    /// and takes the lock only when it is set.
+    pub pending: AtomicBool,
+    pub requests: Mutex<Vec<dpdk_sys::mp::MpRequest>>,
+    /// Sockets a client has open now.
+    pub open: std::sync::atomic::AtomicUsize,
 }
 
 /// A socket and who consumes it.
@@ -81,6 +96,8 @@ pub struct Shared {
     /// The RX pools' free count and time below the low-water mark, as the
     /// main lcore samples them (issue 14: starvation made visible).
     pub pool_watch: crate::starvation::PoolWatch,
+    /// Requests from out-of-process clients and the sockets they hold.
+    pub clients: Clients,
 }
 
 /// One RX lcore's assignment and counters.
@@ -113,6 +130,10 @@ pub struct ConsumerLcore {
     pub stats: CachePadded<ConsumerLoopStats>,
     /// This lcore's TX queue on every port (echo replies); None: it has none.
     pub tx_queue: Option<u16>,
+    /// The registry generation (`Shared::sockets_gen`) this lcore's consumer
+    /// polls with: once it reaches a generation, the lcore no longer reads
+    /// rings an older registry gave it (a client's open waits for this).
+    pub seen_gen: counters::Counter,
 }
 
 impl ConsumerLcore {
@@ -122,6 +143,7 @@ impl ConsumerLcore {
             sockets,
             stats: CachePadded::default(),
             tx_queue: None,
+            seen_gen: Default::default(),
         }
     }
 }

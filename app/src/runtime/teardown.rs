@@ -69,8 +69,10 @@ pub fn stop(mut t: Stopping<'_>) -> Result<Summary, EngineError> {
     // Main-lcore sockets: consume what is left.
     while t.main_consumer.poll(&shared) > 0 {}
     t.main_consumer.release();
-    // External consumers: whatever they did not take is freed and counted.
+    // External consumers: whatever they did not take is freed and counted
+    // (what clients freed is folded in first).
     for e in shared.sockets.load().iter() {
+        e.sock.fold_client();
         e.sock.free_ring();
     }
     // Every small-cache entry is back (only the cache holds it).

@@ -1,0 +1,191 @@
+//! What the engine and an out-of-process client (`udpdemux-client`) agree
+//! on: the IPC action and its messages, and the per-socket shared counters
+//! (issue 16).
+//!
+//! One action, [`ACTION`], carries text requests and replies (at most 256
+//! bytes each, `rte_mp_msg`'s parameter):
+//!
+//! | request | reply |
+//! |---|---|
+//! | `open <socket> <pid>` | `ok <id> <ring> <zone>` or `err <reason>` |
+//! | `close <socket> <pid>` | `ok` or `err <reason>` |
+//!
+//! A socket opened by a client is consumed by that client only: the
+//! engine's consumer skips its delivery ring until the client closes it.
+//! The client frees the mbufs it took and adds what they held to the
+//! socket's shared counters ([`Slot`], in the memzone `udx_c<id>`); the
+//! engine's main lcore swaps them to 0 and releases that memory from the
+//! socket's rcvbuf accounting, the same release its own consumers do.
+
+/// The engine's IPC action name (`rte_mp_action_register`).
+pub const ACTION: &str = "udx_ctl";
+
+/// The memzone of socket `id`'s shared counters.
+pub fn zone_name(id: u32) -> String {
+    format!("udx_c{id}")
+}
+
+/// The slots of a socket's shared counter zone (`AtomicU64` each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
+pub enum Slot {
+    /// The socket's id (written once by the engine).
+    SocketId = 0,
+    /// Truesize bytes of mbufs the client has freed, not yet released by
+    /// the engine (the client adds, the engine swaps to 0).
+    Released = 1,
+    /// Datagrams the client has freed, not yet counted by the engine.
+    Consumed = 2,
+    /// Their UDP payload bytes.
+    ConsumedBytes = 3,
+    /// The pid of the client that has the socket open (0: none; engine-written).
+    Owner = 4,
+}
+
+/// Slots in a zone.
+pub const SLOTS: usize = 5;
+
+/// A request to the engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    Open { socket: String, pid: u32 },
+    Close { socket: String, pid: u32 },
+}
+
+impl Request {
+    pub fn encode(&self) -> String {
+        match self {
+            Request::Open { socket, pid } => format!("open {socket} {pid}"),
+            Request::Close { socket, pid } => format!("close {socket} {pid}"),
+        }
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Request, String> {
+        let s = std::str::from_utf8(b).map_err(|_| "request is not UTF-8".to_string())?;
+        let mut w = s.split(' ');
+        let (verb, socket, pid) = (w.next(), w.next(), w.next());
+        let (Some(verb), Some(socket), Some(pid), None) = (verb, socket, pid, w.next()) else {
+            return Err(format!("malformed request {s:?}"));
+        };
+        let pid: u32 = pid.parse().map_err(|_| format!("malformed pid in {s:?}"))?;
+        let socket = socket.to_string();
+        match verb {
+            "open" => Ok(Request::Open { socket, pid }),
+            "close" => Ok(Request::Close { socket, pid }),
+            v => Err(format!("unknown request {v:?}")),
+        }
+    }
+}
+
+/// What `open` gives the client: where the socket's datagrams and counters are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Opened {
+    pub id: u32,
+    pub ring: String,
+    pub zone: String,
+}
+
+/// Why the engine refused a request (the word after `err`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// No socket of that name.
+    NoSuchSocket,
+    /// Another client has it open.
+    Busy,
+    /// Anything else (the reason says what).
+    Other,
+}
+
+impl Refusal {
+    fn word(self) -> &'static str {
+        match self {
+            Refusal::NoSuchSocket => "nosuch",
+            Refusal::Busy => "busy",
+            Refusal::Other => "refused",
+        }
+    }
+}
+
+/// Reply text: `ok ...` or `err <kind> <reason>` (cut to fit a message).
+pub fn reply_ok(o: Option<&Opened>) -> String {
+    match o {
+        Some(o) => format!("ok {} {} {}", o.id, o.ring, o.zone),
+        None => "ok".into(),
+    }
+}
+
+pub fn reply_err(kind: Refusal, reason: &str) -> String {
+    let mut s = format!("err {} {reason}", kind.word());
+    if s.len() > 256 {
+        let mut cut = 253;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push_str("...");
+    }
+    s
+}
+
+/// Parse a reply: `Ok(None)` for a bare `ok`, `Ok(Some)` for an open's.
+pub fn parse_reply(b: &[u8]) -> Result<Option<Opened>, (Refusal, String)> {
+    let s = String::from_utf8_lossy(b);
+    if let Some(r) = s.strip_prefix("err ") {
+        let (w, reason) = r.split_once(' ').unwrap_or((r, ""));
+        let kind = [Refusal::NoSuchSocket, Refusal::Busy]
+            .into_iter()
+            .find(|k| k.word() == w)
+            .unwrap_or(Refusal::Other);
+        return Err((kind, reason.to_string()));
+    }
+    if s == "ok" {
+        return Ok(None);
+    }
+    let w: Vec<&str> = s.split(' ').collect();
+    match w.as_slice() {
+        ["ok", id, ring, zone] => Ok(Some(Opened {
+            id: id
+                .parse()
+                .map_err(|_| (Refusal::Other, format!("malformed reply {s:?}")))?,
+            ring: ring.to_string(),
+            zone: zone.to_string(),
+        })),
+        _ => Err((Refusal::Other, format!("malformed reply {s:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_and_replies_round_trip() {
+        for r in [
+            Request::Open {
+                socket: "dns4".into(),
+                pid: 42,
+            },
+            Request::Close {
+                socket: "x".into(),
+                pid: 1,
+            },
+        ] {
+            assert_eq!(Request::decode(r.encode().as_bytes()), Ok(r));
+        }
+        assert!(Request::decode(b"open a").is_err());
+        assert!(Request::decode(b"bind a 1").is_err());
+        let o = Opened {
+            id: 3,
+            ring: "udx_s3".into(),
+            zone: zone_name(3),
+        };
+        assert_eq!(parse_reply(reply_ok(Some(&o)).as_bytes()), Ok(Some(o)));
+        assert_eq!(parse_reply(b"ok"), Ok(None));
+        let e = reply_err(Refusal::Busy, "open by 7");
+        assert_eq!(
+            parse_reply(e.as_bytes()),
+            Err((Refusal::Busy, "open by 7".into()))
+        );
+        assert!(reply_err(Refusal::Other, &"é".repeat(300)).len() <= 256);
+    }
+}

@@ -1,0 +1,190 @@
+//! Out-of-process clients (`udpdemux-client`, issue 16): the engine's side
+//! of `client_proto`. The EAL's IPC thread only queues a request; the main
+//! lcore, which alone changes the socket registry (as for reloads), serves
+//! it between polls, replies, and folds what clients freed into the books.
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dpdk_sys::mp::{self, MpAction, MpRequest};
+
+use super::registry;
+use super::shared::{ConsumedBy, Shared, SocketEntry};
+use crate::client_proto::{self, Opened, Refusal, Request};
+use crate::meta;
+
+/// How long an open waits for the consumer lcores to let go of the ring.
+const HANDOVER_WAIT: Duration = Duration::from_secs(1);
+
+/// Register the engine's IPC action. `None` (logged) when the EAL shares no
+/// memory (`eal.no_huge`: `--no-shconf` disables DPDK's IPC) or refuses.
+pub fn register(shared: &Arc<Shared>) -> Option<MpAction> {
+    let s = Arc::clone(shared);
+    match mp::register(client_proto::ACTION, move |req| {
+        let c = &s.clients;
+        let mut q = c.requests.lock().unwrap_or_else(|p| p.into_inner());
+        q.push(req);
+        c.pending.store(true, Ordering::Release);
+    }) {
+        Ok(a) => Some(a),
+        Err(e) => {
+            log::info!("no client IPC ({e}): out-of-process clients cannot open sockets");
+            None
+        }
+    }
+}
+
+/// The main lcore's share, once per pass of its loop: fold every socket's
+/// client counters (two loads each when nothing changed), then answer the
+/// queued requests (one flag load when there are none).
+pub fn serve(shared: &Shared) {
+    for e in shared.sockets.load().iter() {
+        e.sock.fold_client();
+    }
+    if !shared.clients.pending.load(Ordering::Acquire) {
+        return;
+    }
+    let reqs = {
+        let mut q = shared
+            .clients
+            .requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        shared.clients.pending.store(false, Ordering::Release);
+        std::mem::take(&mut *q)
+    };
+    for r in reqs {
+        let text = answer(shared, &r);
+        log::info!("client request {:?} from {}: {text}", String::from_utf8_lossy(r.param()), r.peer());
+        if let Err(e) = r.reply(text.as_bytes()) {
+            log::warn!("client reply: {e}");
+        }
+    }
+}
+
+fn answer(shared: &Shared, r: &MpRequest) -> String {
+    match Request::decode(r.param()) {
+        Err(e) => client_proto::reply_err(Refusal::Other, &e),
+        Ok(Request::Open { socket, pid }) => match open(shared, &socket, pid) {
+            Ok(o) => client_proto::reply_ok(Some(&o)),
+            Err((k, e)) => client_proto::reply_err(k, &e),
+        },
+        Ok(Request::Close { socket, pid }) => match close(shared, &socket, pid) {
+            Ok(()) => client_proto::reply_ok(None),
+            Err((k, e)) => client_proto::reply_err(k, &e),
+        },
+    }
+}
+
+type Refused = (Refusal, String);
+
+fn find(shared: &Shared, name: &str) -> Result<SocketEntry, Refused> {
+    let socks = shared.sockets.load();
+    socks
+        .iter()
+        .find(|e| e.sock.name() == name)
+        .cloned()
+        .ok_or_else(|| {
+            let names: Vec<&str> = socks.iter().map(|e| e.sock.name()).collect();
+            (
+                Refusal::NoSuchSocket,
+                format!(
+                    "no socket named {name:?} in this engine (its sockets: {})",
+                    names.join(", ")
+                ),
+            )
+        })
+}
+
+/// The registry with `name`'s entry consumed by `by`; its generation.
+fn reassign(shared: &Shared, e: &SocketEntry, by: ConsumedBy) -> u64 {
+    let v: Vec<SocketEntry> = shared
+        .sockets
+        .load()
+        .iter()
+        .map(|x| {
+            let mut x = x.clone();
+            if Arc::ptr_eq(&x.sock, &e.sock) {
+                x.consumed_by = by;
+            }
+            x
+        })
+        .collect();
+    registry::set_registry(shared, v);
+    shared.sockets_gen.load(Ordering::Acquire)
+}
+
+/// Give socket `name` to client `pid`: from the reply on, only that client
+/// reads its delivery ring.
+fn open(shared: &Shared, name: &str, pid: u32) -> Result<Opened, Refused> {
+    let e = find(shared, name)?;
+    if let ConsumedBy::Client(p) = e.consumed_by {
+        return Err((
+            Refusal::Busy,
+            format!("socket {name:?} is already open by client pid {p}: one consumer per socket, close it there first"),
+        ));
+    }
+    if shared.mode.is_pipeline_floor() {
+        return Err((
+            Refusal::Other,
+            "the engine runs --floor pipeline: its rings hold uncharged mbufs without metadata".into(),
+        ));
+    }
+    let zone = e.sock.client_zone().map_err(|err| {
+        (
+            Refusal::Other,
+            format!("cannot reserve the socket's shared counters: {err}"),
+        )
+    })?;
+    let zone = zone.name();
+    e.sock.set_client_owner(pid);
+    let g = reassign(shared, &e, ConsumedBy::Client(pid));
+    shared.clients.open.fetch_add(1, Ordering::Relaxed);
+    // The main lcore's own consumer re-reads the registry at its next poll
+    // (this thread); consumer lcores say when they have.
+    let deadline = Instant::now() + HANDOVER_WAIT;
+    while shared.consumers.iter().any(|c| c.seen_gen.get() < g)
+        && !shared.consumers_stop.load(Ordering::SeqCst)
+    {
+        if Instant::now() >= deadline {
+            let _ = close(shared, name, pid);
+            return Err((
+                Refusal::Other,
+                "the engine's consumer lcores did not let go of the socket within 1 s".into(),
+            ));
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    Ok(Opened {
+        id: e.sock.id,
+        ring: meta::delivery_ring_name(e.sock.id),
+        zone,
+    })
+}
+
+/// Give socket `name` back from client `pid` to the consumer the engine
+/// gave it at creation.
+fn close(shared: &Shared, name: &str, pid: u32) -> Result<(), Refused> {
+    let e = find(shared, name)?;
+    match e.consumed_by {
+        ConsumedBy::Client(p) if p == pid => {}
+        ConsumedBy::Client(p) => {
+            return Err((
+                Refusal::Busy,
+                format!("socket {name:?} is open by client pid {p}, not {pid}"),
+            ))
+        }
+        _ => {
+            return Err((
+                Refusal::Other,
+                format!("socket {name:?} is not open by a client"),
+            ))
+        }
+    }
+    e.sock.fold_client();
+    let back = registry::consumer_for(shared, &e.sock.conf, e.sock.id);
+    reassign(shared, &e, back);
+    e.sock.set_client_owner(0);
+    shared.clients.open.fetch_sub(1, Ordering::Relaxed);
+    Ok(())
+}

@@ -1,0 +1,148 @@
+//! Attach to a running engine, open some of its sockets, receive, close.
+//!
+//!     cargo run -p udpdemux-client --example recv -- PREFIX [--secs S] [--idle-ms N] NAME[=EXPECT]...
+//!
+//! Opens every NAME (one line each: `open NAME id=ID`, or `open-error NAME:
+//! ...` and goes on), then receives from the sockets it opened: for S
+//! seconds with `--secs`, else until every NAME=EXPECT has its EXPECT
+//! datagrams and nothing more came for N ms (default 300), or 30 s passed.
+//! Then one line per socket:
+//! `socket NAME received N bytes B dsts [..] srcs K tsc_ok BOOL drops D`,
+//! `closed NAME`, and `detached`. Errors: one line `error: ...` on stderr,
+//! exit status 1. The tests run it against a spawned engine.
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use udpdemux_client::{Client, RecvBatch};
+
+#[derive(Default)]
+struct Tally {
+    n: u64,
+    bytes: u64,
+    dsts: BTreeSet<String>,
+    srcs: BTreeSet<String>,
+    tsc_ok: bool,
+    drops: u32,
+}
+
+fn main() {
+    let usage = "usage: recv PREFIX [--secs S] [--idle-ms N] NAME[=EXPECT]...";
+    let mut args = std::env::args().skip(1);
+    let mut prefix = None;
+    let mut secs: Option<f64> = None;
+    let mut idle_ms = 300u64;
+    let mut names: Vec<(String, Option<u64>)> = Vec::new();
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--secs" => {
+                secs = Some(
+                    args.next()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or_else(|| fail(usage)),
+                )
+            }
+            "--idle-ms" => {
+                idle_ms = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or_else(|| fail(usage))
+            }
+            "-h" | "--help" => {
+                println!("{usage}");
+                return;
+            }
+            _ if prefix.is_none() => prefix = Some(a),
+            _ => {
+                let (n, e) = match a.split_once('=') {
+                    Some((n, e)) => (
+                        n.to_string(),
+                        Some(e.parse().unwrap_or_else(|_| fail(usage))),
+                    ),
+                    None => (a.clone(), None),
+                };
+                names.push((n, e));
+            }
+        }
+    }
+    let Some(prefix) = prefix else { fail(usage) };
+    let client = Client::attach(&prefix).unwrap_or_else(|e| fail(&e.to_string()));
+    let mut socks = Vec::new();
+    for (name, expect) in &names {
+        match client.open(name) {
+            Ok(s) => {
+                println!("open {name} id={}", s.id());
+                socks.push((
+                    s,
+                    *expect,
+                    Tally {
+                        tsc_ok: true,
+                        ..Tally::default()
+                    },
+                ));
+            }
+            Err(e) => println!("open-error {name}: {e}"),
+        }
+    }
+    let mut batch = RecvBatch::new();
+    let start = Instant::now();
+    let mut last_rx = Instant::now();
+    loop {
+        let mut got = 0;
+        for (s, _, t) in socks.iter_mut() {
+            let n = udpdemux_client::recv_burst(s, &mut batch);
+            got += n;
+            let now = dpdk_sys::eal::rdtsc();
+            for d in batch.iter() {
+                t.n += 1;
+                t.bytes += d.payload().len() as u64;
+                t.dsts.insert(d.dst().to_string());
+                t.srcs.insert(d.src().to_string());
+                t.tsc_ok &= d.rx_tsc() > 0 && d.rx_tsc() <= now;
+                t.drops = t.drops.max(d.drops());
+            }
+        }
+        let now = Instant::now();
+        if got > 0 {
+            last_rx = now;
+        }
+        let done = match secs {
+            Some(s) => now.duration_since(start).as_secs_f64() >= s,
+            None => {
+                let met = socks.iter().all(|(_, e, t)| !e.is_some_and(|e| t.n < e));
+                (met && now.duration_since(last_rx) >= Duration::from_millis(idle_ms))
+                    || now.duration_since(start) >= Duration::from_secs(30)
+            }
+        };
+        if done {
+            break;
+        }
+        if got == 0 {
+            std::thread::yield_now();
+        }
+    }
+    // Free the last batch (its memory goes back to its socket) before closing.
+    drop(batch);
+    for (s, _, t) in socks {
+        let name = s.name().to_string();
+        println!(
+            "socket {name} received {} bytes {} dsts {:?} srcs {} tsc_ok {} drops {}",
+            t.n,
+            t.bytes,
+            t.dsts,
+            t.srcs.len(),
+            t.tsc_ok,
+            t.drops
+        );
+        match s.close() {
+            Ok(()) => println!("closed {name}"),
+            Err(e) => println!("close-error {name}: {e}"),
+        }
+    }
+    let clean = client.detach();
+    println!("detached cleanup={clean}");
+}
+
+fn fail(msg: &str) -> ! {
+    eprintln!("error: {msg}");
+    std::process::exit(1);
+}
