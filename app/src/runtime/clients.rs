@@ -155,6 +155,9 @@ fn open(shared: &Shared, name: &str, pid: u32) -> Result<Opened, Refused> {
         }
         std::thread::sleep(Duration::from_micros(50));
     }
+    // Pairs with the consumer lcores' Release fence before `seen_gen`: their
+    // last dequeues from this ring happen before the client's first.
+    std::sync::atomic::fence(Ordering::Acquire);
     Ok(Opened {
         id: e.sock.id,
         ring: meta::delivery_ring_name(e.sock.id),

@@ -140,6 +140,10 @@ impl Consumer {
         // consumer reads no ring an older registry gave it.
         if let ConsumedBy::Lcore(i) = self.me {
             if let Some(c) = shared.consumers.get(i) {
+                // Release: this lcore's last dequeue from a ring it gave
+                // up happens before whoever sees the new generation (a
+                // client's open, with its Acquire fence) dequeues from it.
+                std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
                 c.seen_gen.set(g);
             }
         }
