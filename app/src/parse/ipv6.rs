@@ -319,6 +319,18 @@ mod tests {
         assert!(ExtHeader::new_checked(&d[..1]).is_err());
     }
 
+    /// A routing header (RFC 8200 §4.4): next header, length, routing
+    /// type (byte 2), segments left (byte 3).
+    #[test]
+    fn routing_header_fields() {
+        let r = [17u8, 0, 4, 2, 0, 0, 0, 0];
+        let h = ExtHeader::new_checked(&r[..]).unwrap();
+        assert_eq!(h.next_header(), 17);
+        assert_eq!(h.header_len(), 8);
+        assert_eq!(h.routing_type(), 4);
+        assert_eq!(h.segments_left(), 2);
+    }
+
     #[test]
     fn fragment_header_fields() {
         // next UDP, offset 185 (1480 bytes), M=1, ident 0xdeadbeef.
