@@ -173,3 +173,80 @@ fn datagram(
         dst_mac: field_array(eth, ether::field::DST_MAC),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::build::{self, CsumMode, FragSpec, FrameSpec, L3Spec};
+
+    fn frame(v6: bool, payload: &[u8]) -> Vec<u8> {
+        let l3 = if v6 {
+            L3Spec::V6 {
+                src: "fd00::9".parse().unwrap(),
+                dst: "fd00::1".parse().unwrap(),
+                hop_limit: 64,
+                ext: &[],
+            }
+        } else {
+            L3Spec::V4 {
+                src: Ipv4Addr::new(198, 18, 0, 9),
+                dst: Ipv4Addr::new(198, 18, 0, 1),
+                ttl: 64,
+                options: &[],
+                ident: 1,
+                frag: FragSpec::default(),
+            }
+        };
+        build::to_vec(&FrameSpec {
+            src_mac: [2, 0, 0, 0, 0, 9],
+            dst_mac: [2, 0, 0, 0, 0, 1],
+            vlans: &[],
+            l3,
+            sport: 4000,
+            dport: 53,
+            payload,
+            udp_csum: CsumMode::Correct,
+        })
+        .unwrap()
+    }
+
+    /// An empty datagram (UDP length 8, the header alone) is a common frame
+    /// too: the fast path takes it, both families, with the general path's
+    /// answer.
+    #[test]
+    fn empty_datagrams_take_the_fast_path() {
+        for v6 in [false, true] {
+            let f = frame(v6, b"");
+            let d = parse_common(&f, Offload::default()).expect("fast path");
+            assert_eq!(d.payload_len, 0);
+            assert_eq!(d.payload(&f), Some(&[][..]));
+            let mut out = std::mem::MaybeUninit::uninit();
+            assert_eq!(
+                super::super::parse_general(&f, Offload::default(), &mut out).copied(),
+                Ok(d)
+            );
+        }
+    }
+
+    /// One byte of payload, and a UDP length one short of the header: the
+    /// first is taken, the second left to the general path (which refuses it).
+    #[test]
+    fn udp_length_bounds() {
+        for v6 in [false, true] {
+            let f = frame(v6, b"x");
+            assert_eq!(
+                parse_common(&f, Offload::default()).map(|d| d.payload_len),
+                Some(1)
+            );
+            let mut short = frame(v6, b"");
+            let at = if v6 { L4_V6 } else { L4_V4 } + udp::field::LENGTH.start;
+            short[at..at + 2].copy_from_slice(&7u16.to_be_bytes());
+            let good = Offload {
+                ip: CsumHint::Good,
+                l4: CsumHint::Good,
+            };
+            assert_eq!(parse_common(&short, good), None);
+            assert!(crate::parse::parse(&short, good).is_err());
+        }
+    }
+}
