@@ -391,6 +391,19 @@ mod tests {
         );
     }
 
+    /// The fixed header's accessors read what the setters wrote, at the
+    /// RFC 792 / RFC 4443 offsets (type 0, code 1, checksum 2..4).
+    #[test]
+    fn header_accessors_read_what_the_setters_wrote() {
+        let mut b = [0u8; 8];
+        let mut p = IcmpPacket::new_checked(&mut b[..]).unwrap();
+        p.set_msg_type(3);
+        p.set_code(4);
+        p.set_checksum(0xbeef);
+        assert_eq!((p.msg_type(), p.code(), p.checksum()), (3, 4, 0xbeef));
+        assert_eq!(&b[..4], &[3, 4, 0xbe, 0xef]);
+    }
+
     #[test]
     fn na_setters_write_rfc4861_layout() {
         let t: Ipv6Addr = "fd00::1".parse().unwrap();
