@@ -115,7 +115,7 @@ pub fn check_static(cfg: &Config) -> Vec<Problem> {
         let holds = rcvbuf / ts;
         if holds < burst_budget {
             out.push(Problem::warning(format!(
-                "socket {:?}: rcvbuf = {rcvbuf} holds {holds} datagrams of truesize {ts} B, fewer than {BURSTS_PER_RCVBUF} bursts of {} x {} RX lcore(s) = {burst_budget}: expect rcvbuf_full drops at full rate even when the consumer keeps up; rcvbuf >= {} is needed",
+                "socket {:?}: rcvbuf = {rcvbuf} holds {holds} datagrams of truesize {ts} B, fewer than {BURSTS_PER_RCVBUF} bursts of {} x {} RX lcore(s) = {burst_budget}: expect rcvbuf_full drops at full rate even when the consumer keeps up; rcvbuf >= {} is the least that holds them, and a consumer that falls behind at times needs more",
                 s.name,
                 cfg.engine.burst,
                 rx_lcores.max(1),
@@ -426,7 +426,7 @@ queues = ["net_null0:0"]
             w[0].contains("4 bursts of 32 x 1 RX lcore(s) = 128"),
             "{w:?}"
         );
-        assert!(w[0].contains("rcvbuf >= 303104 is needed"), "{w:?}");
+        assert!(w[0].contains("rcvbuf >= 303104 is the least"), "{w:?}");
         // Exactly the size named: no warning; one byte less: warned.
         assert!(burst_warnings(&cfg(&sock("rcvbuf = 303104\n"))).is_empty());
         assert_eq!(burst_warnings(&cfg(&sock("rcvbuf = 303103\n"))).len(), 1);
@@ -447,7 +447,7 @@ queues = ["net_null0:0"]
         assert!(
             w.len() == 1
                 && w[0].contains("x 2 RX lcore(s) = 256")
-                && w[0].contains("rcvbuf >= 606208 is needed"),
+                && w[0].contains("rcvbuf >= 606208 is the least"),
             "{w:?}"
         );
         // A larger data room raises the truesize and so the size needed.
@@ -455,7 +455,7 @@ queues = ["net_null0:0"]
         let w = burst_warnings(&big);
         assert!(
             w.len() == 1
-                && w[0].contains(&format!("rcvbuf >= {} is needed", 128 * (128 + 64 + 9216))),
+                && w[0].contains(&format!("rcvbuf >= {} is the least", 128 * (128 + 64 + 9216))),
             "{w:?}"
         );
     }

@@ -371,7 +371,7 @@ fn check_names_the_rcvbuf_a_full_burst_rate_needs() {
     assert!(
         out.lines().any(|l| l
             .starts_with("warning: socket \"dns4\": rcvbuf = 212992 holds 89 datagrams")
-            && l.contains("rcvbuf >= 303104 is needed")),
+            && l.contains("rcvbuf >= 303104 is the least")),
         "{out}"
     );
     assert!(out.contains(": ok (1 warning(s))"), "{out}");
