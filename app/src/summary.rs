@@ -106,6 +106,9 @@ pub struct SocketSummary {
     pub condensed: u64,
     pub batches: u64,
     pub batch_max: u64,
+    /// Of `batches`, those a producer delivered straight from its group
+    /// (nothing staged on its node and the delivery lock free).
+    pub direct_batches: u64,
     pub delivery_lock_acquisitions: u64,
     pub busylock_acquisitions: u64,
     pub tx: u64,
@@ -345,6 +348,7 @@ fn fold(a: &mut SocketSummary, b: SocketSummary) {
         (&mut a.rmem, b.rmem),
         (&mut a.condensed, b.condensed),
         (&mut a.batches, b.batches),
+        (&mut a.direct_batches, b.direct_batches),
         (
             &mut a.delivery_lock_acquisitions,
             b.delivery_lock_acquisitions,

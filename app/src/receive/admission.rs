@@ -1,6 +1,7 @@
 //! The producer side of a socket: [`RxSocket::enqueue`] and its burst
 //! forms, rcvbuf admission and charging, the condense hook above half the
-//! budget, the three enqueue [`Strategy`]s, and the election (with
+//! budget, the three enqueue [`Strategy`]s, the uncontended group's way
+//! straight to the ring, and the election (with
 //! `NumaQueues`, the push that finds its node's stage empty makes its
 //! producer the one that drains it: see [`super::drain`]).
 
@@ -8,10 +9,10 @@ use core::ptr::NonNull;
 use core::str::FromStr;
 
 use super::accounting::{has_space, DropReason, NodeCounters};
-use super::drain::BatchOutcome;
+use super::drain::{BatchOutcome, DRAIN_BURST};
 use super::stage::Batch;
 use super::sync::Ordering;
-use super::{DeliveryError, PacketMeta, RxSocket, Sink};
+use super::{DeliveryError, PacketMeta, ProdQueue, RxSocket, Sink};
 use crate::counters::stat;
 
 /// The `skb_condense` hook, called for packets admitted while the socket is
@@ -162,8 +163,13 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
     /// registers: the prefix that fits is admitted and the rest counted
     /// `RcvbufFull` per datagram, condensed above half the budget), charged
     /// to the node's meter once, counted once, and pushed onto the node's
-    /// stage with one compare-and-swap (`llist_add_batch`). Returns `true`
-    /// when the push found the stage empty: the caller is elected and owes
+    /// stage with one compare-and-swap (`llist_add_batch`), in windows of
+    /// [`DRAIN_BURST`]. Uncontended (the node's stage empty and the
+    /// delivery lock free right now) an admitted window goes straight to
+    /// the ring under one lock hold instead, as if pushed, elected and
+    /// drained at once but without staging it (`try_deliver_now`): the
+    /// stage is for contention. Returns `true` when a push found the stage
+    /// empty: the caller is elected and owes
     /// the stage a [`RxSocket::drain`] once its burst is staged, exactly as
     /// with [`RxSocket::enqueue_deferred`]. Busylock and direct, the
     /// kernel's older per-packet schemes, take the packets one by one.
@@ -206,6 +212,32 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
             ctr.add_drop(DropReason::Closed, n);
             return false;
         }
+        let mut elected = false;
+        for window in pkts.chunks(DRAIN_BURST) {
+            // SAFETY: the caller's contract, for this part of the group.
+            elected |= unsafe { self.stage_window(q, ctr, window, condense, to_free) };
+        }
+        elected
+    }
+
+    /// Admits, charges and stages (or delivers at once) up to
+    /// [`DRAIN_BURST`] packets of a group; `true` if the push elected us.
+    ///
+    /// # Safety
+    /// As [`RxSocket::enqueue_batch_deferred`], for `pkts`.
+    #[inline(always)]
+    unsafe fn stage_window<C, F>(
+        &self,
+        q: &ProdQueue<P>,
+        ctr: &NodeCounters,
+        pkts: &[NonNull<P>],
+        condense: &mut C,
+        to_free: &mut F,
+    ) -> bool
+    where
+        C: Condense<P>,
+        F: FnMut(NonNull<P>, DropReason),
+    {
         let rcvbuf = self.mem.rcvbuf();
         // As in `enqueue_inner`: this node's staged bytes count against the
         // budget too, or a flood could stage unbounded memory between drains.
@@ -213,8 +245,8 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
             .mem
             .rmem()
             .saturating_add(q.rmem_alloc.load(Ordering::Relaxed));
-        let mut batch = Batch::new();
-        let (mut bytes, mut staged, mut condensed, mut full) = (0usize, 0u64, 0u64, 0u64);
+        let mut admitted = [NonNull::<P>::dangling(); DRAIN_BURST];
+        let (mut bytes, mut staged, mut condensed, mut full) = (0usize, 0usize, 0u64, 0u64);
         for &p in pkts {
             // SAFETY: the caller owns `p`.
             let mut size = unsafe { P::truesize(p) } as usize;
@@ -236,25 +268,37 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
             }
             rmem = rmem.saturating_add(size);
             bytes = bytes.wrapping_add(size);
-            staged += 1;
-            // SAFETY: we own `p` and it is on no stage or chain.
-            unsafe { batch.push(p) };
+            // `pkts` holds at most DRAIN_BURST packets (the caller's window).
+            if let Some(slot) = admitted.get_mut(staged) {
+                *slot = p;
+                staged += 1;
+            }
         }
         if full != 0 {
             ctr.add_drop(DropReason::RcvbufFull, full);
         }
         if staged == 0 {
-            // An empty batch pushes nothing and elects nobody.
-            let _ = batch.push_onto(&q.stage);
+            // Nothing to push: an empty batch elects nobody.
             return false;
         }
         if condensed != 0 {
             stat::add_shared(&ctr.condensed, condensed);
         }
+        stat::add_shared(&ctr.staged, staged as u64);
+        let admitted = admitted.get(..staged).unwrap_or(&[]);
+        // SAFETY: each admitted packet is ours, on no stage or chain, listed
+        // once and charged nowhere yet.
+        if unsafe { self.try_deliver_now(q, ctr, admitted, to_free) } {
+            return false;
+        }
+        let mut batch = Batch::new();
+        for &p in admitted {
+            // SAFETY: we own `p` and it is on no stage or chain.
+            unsafe { batch.push(p) };
+        }
         // Charged before the push, as in `enqueue_inner`: the drainer's
         // subtraction must never precede it.
         q.rmem_alloc.fetch_add(bytes, Ordering::Relaxed);
-        stat::add_shared(&ctr.staged, staged);
         batch.push_onto(&q.stage) == Some(true)
     }
 

@@ -1,7 +1,9 @@
 //! The elected producer's drain: its node's stage moves into the delivery
 //! ring in arrival order under one delivery-lock hold, [`DRAIN_BURST`]
 //! packets per `Sink::enqueue_burst`, with the drain-time budget check
-//! (`RcvbufFullAtDrain`) and a refund of what the ring refuses; and
+//! (`RcvbufFullAtDrain`) and a refund of what the ring refuses; the same
+//! critical section for an uncontended group that skips the stage
+//! (`try_deliver_now`); and
 //! [`RxSocket::drain_closed`], which frees what a closed socket still has
 //! staged. Reading the ring is the consumer's act, not a drain: see
 //! `runtime::consumer`.
@@ -23,6 +25,32 @@ pub struct BatchOutcome {
     pub taken: u32,
     pub delivered: u32,
     pub dropped: u32,
+}
+
+/// What one delivery-lock hold did, and the packets it refused, which are
+/// freed only once the lock is released.
+struct Held<P> {
+    out: BatchOutcome,
+    /// Truesize of every packet taken (delivered or not).
+    total: usize,
+    /// Over the budget at delivery time (`RcvbufFullAtDrain`).
+    over: Chain<P>,
+    /// Refused by the ring (`RingFull`).
+    refused: Chain<P>,
+}
+
+impl<P: StagePacket> Held<P> {
+    /// Frees and counts what the hold refused (outside the critical
+    /// section, v3 of the seed).
+    fn finish<F>(self, ctr: &NodeCounters, to_free: &mut F) -> BatchOutcome
+    where
+        F: FnMut(NonNull<P>, DropReason),
+    {
+        let mut out = self.out;
+        out.dropped = free_chain(ctr, self.over, DropReason::RcvbufFullAtDrain, to_free)
+            + free_chain(ctr, self.refused, DropReason::RingFull, to_free);
+        out
+    }
 }
 
 impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
@@ -51,73 +79,150 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
         // count is approximate anyway and the sum touches every node's line.
         let snap = self.snapshot();
         let rcvbuf = self.mem.rcvbuf();
-        let mut over: Chain<P> = Chain::new();
-        let mut refused: Chain<P> = Chain::new();
-        let mut out = BatchOutcome::default();
-        let mut total = 0usize;
-
-        self.delivery.with(|sink| {
+        let held = self.delivery.with(|sink| {
             stat::add_exclusive(&self.dstats.lock_acquisitions, 1);
             // Taken under the lock, not before: while we waited for it,
             // other producers of this node kept pushing behind us (they
             // were not elected), and this is what picks their packets up.
             let batch = q.stage.take_all().reverse();
-            let mut buf = [NonNull::<P>::dangling(); DRAIN_BURST];
-            let mut n = 0usize;
-            let mut chunk = 0usize;
-            let mut base = self.mem.rmem();
-            for p in batch {
-                // SAFETY: take_all made us the owner of every packet on it.
-                let size = unsafe { P::truesize(p) } as usize;
-                total = total.wrapping_add(size);
-                out.taken = out.taken.wrapping_add(1);
-                // `udp_rmem_schedule` analogue: other nodes' drains may have
-                // filled the socket since this packet was admitted.
-                if !has_space(base.saturating_add(chunk), rcvbuf, size) {
-                    // SAFETY: owned, and detached from `batch` by the iterator.
-                    unsafe { over.push_front(p) };
-                    continue;
-                }
-                // SAFETY: owned (see above).
-                unsafe { P::set_drop_snapshot(p, snap) };
-                if n == DRAIN_BURST {
-                    let burst = buf.get(..n).unwrap_or(&[]);
-                    // SAFETY: every packet in `buf[..n]` came off the batch
-                    // take_all handed us, once each, and is on no chain.
-                    out.delivered += unsafe { self.flush(sink, burst, chunk, &mut refused) };
-                    n = 0;
-                    chunk = 0;
-                    base = self.mem.rmem();
-                }
-                if let Some(slot) = buf.get_mut(n) {
-                    *slot = p;
-                    n += 1;
-                    chunk = chunk.saturating_add(size);
-                }
-            }
-            if n > 0 {
-                let burst = buf.get(..n).unwrap_or(&[]);
-                // SAFETY: as above.
-                out.delivered += unsafe { self.flush(sink, burst, chunk, &mut refused) };
-            }
-            let d = &self.dstats;
-            stat::add_exclusive(&d.batches, 1);
-            stat::add_exclusive(&d.batch_pkts, u64::from(out.taken));
-            if u64::from(out.taken) > stat::read(&d.batch_max) {
-                d.batch_max
-                    .store(u64::from(out.taken), stat::Ordering::Relaxed);
-            }
+            // SAFETY: take_all made us the owner of every packet on it,
+            // each on no other chain once the iterator detaches it.
+            unsafe { self.deliver_locked(sink, batch, snap, rcvbuf) }
         });
-
         // The staged bytes leave the node's meter only now, so producers on
         // this node kept seeing them until they were charged to the socket
         // (or dropped) and the budget was never under-counted.
-        q.rmem_alloc.fetch_sub(total, Ordering::Relaxed);
+        q.rmem_alloc.fetch_sub(held.total, Ordering::Relaxed);
+        held.finish(ctr, to_free)
+    }
 
-        // Free outside the critical section (v3 of the seed).
-        out.dropped = free_chain(ctr, over, DropReason::RcvbufFullAtDrain, to_free)
-            + free_chain(ctr, refused, DropReason::RingFull, to_free);
-        out
+    /// The uncontended case of staging a group (see
+    /// [`RxSocket::enqueue_batch_deferred`]): if this node's stage is empty
+    /// and the delivery lock is free right now, the group goes straight to
+    /// the ring under that one hold, exactly as if it had been pushed onto
+    /// the empty stage, elected its producer and been drained at once, but
+    /// without the link writes, the compare-and-swap, the exchange, the two
+    /// walks of the chain and the node meter's two read-modify-writes.
+    /// Returns `false`, having touched nothing, when the stage is not empty
+    /// (a drainer is elected: the group queues behind what is staged, so
+    /// the node's datagrams reach the ring in the order they were staged)
+    /// or the lock is held (another node is draining: the caller stages, as
+    /// the seed does, rather than wait). Either way one producer's own
+    /// datagrams stay in arrival order: its earlier ones are in the ring,
+    /// on the stage (then it stages too), or taken by a drainer that holds
+    /// the lock (then `try_with` fails); loom's `numa_queues_batch_order`. The stage protocol itself is unchanged:
+    /// a push that finds the stage empty still elects its producer.
+    ///
+    /// # Safety
+    /// Each packet of `pkts` must be live, exclusively owned by the caller,
+    /// on no stage or chain, listed once, admitted (charged nowhere yet), and
+    /// safe to hand to the consumer thread. On `true` the caller has given
+    /// them all up (in the ring, or handed to `to_free` with their reason).
+    pub(super) unsafe fn try_deliver_now<F>(
+        &self,
+        q: &ProdQueue<P>,
+        ctr: &NodeCounters,
+        pkts: &[NonNull<P>],
+        to_free: &mut F,
+    ) -> bool
+    where
+        F: FnMut(NonNull<P>, DropReason),
+    {
+        if !q.stage.is_empty() {
+            return false;
+        }
+        let snap = self.snapshot();
+        let rcvbuf = self.mem.rcvbuf();
+        let held = self.delivery.try_with(|sink| {
+            // Re-checked under the lock: packets staged on this node since
+            // the check above (an elected drainer waits for this lock) go
+            // first. Our own earlier packets need no such check: the one
+            // above saw them staged, or a drainer took them under this lock,
+            // which we now hold, so they are in the ring.
+            if !q.stage.is_empty() {
+                return None;
+            }
+            stat::add_exclusive(&self.dstats.lock_acquisitions, 1);
+            stat::add_exclusive(&self.dstats.direct, 1);
+            // SAFETY: the caller's contract: owned, listed once, on no chain.
+            Some(unsafe { self.deliver_locked(sink, pkts.iter().copied(), snap, rcvbuf) })
+        });
+        match held.flatten() {
+            Some(held) => {
+                held.finish(ctr, to_free);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The delivery lock's critical section: `pkts`, in order, into the
+    /// ring in [`DRAIN_BURST`]-packet bursts, each checked against the
+    /// budget first (`udp_rmem_schedule` analogue: other nodes' drains may
+    /// have filled the socket since the packet was admitted) and charged
+    /// before it is published. What does not fit is kept aside, to be freed
+    /// after the lock ([`Held::finish`], v3 of the seed).
+    ///
+    /// # Safety
+    /// Called with the delivery lock held (`sink` is its data). Each packet
+    /// `pkts` yields must be live, exclusively owned by the caller, on no
+    /// stage or chain once yielded, and yielded once; all pass to the sink
+    /// or to the returned chains.
+    #[inline]
+    unsafe fn deliver_locked<I>(&self, sink: &mut S, pkts: I, snap: u32, rcvbuf: usize) -> Held<P>
+    where
+        I: IntoIterator<Item = NonNull<P>>,
+    {
+        let mut held = Held {
+            out: BatchOutcome::default(),
+            total: 0,
+            over: Chain::new(),
+            refused: Chain::new(),
+        };
+        let mut buf = [NonNull::<P>::dangling(); DRAIN_BURST];
+        let mut n = 0usize;
+        let mut chunk = 0usize;
+        let mut base = self.mem.rmem();
+        for p in pkts {
+            // SAFETY: owned (the contract).
+            let size = unsafe { P::truesize(p) } as usize;
+            held.total = held.total.wrapping_add(size);
+            held.out.taken = held.out.taken.wrapping_add(1);
+            if !has_space(base.saturating_add(chunk), rcvbuf, size) {
+                // SAFETY: owned and on no chain (the contract).
+                unsafe { held.over.push_front(p) };
+                continue;
+            }
+            // SAFETY: owned (see above).
+            unsafe { P::set_drop_snapshot(p, snap) };
+            if n == DRAIN_BURST {
+                let burst = buf.get(..n).unwrap_or(&[]);
+                // SAFETY: every packet in `buf[..n]` was yielded once, is
+                // ours and on no chain.
+                held.out.delivered += unsafe { self.flush(sink, burst, chunk, &mut held.refused) };
+                n = 0;
+                chunk = 0;
+                base = self.mem.rmem();
+            }
+            if let Some(slot) = buf.get_mut(n) {
+                *slot = p;
+                n += 1;
+                chunk = chunk.saturating_add(size);
+            }
+        }
+        if n > 0 {
+            let burst = buf.get(..n).unwrap_or(&[]);
+            // SAFETY: as above.
+            held.out.delivered += unsafe { self.flush(sink, burst, chunk, &mut held.refused) };
+        }
+        let d = &self.dstats;
+        stat::add_exclusive(&d.batches, 1);
+        stat::add_exclusive(&d.batch_pkts, u64::from(held.out.taken));
+        if u64::from(held.out.taken) > stat::read(&d.batch_max) {
+            d.batch_max
+                .store(u64::from(held.out.taken), stat::Ordering::Relaxed);
+        }
+        held
     }
 
     /// Charges and hands one burst to the sink; returns how many it took.

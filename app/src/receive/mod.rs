@@ -27,7 +27,10 @@
 //!   rcvbuf admission and charging, the condense hook, the three enqueue
 //!   strategies, and the election.
 //! * [`drain`]: the elected producer moving its node's stage into the ring
-//!   under one delivery-lock hold; and the drain of a closed socket.
+//!   under one delivery-lock hold; an uncontended group going straight to
+//!   the ring under the same critical section (nothing staged on its node,
+//!   the lock free: the stage is for contention); and the drain of a
+//!   closed socket.
 //!
 //! Outside this folder, the DPDK side: `crate::meta` (an mbuf as a
 //! [`PacketMeta`], the `rte_ring` [`Sink`], and the free of a closed
@@ -137,6 +140,9 @@ struct DeliveryStats {
     batches: AtomicU64,
     batch_pkts: AtomicU64,
     batch_max: AtomicU64,
+    /// Batches a producer delivered straight from its group (the stage was
+    /// empty and the lock free), without staging them.
+    direct: AtomicU64,
 }
 
 /// A point-in-time copy of a socket's counters, taken without stopping
@@ -151,6 +157,9 @@ pub struct SocketStats {
     pub batches: u64,
     pub batch_pkts: u64,
     pub batch_max: u64,
+    /// Of `batches`, those delivered straight from a producer's group
+    /// (uncontended: nothing staged on its node, the lock free).
+    pub direct_batches: u64,
     pub delivery_lock_acquisitions: u64,
     pub busylock_acquisitions: u64,
     pub closed_in_stage: u64,
@@ -328,6 +337,7 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
             batches: stat::read(&d.batches),
             batch_pkts: stat::read(&d.batch_pkts),
             batch_max: stat::read(&d.batch_max),
+            direct_batches: stat::read(&d.direct),
             delivery_lock_acquisitions: stat::read(&d.lock_acquisitions),
             busylock_acquisitions: stat::read(&self.busylock_acquisitions),
             closed_in_stage: stat::read(&self.closed_in_stage),

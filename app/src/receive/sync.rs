@@ -158,6 +158,22 @@ impl<T> SpinLock<T> {
         })
     }
 
+    /// Runs `f` with the lock held if it is free now; `None` (and `f` not
+    /// run) if someone holds it. Never waits: one load when held, one RMW
+    /// when free.
+    #[inline]
+    pub fn try_with<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        if self.locked.load(Ordering::Relaxed) || self.locked.swap(true, Ordering::Acquire) {
+            return None;
+        }
+        let _unlock = Unlock(&self.locked);
+        Some(self.data.with_mut(|p| {
+            // SAFETY: we hold the lock (the swap above found it free), so no
+            // other thread accesses the data until `_unlock` runs.
+            f(unsafe { &mut *p })
+        }))
+    }
+
     /// Whether someone holds the lock right now (diagnostics and tests only:
     /// the answer may be stale by the time it is read).
     pub fn is_locked(&self) -> bool {
@@ -191,6 +207,14 @@ impl<T> SpinLock<T> {
     pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         f(&mut g)
+    }
+
+    pub fn try_with<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        match self.inner.try_lock() {
+            Ok(mut g) => Some(f(&mut g)),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(f(&mut e.into_inner())),
+        }
     }
 
     pub fn is_locked(&self) -> bool {

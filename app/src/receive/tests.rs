@@ -191,6 +191,18 @@ fn enq_batch<C: Condense<HeapPacket>>(
     unsafe { s.enqueue_batch_deferred(node, pkts, st, c, &mut free) }
 }
 
+/// [`enq_batch`] while the delivery lock is held (as by another node's
+/// drainer): the group cannot go straight to the ring and is staged.
+fn enq_batch_staged<C: Condense<HeapPacket>>(
+    s: &Sock,
+    node: usize,
+    pkts: &[NonNull<HeapPacket>],
+    st: Strategy,
+    c: &mut C,
+) -> bool {
+    s.with_sink(|_| enq_batch(s, node, pkts, st, c))
+}
+
 fn sink_ids(s: &Sock) -> Vec<u32> {
     s.with_sink(|k| {
         // SAFETY: live until the final sweep.
@@ -208,7 +220,7 @@ fn batch_admits_what_fits_elects_once_and_keeps_order() {
     let s = sock(2, 350, 16);
     let pkts: Vec<_> = (0..7).map(|i| HeapPacket::alloc(i, TS)).collect();
     assert!(
-        enq_batch(&s, 0, &pkts[..5], Strategy::NumaQueues, &mut NoCondense),
+        enq_batch_staged(&s, 0, &pkts[..5], Strategy::NumaQueues, &mut NoCondense),
         "empty stage: elected"
     );
     let st = s.stats();
@@ -244,6 +256,99 @@ fn batch_admits_what_fits_elects_once_and_keeps_order() {
     sweep_after_consume(pkts, &[0, 1, 2, 5, 6]);
 }
 
+/// Uncontended (nothing staged on the node, the delivery lock free), a
+/// group goes straight to the ring under one lock hold: nobody is elected,
+/// the node's meter is never charged, the socket's is, and the batch is
+/// counted as a direct one.
+#[test]
+fn batch_uncontended_goes_straight_to_the_ring() {
+    let s = sock(2, 350, 16);
+    let pkts: Vec<_> = (0..5).map(|i| HeapPacket::alloc(i, TS)).collect();
+    assert!(
+        !enq_batch(&s, 1, &pkts, Strategy::NumaQueues, &mut NoCondense),
+        "delivered at once: nobody is elected"
+    );
+    let st = s.stats();
+    assert_eq!(
+        (
+            st.offered,
+            st.staged,
+            st.delivered,
+            st.drop(DropReason::RcvbufFull)
+        ),
+        (5, 3, 3, 2),
+        "the prefix that fits, as when staged: {st:?}"
+    );
+    assert_eq!(
+        (st.batches, st.direct_batches, st.delivery_lock_acquisitions),
+        (1, 1, 1)
+    );
+    assert_eq!(st.batch_pkts, st.staged);
+    assert_eq!(s.node_rmem(1), Some(0), "the node's meter is not touched");
+    assert_eq!(s.stage_is_empty(1), Some(true));
+    assert_eq!(s.rmem(), 300, "charged to the socket");
+    assert_eq!(sink_ids(&s), [0, 1, 2]);
+    s.release(300);
+    assert_quiescent(&s);
+    sweep_after_consume(pkts, &[0, 1, 2]);
+}
+
+/// A group larger than a drain burst goes straight to the ring in
+/// `DRAIN_BURST` windows, in order; a ring that fills refuses the tail,
+/// which is refunded, counted `RingFull` and freed.
+#[test]
+fn batch_uncontended_in_windows_and_ring_full() {
+    let n = DRAIN_BURST + 10;
+    let cap = DRAIN_BURST + 4;
+    let s = sock(1, 1 << 20, cap);
+    let pkts: Vec<_> = (0..n as u32).map(|i| HeapPacket::alloc(i, TS)).collect();
+    assert!(!enq_batch(
+        &s,
+        0,
+        &pkts,
+        Strategy::NumaQueues,
+        &mut NoCondense
+    ));
+    let st = s.stats();
+    assert_eq!((st.batches, st.direct_batches), (2, 2), "{st:?}");
+    assert_eq!(st.delivered, cap as u64);
+    assert_eq!(st.drop(DropReason::RingFull), (n - cap) as u64);
+    assert!(st.books_balance(), "{st:?}");
+    assert_eq!(s.rmem(), cap * TS as usize, "the refused tail was refunded");
+    let ids = sink_ids(&s);
+    assert_eq!(ids, (0..cap as u32).collect::<Vec<_>>());
+    s.release((cap * TS as usize) as u32);
+    assert_quiescent(&s);
+    sweep_after_consume(pkts, &ids);
+}
+
+/// A group that finds its node's stage not empty (a drainer is elected
+/// and has not drained yet) queues behind what is staged, even with the
+/// lock free: one producer's datagrams keep their arrival order.
+#[test]
+fn batch_behind_a_staged_group_queues_behind_it() {
+    let s = sock(1, 1 << 20, 16);
+    let pkts: Vec<_> = (0..4).map(|i| HeapPacket::alloc(i, TS)).collect();
+    assert!(
+        enq_batch_staged(&s, 0, &pkts[..2], Strategy::NumaQueues, &mut NoCondense),
+        "lock held: staged, and the push found the stage empty"
+    );
+    assert!(
+        !enq_batch(&s, 0, &pkts[2..], Strategy::NumaQueues, &mut NoCondense),
+        "behind the election: not elected, not delivered"
+    );
+    assert_eq!(s.stats().delivered, 0);
+    assert_eq!(s.node_rmem(0), Some(4 * TS as usize));
+    let out = s.drain(0, &mut free);
+    assert_eq!((out.taken, out.delivered), (4, 4));
+    let st = s.stats();
+    assert_eq!((st.batches, st.direct_batches), (1, 0), "{st:?}");
+    assert_eq!(sink_ids(&s), [0, 1, 2, 3]);
+    s.release(4 * TS);
+    assert_quiescent(&s);
+    sweep_after_consume(pkts, &[0, 1, 2, 3]);
+}
+
 /// Marks the delivered packets consumed (the sink was emptied by id) and sweeps.
 fn sweep_after_consume(pkts: Vec<NonNull<HeapPacket>>, delivered: &[u32]) {
     for &p in &pkts {
@@ -262,7 +367,7 @@ fn sweep_after_consume(pkts: Vec<NonNull<HeapPacket>>, delivered: &[u32]) {
 fn batch_condenses_above_half_the_budget() {
     let s = sock(1, 1000, 16);
     let pkts: Vec<_> = (0..10).map(|i| HeapPacket::alloc(i, TS)).collect();
-    assert!(enq_batch(
+    assert!(enq_batch_staged(
         &s,
         0,
         &pkts,
@@ -814,7 +919,7 @@ fn ring_full_refund_in_a_later_drain_burst_is_exact() {
     let pkts: Vec<_> = (0..n as u32)
         .map(|i| HeapPacket::alloc(i, TS + (i % 7) * 10))
         .collect();
-    assert!(enq_batch(
+    assert!(enq_batch_staged(
         &s,
         0,
         &pkts,

@@ -67,6 +67,7 @@ pub(crate) fn socket_summary(e: &SocketEntry, removed: bool) -> SocketSummary {
         condensed: s.condensed,
         batches: s.batches,
         batch_max: s.batch_max,
+        direct_batches: s.direct_batches,
         delivery_lock_acquisitions: s.delivery_lock_acquisitions,
         busylock_acquisitions: s.busylock_acquisitions,
         tx: c.tx.get(),

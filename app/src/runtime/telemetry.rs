@@ -215,6 +215,7 @@ pub fn socket_entries(k: &SocketSummary) -> Vec<(String, u64)> {
         ("condensed", k.condensed),
         ("batches", k.batches),
         ("batch_max", k.batch_max),
+        ("direct_batches", k.direct_batches),
         ("delivery_lock_acquisitions", k.delivery_lock_acquisitions),
         ("busylock_acquisitions", k.busylock_acquisitions),
         ("removed", k.removed as u64),
