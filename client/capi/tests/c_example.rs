@@ -99,7 +99,9 @@ fn text(o: &Output) -> String {
 /// The C recv example receives exactly the manifest's datagrams of `dns6`
 /// (its opens of an unknown and of a busy socket print the library's
 /// messages), `tests/api.c` then exercises every function and receives
-/// exactly `app6`'s, and at exit the engine's books balance: every socket
+/// exactly `app6`'s, the example run for a time on an engine-counted
+/// socket gets nothing (the replay is over) and gives it back, and at
+/// exit the engine's books balance: every socket
 /// delivered and consumed the manifest's count, the C clients' datagrams
 /// and payload bytes are in their sockets' books, and all memory is back.
 #[test]
@@ -151,6 +153,21 @@ fn c_clients_receive_a_finite_replay_exactly_and_the_books_balance() {
     let (got, app6_bytes): (u64, u64) = (w[3].parse().unwrap(), w[5].parse().unwrap());
     assert_eq!(got, a6, "{out}");
     assert!(l.ends_with("ports {0} drops 0"), "{l}");
+
+    // For S seconds (the replay is over: nothing comes), on a socket the
+    // engine counts, which goes back to it at close.
+    let o = Command::new(&recv)
+        .args([&engine.prefix, "--secs", "0.3", "dns4"])
+        .output()
+        .expect("spawn recv");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        out.contains(
+            "socket dns4 received 0 bytes 0 dsts {} srcs 0 tsc_ok true drops 0\nclosed dns4\n"
+        ),
+        "{out}"
+    );
 
     let j = engine.stop();
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
