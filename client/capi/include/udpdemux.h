@@ -20,9 +20,11 @@
  * Errors: every function that can fail returns an int, UDX_OK (0) or more
  * on success and one of the negative UDX_E* codes on failure; then
  * udx_last_error() tells why in one line. A NULL pointer where one is
- * required is refused with UDX_ENULL, never dereferenced. Nothing in this
- * library unwinds or aborts into the caller on an error of its own: an
- * internal error (a caught Rust panic) is UDX_EPANIC.
+ * required is refused with UDX_ENULL, never dereferenced. Errors are
+ * codes, never a crash. A bug inside the library (a Rust panic) never
+ * unwinds into C: a debug build catches it and returns UDX_EPANIC; a
+ * release build (the workspace's release profile has panic = "abort")
+ * aborts the process.
  *
  * Threads: attach once per process (DPDK allows one EAL init per process,
  * even after a detach). The client, its sockets and its batches belong to
@@ -81,7 +83,8 @@ extern "C" {
 #define UDX_ENOSOCKET (-8)
 /* The engine refused the request or did not answer in time. */
 #define UDX_EENGINE (-9)
-/* An internal error in the library (a caught panic): a bug, please report. */
+/* An internal error in the library (a panic, caught in a debug build): a
+ * bug, please report. */
 #define UDX_EPANIC (-10)
 
 /* Datagrams one udx_recv_burst takes at most. */

@@ -5,7 +5,8 @@
 //! Every entry point is a thin wrapper of `udpdemux-client`'s public API:
 //! it checks its pointers (NULL is refused with [`UDX_ENULL`]), runs the
 //! Rust call under [`std::panic::catch_unwind`] (a panic never unwinds into
-//! C: it becomes [`UDX_EPANIC`]; release builds abort on panic anyway), and
+//! C: it becomes [`UDX_EPANIC`]; the release profile's `panic = "abort"`
+//! aborts the process instead), and
 //! turns a Rust error into a negative code plus a one-line message for
 //! `udx_last_error()` (thread-local). The header documents ownership and
 //! lifetimes; `tests/c_example.rs` checks that it declares exactly what
