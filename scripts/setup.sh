@@ -2,7 +2,8 @@
 # Prepare a Debian 12 machine to build and run udpdemux. Idempotent: it only
 # does what is missing and says what it did.
 #   - apt packages: DPDK 22.11 (libdpdk-dev, dpdk, dpdk-dev for dpdk-testpmd),
-#     libclang-dev + clang (bindgen), pkg-config, build tools, and the tools the
+#     libclang-dev + clang (bindgen), pkg-config, build tools (build-essential:
+#     cc, c++ and nm also build and check the C API, client/capi), and the tools the
 #     tests drive (tshark, iproute2, iputils-ping, socat, netsniff-ng, valgrind)
 #   - 2 MB hugepages (HUGEPAGES, default 512) and a hugetlbfs mount on /dev/hugepages
 # Without root it changes nothing and prints what to run.

@@ -10,10 +10,18 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod finite;
+// Not every test binary that includes this module replays the finite pcap.
+#[allow(unused_imports)]
+pub use finite::*;
+
+/// The workspace's root: the nearest directory above the crate with a
+/// Cargo.lock (this module also serves client/capi's tests, one level deeper).
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
+        .ancestors()
+        .find(|d| d.join("Cargo.lock").is_file())
+        .expect("the workspace root (a Cargo.lock above the crate)")
         .to_path_buf()
 }
 
