@@ -29,7 +29,6 @@
 //! and the engine's `meta`.
 #![forbid(unsafe_code)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -37,6 +36,7 @@ use std::time::Duration;
 
 use dpdk_sys::mp::{self, AtomicZone};
 use dpdk_sys::{MbufBurst, MbufRing};
+use udpdemux::api::Release;
 use udpdemux::client_proto::{self, Refusal, Request, Slot};
 use udpdemux::meta::{self, MbufMeta};
 
@@ -44,8 +44,8 @@ use udpdemux::meta::{self, MbufMeta};
 /// (`udpdemux::api::Received`), the same type in-process applications get.
 pub use udpdemux::api::Received;
 
-use dpdk_sys::eal::LogRedirect;
 use dpdk_sys::secondary::{self, SecondaryEal};
+use udpdemux::eal_log::Capture;
 
 /// The lcore id this process's EAL main thread takes: the last one
 /// (RTE_MAX_LCORE 128 - 1), far from the engine's configured lcores.
@@ -143,9 +143,10 @@ impl Client {
         let runtime_dir = runtime_base().join(file_prefix);
         preflight(file_prefix, &runtime_dir)?;
         let args = eal_args(file_prefix);
-        let capture = LogCapture::start();
+        // The EAL's log explains a failure only while it initialises.
+        let capture = Capture::start_with(|l| log::debug!("EAL: {l}"));
         let res = SecondaryEal::init(&args);
-        let lines = capture.map(LogCapture::finish).unwrap_or_default();
+        let lines = capture.map(Capture::finish).unwrap_or_default();
         let eal = match res {
             Ok(eal) => eal,
             Err(err) => {
@@ -332,15 +333,16 @@ impl ClientSocket<'_> {
     /// held before (and releasing their memory from the socket's budget).
     /// How many arrived (0: none waiting). As `udpdemux::api::recv_burst`.
     pub fn recv_burst(&mut self, batch: &mut RecvBatch) -> usize {
-        batch.clear();
-        if !batch
-            .zone
-            .as_ref()
-            .is_some_and(|z| Rc::ptr_eq(z, &self.zone))
-        {
-            batch.zone = Some(Rc::clone(&self.zone));
-        }
-        self.ring.dequeue(&mut batch.bufs, BATCH)
+        let ring = &self.ring;
+        batch.refill(
+            |r| Rc::ptr_eq(&r.zone, &self.zone),
+            || {
+                Some(SharedRelease {
+                    zone: Rc::clone(&self.zone),
+                })
+            },
+            |_, bufs| ring.dequeue(bufs, BATCH),
+        )
     }
 
     /// Give the socket back to the engine's consumer. Clear (or drop) the
@@ -379,76 +381,33 @@ pub fn recv_burst(sock: &mut ClientSocket<'_>, batch: &mut RecvBatch) -> usize {
     sock.recv_burst(batch)
 }
 
-/// A batch of datagrams received by a [`ClientSocket`], owned until cleared
-/// (as `udpdemux::api::RecvBatch`).
-#[derive(Default)]
-pub struct RecvBatch {
-    zone: Option<Rc<AtomicZone>>,
-    bufs: MbufBurst<BATCH>,
+/// A batch of datagrams received by a [`ClientSocket`], owned until
+/// cleared: `udpdemux::api::RecvBatch` itself, released through the
+/// socket's shared counters.
+pub type RecvBatch = udpdemux::api::RecvBatch<SharedRelease>;
+
+/// How a client's batch releases what it held: the mbufs go back to the
+/// engine's pools from here, and what they held into the socket's shared
+/// counters, which the engine releases from the socket's budget.
+#[derive(Debug)]
+pub struct SharedRelease {
+    zone: Rc<AtomicZone>,
 }
 
-impl std::fmt::Debug for RecvBatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RecvBatch")
-            .field("len", &self.len())
-            .finish()
-    }
-}
-
-impl RecvBatch {
-    pub fn new() -> RecvBatch {
-        RecvBatch::default()
-    }
-
-    pub fn len(&self) -> usize {
-        self.bufs.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.bufs.is_empty()
-    }
-
-    /// Datagram `i` of the batch.
-    pub fn get(&self, i: usize) -> Option<Received<'_>> {
-        Received::of(self.bufs.get(i)?)
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = Received<'_>> {
-        (0..self.len()).filter_map(move |i| self.get(i))
-    }
-
-    /// Free every datagram (back to the engine's pools) and add what they
-    /// held to the socket's shared counters, which the engine releases
-    /// from the socket's budget.
-    pub fn clear(&mut self) {
-        if self.bufs.is_empty() {
-            return;
-        }
+impl Release for SharedRelease {
+    fn release(&mut self, bufs: &mut MbufBurst<BATCH>) {
         let (mut truesize, mut bytes) = (0u64, 0u64);
-        for m in self.bufs.iter() {
+        for m in bufs.iter() {
             truesize += u64::from(meta::truesize_of(m));
             bytes += MbufMeta::view(m).map_or(0, |x| u64::from(x.payload_len));
         }
-        let n = self.bufs.len() as u64;
-        self.bufs.clear();
-        if let Some(z) = &self.zone {
-            let s = z.slots();
-            s[Slot::Consumed as usize].fetch_add(n, Ordering::Relaxed);
-            s[Slot::ConsumedBytes as usize].fetch_add(bytes, Ordering::Relaxed);
-            // Last, and Release: the engine swaps it after the others.
-            s[Slot::Released as usize].fetch_add(truesize, Ordering::Release);
-        }
-    }
-}
-
-impl Drop for RecvBatch {
-    fn drop(&mut self) {
-        if dpdk_sys::eal::is_up() {
-            self.clear();
-        } else {
-            // Detached: the engine's memory is unmapped here; forget them.
-            self.bufs.take_raw();
-        }
+        let n = bufs.len() as u64;
+        bufs.clear();
+        let s = self.zone.slots();
+        s[Slot::Consumed as usize].fetch_add(n, Ordering::Relaxed);
+        s[Slot::ConsumedBytes as usize].fetch_add(bytes, Ordering::Relaxed);
+        // Last, and Release: the engine swaps it after the others.
+        s[Slot::Released as usize].fetch_add(truesize, Ordering::Release);
     }
 }
 
@@ -461,17 +420,8 @@ fn check_prefix(p: &str) -> Result<(), AttachError> {
     Ok(())
 }
 
-/// Where the EAL keeps runtime files: `/var/run/dpdk` for root, else
-/// `$XDG_RUNTIME_DIR/dpdk` or `/tmp/dpdk` (as `eal_get_runtime_dir` decides).
-pub fn runtime_base() -> PathBuf {
-    if dpdk_sys::os::is_root() {
-        return PathBuf::from("/var/run/dpdk");
-    }
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(d) if !d.is_empty() => Path::new(&d).join("dpdk"),
-        _ => PathBuf::from("/tmp/dpdk"),
-    }
-}
+/// Where the EAL keeps runtime files (the engine's own answer).
+pub use udpdemux::instance::runtime_base;
 
 /// Whether an engine holds the instance lock in `dir`.
 fn engine_lock_held(dir: &Path) -> bool {
@@ -591,66 +541,11 @@ fn eal_error(prefix: &str, dir: &Path, err: &str, lines: &[String]) -> AttachErr
     }
 }
 
-/// The EAL's last few lines that explain a failure (routine lines dropped).
+/// The EAL's last few lines that explain a failure (routine lines
+/// dropped, as the engine's own `eal_log::reason` drops them).
 fn eal_reason(lines: &[String]) -> Option<String> {
-    const ROUTINE: &[&str] = &[
-        "Detected ",
-        "Multi-process socket",
-        "Selected IOVA",
-        "Physical addresses are unavailable",
-        "VFIO support",
-        "No legacy callbacks",
-        "Ask a virtual area",
-        "Virtual area found",
-        "Setting up physically contiguous",
-        "Detected shared linkage",
-    ];
-    let mut out: Vec<String> = Vec::new();
-    for l in lines {
-        let t = l.trim();
-        let t = t.strip_prefix("EAL:").map(str::trim).unwrap_or(t);
-        let t = t.trim_end_matches('.');
-        if t.is_empty() || ROUTINE.iter().any(|r| t.contains(r)) {
-            continue;
-        }
-        if !out.iter().any(|o| o == t) {
-            out.push(t.to_string());
-        }
-    }
-    if out.is_empty() {
-        return None;
-    }
-    let n = out.len().saturating_sub(3);
-    Some(out[n..].join("; "))
-}
-
-/// The EAL's log read from a pipe while it initialises (it explains a
-/// failure only there); lines go to `log::debug!`.
-struct LogCapture {
-    redirect: LogRedirect,
-    reader: std::thread::JoinHandle<Vec<String>>,
-}
-
-impl LogCapture {
-    fn start() -> Option<LogCapture> {
-        let (redirect, read) = LogRedirect::to_pipe()?;
-        let reader = std::thread::spawn(move || {
-            let mut lines = Vec::new();
-            for l in BufReader::new(read).split(b'\n') {
-                let Ok(l) = l else { break };
-                let l = String::from_utf8_lossy(&l).into_owned();
-                log::debug!("EAL: {l}");
-                lines.push(l);
-            }
-            lines
-        });
-        Some(LogCapture { redirect, reader })
-    }
-
-    fn finish(self) -> Vec<String> {
-        self.redirect.restore();
-        self.reader.join().unwrap_or_default()
-    }
+    let r = udpdemux::eal_log::reason(lines);
+    (!r.is_empty()).then_some(r)
 }
 
 #[cfg(test)]

@@ -10,24 +10,6 @@
 //! once per process) against an engine spawned with hugepages.
 mod common;
 use common::*;
-use serde_json::Value;
-
-fn manifest() -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(repo().join("conf/default.pcap.json")).expect("manifest"),
-    )
-    .expect("manifest parses")
-}
-
-/// The exit JSON's socket named `name`.
-fn sock<'a>(j: &'a Value, name: &str) -> &'a Value {
-    j["sockets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
-        .unwrap_or_else(|| panic!("no socket {name} in {j}"))
-}
 
 /// `socket NAME received N bytes B ...` of the recv example: (N, B).
 fn received(out: &str, name: &str) -> (u64, u64) {
@@ -42,49 +24,18 @@ fn received(out: &str, name: &str) -> (u64, u64) {
 /// conf/default.pcap replayed once: three sockets counted by the engine,
 /// two (`handler = "none"`) left for a client, whose datagrams wait in
 /// their rings until it opens them.
-const FINITE: &str = r#"[engine]
-duration_secs = 60
-stop_when_idle_ms = 0
-
-[mempool]
-mbufs = 4095
-cache = 128
-
-[[port]]
-name = "{port}"
-
-[[lcore]]
-id = 1
-role = "rx"
-queues = ["{port}:0"]
-
-[[socket]]
-name = "dns4"
-local = "198.18.1.1:53"
-rcvbuf = 4194304
-
-[[socket]]
-name = "echo4"
-local = "198.18.1.2:7"
-rcvbuf = 4194304
-
-[[socket]]
-name = "app4"
-local = "198.18.1.3:5000"
-rcvbuf = 4194304
-
-[[socket]]
-name = "dns6"
-local = "[fd00::1]:53"
-handler = "none"
-rcvbuf = 4194304
-
-[[socket]]
-name = "app6"
-local = "[fd00::2]:5000"
-handler = "none"
-rcvbuf = 4194304
-"#;
+fn finite() -> String {
+    body(
+        "duration_secs = 60\nstop_when_idle_ms = 0",
+        &pcap_sockets(|n| {
+            if n.ends_with('6') {
+                "handler = \"none\"\n"
+            } else {
+                ""
+            }
+        }),
+    )
+}
 
 /// A client opens two sockets of a finite replay and receives exactly the
 /// manifest's datagrams for each, with their destination, a source and an
@@ -94,11 +45,11 @@ rcvbuf = 4194304
 /// consumption is in the socket's books and every socket's memory is back.
 #[test]
 fn a_client_receives_a_finite_replay_exactly_and_the_books_balance() {
-    hugepages_ready(64);
+    hugepages_ready(64).unwrap();
     let m = manifest();
     let pcap = repo().join("conf/default.pcap");
     let vdev = format!("net_pcap0,rx_pcap={}", pcap.display());
-    let mut engine = Engine::start_with("open", &vdev, "net_pcap0", false, FINITE);
+    let mut engine = Engine::start("open", &vdev, "net_pcap0", Opts::body(finite()));
     let (n6, a6) = (
         m["per_dst"]["[fd00::1]:53"].as_u64().unwrap(),
         m["per_dst"]["[fd00::2]:5000"].as_u64().unwrap(),
@@ -112,13 +63,7 @@ fn a_client_receives_a_finite_replay_exactly_and_the_books_balance() {
             "dns6",
         ],
     );
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        o.status.success(),
-        "{} {out} {}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = stdout_of_success(&o, "");
     assert!(
         out.contains("open dns6 id=") && out.contains("open app6 id="),
         "{out}"
@@ -152,7 +97,7 @@ fn a_client_receives_a_finite_replay_exactly_and_the_books_balance() {
         ("dns6", "[fd00::1]:53", true),
         ("app6", "[fd00::2]:5000", true),
     ] {
-        let s = sock(&j, name);
+        let s = socket_named(&j, name);
         let n = &m["per_dst"][addr];
         assert_eq!(&s["delivered"], n, "{name} delivered");
         assert_eq!(&s["consumed"], n, "{name} consumed");
@@ -179,30 +124,36 @@ fn a_client_receives_a_finite_replay_exactly_and_the_books_balance() {
 /// hand-over the engine waits for before it replies).
 #[test]
 fn a_socket_taken_over_during_a_replay_goes_back_to_the_engine_at_close() {
-    takeover("0,1", DEFAULT_BODY);
+    takeover("0,1", &default_body());
 }
 
 #[test]
 fn a_socket_a_consumer_lcore_reads_is_handed_over_and_back() {
-    let body = format!("{DEFAULT_BODY}\n[[lcore]]\nid = 2\nrole = \"consumer\"\n");
+    let body = format!(
+        "{}\n[[lcore]]\nid = 2\nrole = \"consumer\"\n",
+        default_body()
+    );
     takeover("0@0,1@1,2@0", &body);
 }
 
 fn takeover(lcores: &str, body: &str) {
-    hugepages_ready(64);
+    hugepages_ready(64).unwrap();
     let pcap = repo().join("conf/default.pcap");
     let vdev = format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display());
-    let mut engine = Engine::start_lcores("takeover", &vdev, "net_pcap0", false, lcores, body);
+    let mut engine = Engine::start(
+        "takeover",
+        &vdev,
+        "net_pcap0",
+        Opts {
+            lcores: lcores.into(),
+            body: body.into(),
+            ..Opts::default()
+        },
+    );
     let mut total = 0;
     for secs in ["1.5", "0.5"] {
         let o = recv(&engine.prefix, &["--secs", secs, "dns4"]);
-        let out = String::from_utf8_lossy(&o.stdout).into_owned();
-        assert!(
-            o.status.success() && out.contains("closed dns4"),
-            "{} {out} {}",
-            o.status,
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let out = stdout_of_success(&o, "closed dns4");
         assert!(out.contains("dsts {\"198.18.1.1:53\"}"), "{out}");
         let (n, _) = received(&out, "dns4");
         assert!(n > 0, "{out}");
@@ -212,12 +163,12 @@ fn takeover(lcores: &str, body: &str) {
     std::thread::sleep(std::time::Duration::from_millis(300));
     let j = engine.stop();
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
-    let s = sock(&j, "dns4");
+    let s = socket_named(&j, "dns4");
     assert_eq!(s["client_consumed"], total, "{s}");
     assert!(s["consumed"].as_u64().unwrap() > total, "{s}");
     assert_eq!(s["freed_at_close"], 0, "the engine consumed it again: {s}");
     assert_eq!(s["rmem"], 0, "{s}");
-    let other = sock(&j, "dns6");
+    let other = socket_named(&j, "dns6");
     assert!(other["consumed"].as_u64().unwrap() > 0);
     assert_eq!(other["client_consumed"], 0);
     if lcores.contains("2@") {
@@ -249,10 +200,10 @@ fn wait_log(engine: &Engine, what: &str) {
 /// and the removed socket's books keep the client's datagrams.
 #[test]
 fn a_reload_does_not_remove_a_socket_a_client_has_open() {
-    hugepages_ready(64);
+    hugepages_ready(64).unwrap();
     let pcap = repo().join("conf/default.pcap");
     let vdev = format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display());
-    let mut engine = Engine::start("reload", &vdev, "net_pcap0", false);
+    let mut engine = Engine::start("reload", &vdev, "net_pcap0", Opts::default());
     let client = std::process::Command::new(profile_dir().join("examples").join("recv"))
         .args([engine.prefix.as_str(), "--secs", "2", "dns4"])
         .stdout(std::process::Stdio::piped())
@@ -281,19 +232,13 @@ fn a_reload_does_not_remove_a_socket_a_client_has_open() {
         "SIGHUP: reload rejected, sockets unchanged: socket \"dns4\" is open by client pid",
     );
     let o = client.wait_with_output().unwrap();
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        o.status.success() && out.contains("closed dns4"),
-        "{} {out} {}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = stdout_of_success(&o, "closed dns4");
     let (n, _) = received(&out, "dns4");
     hup();
     wait_log(&engine, "SIGHUP: 1 socket(s) removed");
     let j = engine.stop();
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
-    let s = sock(&j, "dns4");
+    let s = socket_named(&j, "dns4");
     assert_eq!(s["removed"], true, "{s}");
     assert_eq!(s["client_consumed"], n, "{s}");
     assert_eq!(s["rmem"], 0, "{s}");

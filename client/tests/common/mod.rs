@@ -2,6 +2,11 @@
 //! spawning an engine on a unique file prefix with hugepages, stopping it
 //! for its exit JSON, DPDK's telemetry client, and the example runners.
 #![allow(dead_code)]
+// The helpers the engine's own tests have too.
+#[path = "../../../app/tests/common/shared.rs"]
+mod shared;
+#[allow(unused_imports)]
+pub use shared::*;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -9,13 +14,6 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
 
 /// `target/<profile>` of this test binary (it lives in `<profile>/deps`).
 pub fn profile_dir() -> PathBuf {
@@ -71,47 +69,51 @@ pub fn unique(tag: &str) -> String {
     )
 }
 
-pub fn hugepages_ready(min_free: u64) {
-    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
-    let free = std::fs::read_to_string("/proc/meminfo")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("HugePages_Free:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .unwrap_or(0);
-    assert!(
-        mounts.contains("hugetlbfs") && free >= min_free,
-        "these tests need hugepages (hugetlbfs mounted, >= {min_free} free 2 MB pages; {free} free): run scripts/setup.sh"
-    );
+/// An engine config after `[eal]`: `[engine]` with `engine` in it, a
+/// 4095-mbuf pool, the port (`{port}`) polled by RX lcore 1, then `sockets`.
+pub fn body(engine: &str, sockets: &str) -> String {
+    format!(
+        "[engine]\n{engine}\n\n[mempool]\nmbufs = 4095\ncache = 128\n{}{sockets}",
+        rx_port("{port}")
+    )
 }
 
 /// The engine config after `[eal]` the attach tests use: an endless
 /// replay counted into two sockets.
-pub const DEFAULT_BODY: &str = r#"[engine]
-duration_secs = 60
+pub fn default_body() -> String {
+    body(
+        "duration_secs = 60",
+        "\n[[socket]]\nname = \"dns4\"\nlocal = \"198.18.1.1:53\"\nrcvbuf = 4194304\n\n[[socket]]\nname = \"dns6\"\nlocal = \"[fd00::1]:53\"\nrcvbuf = 4194304\n",
+    )
+}
 
-[mempool]
-mbufs = 4095
-cache = 128
+/// How to run an engine: hugepages or not, `eal.lcores`, and the config
+/// after `[eal]` (`{port}` stands for the port's name).
+pub struct Opts {
+    pub no_huge: bool,
+    pub lcores: String,
+    pub body: String,
+}
 
-[[port]]
-name = "{port}"
+impl Default for Opts {
+    fn default() -> Opts {
+        Opts {
+            no_huge: false,
+            lcores: "0,1".into(),
+            body: default_body(),
+        }
+    }
+}
 
-[[lcore]]
-id = 1
-role = "rx"
-queues = ["{port}:0"]
-
-[[socket]]
-name = "dns4"
-local = "198.18.1.1:53"
-rcvbuf = 4194304
-
-[[socket]]
-name = "dns6"
-local = "[fd00::1]:53"
-rcvbuf = 4194304
-"#;
+impl Opts {
+    /// The defaults with `body`.
+    pub fn body(body: impl Into<String>) -> Opts {
+        Opts {
+            body: body.into(),
+            ..Opts::default()
+        }
+    }
+}
 
 pub struct Engine {
     pub child: Option<Child>,
@@ -121,27 +123,13 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine on `vdev` (port `port`), counting into two sockets; not
-    /// waited for.
-    pub fn spawn(tag: &str, vdev: &str, port: &str, no_huge: bool) -> Engine {
-        Engine::spawn_with(tag, vdev, port, no_huge, DEFAULT_BODY)
-    }
-
-    /// As [`Engine::spawn`], with `body` (the config after `[eal]`, where
-    /// `{port}` stands for the port's name) instead of [`DEFAULT_BODY`].
-    pub fn spawn_with(tag: &str, vdev: &str, port: &str, no_huge: bool, body: &str) -> Engine {
-        Engine::spawn_lcores(tag, vdev, port, no_huge, "0,1", body)
-    }
-
-    /// As [`Engine::spawn_with`], with `eal.lcores = lcores`.
-    pub fn spawn_lcores(
-        tag: &str,
-        vdev: &str,
-        port: &str,
-        no_huge: bool,
-        lcores: &str,
-        body: &str,
-    ) -> Engine {
+    /// An engine on `vdev` (port `port`) run as `o` says; not waited for.
+    pub fn spawn(tag: &str, vdev: &str, port: &str, o: Opts) -> Engine {
+        let Opts {
+            no_huge,
+            lcores,
+            body,
+        } = o;
         let (bin, _) = binaries();
         let prefix = unique(tag);
         let dir = std::env::temp_dir().join(format!("udpdemux-client-{prefix}"));
@@ -184,25 +172,8 @@ vdevs = ["{vdev}"]
     }
 
     /// [`Engine::spawn`], then wait until its port is up.
-    pub fn start(tag: &str, vdev: &str, port: &str, no_huge: bool) -> Engine {
-        Engine::start_with(tag, vdev, port, no_huge, DEFAULT_BODY)
-    }
-
-    /// [`Engine::spawn_with`], then wait until its port is up.
-    pub fn start_with(tag: &str, vdev: &str, port: &str, no_huge: bool, body: &str) -> Engine {
-        Engine::start_lcores(tag, vdev, port, no_huge, "0,1", body)
-    }
-
-    /// [`Engine::spawn_lcores`], then wait until its port is up.
-    pub fn start_lcores(
-        tag: &str,
-        vdev: &str,
-        port: &str,
-        no_huge: bool,
-        lcores: &str,
-        body: &str,
-    ) -> Engine {
-        let mut e = Engine::spawn_lcores(tag, vdev, port, no_huge, lcores, body);
+    pub fn start(tag: &str, vdev: &str, port: &str, o: Opts) -> Engine {
+        let mut e = Engine::spawn(tag, vdev, port, o);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let text = std::fs::read_to_string(&e.log).unwrap_or_default();
@@ -225,18 +196,12 @@ vdevs = ["{vdev}"]
         let _ = Command::new("kill")
             .args(["-INT", &child.id().to_string()])
             .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("engine did not stop on SIGINT: {}", self.log_text());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let status = wait_exit(
+            &mut child,
+            Duration::from_secs(30),
+            "engine did not stop on SIGINT",
+            || self.log_text(),
+        );
         assert!(
             status.success(),
             "engine exited {status}: {}",
@@ -270,41 +235,11 @@ pub fn remove_runtime_dir(prefix: &str) {
     let _ = std::fs::remove_dir_all(Path::new("/var/run/dpdk").join(prefix));
 }
 
-pub const TELEMETRY_PY: &str = "/usr/bin/dpdk-telemetry.py";
-
 /// Replies of DPDK's own telemetry client, one JSON value per command.
 pub fn telemetry(prefix: &str, cmds: &[&str]) -> Vec<Value> {
-    use std::io::Write;
-    assert!(
-        Path::new(TELEMETRY_PY).exists(),
-        "{TELEMETRY_PY} missing: apt-get install dpdk (scripts/setup.sh)"
-    );
-    let mut child = Command::new("python3")
-        .args([TELEMETRY_PY, "-f", prefix])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn dpdk-telemetry.py");
-    {
-        let mut stdin = child.stdin.take().unwrap();
-        for c in cmds {
-            writeln!(stdin, "{c}").unwrap();
-        }
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("dpdk-telemetry.py did not finish within 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let out = child.wait_with_output().unwrap();
-    let v: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    let v: Vec<Value> = telemetry_query(prefix, cmds, Duration::from_secs(30))
+        .expect("dpdk-telemetry.py did not finish within 30 s")
+        .into_iter()
         .filter(|v| v.get("version").is_none())
         .collect();
     assert_eq!(v.len(), cmds.len(), "telemetry {cmds:?}: {v:?}");
@@ -377,4 +312,17 @@ pub fn recv(prefix: &str, args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("spawn the recv example")
+}
+
+/// The stdout of an example run that must have succeeded and printed
+/// `must` (the failure shows both streams).
+pub fn stdout_of_success(o: &Output, must: &str) -> String {
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success() && out.contains(must),
+        "{} {out} {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
 }
