@@ -13,9 +13,19 @@
 //! A socket opened by a client is consumed by that client only: the
 //! engine's consumer skips its delivery ring until the client closes it.
 //! The client frees the mbufs it took and adds what they held to the
-//! socket's shared counters ([`Slot`], in the memzone `udx_c<id>`); the
-//! engine's main lcore swaps them to 0 and releases that memory from the
-//! socket's rcvbuf accounting, the same release its own consumers do.
+//! socket's shared counters ([`Slot`], in the memzone `udx_c<id>`): running
+//! totals only the client writes; the engine's main lcore releases what
+//! they grew by since it last looked from the socket's rcvbuf accounting,
+//! the same release its own consumers do.
+//!
+//! Liveness: after the counters the zone holds [`ROWS`] rows of an
+//! in-flight table (`dpdk_sys::inflight`): each batch a client fills
+//! claims a row, and the client records there what it dequeued before the
+//! application sees it, until it has counted and freed it. The engine
+//! checks every client pid it knows of every [`LIVENESS_MS`]; a dead one's
+//! rows are reclaimed (freed, their memory released, counted
+//! `freed_at_close` and `reclaimed_from_client`) and its open sockets
+//! closed as its own close would have (`runtime::clients`).
 
 /// The engine's IPC action name (`rte_mp_action_register`).
 pub const ACTION: &str = "udx_ctl";
@@ -31,19 +41,38 @@ pub fn zone_name(id: u32) -> String {
 pub enum Slot {
     /// The socket's id (written once by the engine).
     SocketId = 0,
-    /// Truesize bytes of mbufs the client has freed, not yet released by
-    /// the engine (the client adds, the engine swaps to 0).
+    /// Truesize bytes of mbufs clients have freed, in total (clients add
+    /// to it, one at a time; the engine only reads it).
     Released = 1,
-    /// Datagrams the client has freed, not yet counted by the engine.
+    /// Datagrams clients have freed, in total.
     Consumed = 2,
-    /// Their UDP payload bytes.
+    /// Their UDP payload bytes, in total.
     ConsumedBytes = 3,
     /// The pid of the client that has the socket open (0: none; engine-written).
     Owner = 4,
 }
 
-/// Slots in a zone.
-pub const SLOTS: usize = 5;
+/// Slots before the rows (a cache line).
+pub const SLOTS: usize = 8;
+
+/// In-flight rows per socket: batches of one socket a client can hold at
+/// once (a further receive into another batch gets nothing until one is
+/// cleared or dropped).
+pub const ROWS: usize = 16;
+
+/// Words of a socket's zone: the slots, then the rows.
+pub const ZONE_WORDS: usize = SLOTS + ROWS * dpdk_sys::inflight::ROW_WORDS;
+
+/// Row `i` of a zone's words.
+pub fn row(words: &[std::sync::atomic::AtomicU64], i: usize) -> dpdk_sys::inflight::Row<'_> {
+    let w = dpdk_sys::inflight::ROW_WORDS;
+    let at = SLOTS + i * w;
+    dpdk_sys::inflight::Row::new(&words[at..at + w]).expect("a zone holds ZONE_WORDS words")
+}
+
+/// How often, at most, the engine checks that its clients are alive (a
+/// dead one is reaped within this plus a main-loop pass).
+pub const LIVENESS_MS: u64 = 200;
 
 /// A request to the engine.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -234,7 +234,7 @@ impl Client {
         let found = meta::lookup_delivery_ring(&opened.ring)
             .map_err(|e| (format!("ring {}", opened.ring), e.to_string()))
             .and_then(|ring| {
-                AtomicZone::lookup(&opened.zone, client_proto::SLOTS)
+                AtomicZone::lookup(&opened.zone, client_proto::ZONE_WORDS)
                     .map_err(|e| (format!("memzone {}", opened.zone), e.to_string()))
                     .and_then(|zone| {
                         let id = zone.slots()[Slot::SocketId as usize].load(Ordering::Relaxed);
@@ -339,9 +339,10 @@ impl ClientSocket<'_> {
             || {
                 Some(SharedRelease {
                     zone: Rc::clone(&self.zone),
+                    row: None,
                 })
             },
-            |_, bufs| ring.dequeue(bufs, BATCH),
+            |r, bufs| r.take(ring, bufs),
         )
     }
 
@@ -386,12 +387,43 @@ pub fn recv_burst(sock: &mut ClientSocket<'_>, batch: &mut RecvBatch) -> usize {
 /// socket's shared counters.
 pub type RecvBatch = udpdemux::api::RecvBatch<SharedRelease>;
 
-/// How a client's batch releases what it held: the mbufs go back to the
-/// engine's pools from here, and what they held into the socket's shared
-/// counters, which the engine releases from the socket's budget.
+/// How a client's batch takes and releases datagrams. Taking claims a
+/// row of the socket's in-flight table (`client_proto::row`) and records
+/// the dequeued mbufs there before the application sees them; releasing
+/// frees them here (back to the engine's pools), adds what they held to
+/// the socket's shared totals, which the engine releases from the
+/// socket's budget, and gives the row up. If this process dies holding a
+/// batch, the engine frees what the row records (issue 16 liveness).
 #[derive(Debug)]
 pub struct SharedRelease {
     zone: Rc<AtomicZone>,
+    /// The row the batch's mbufs are recorded in, while it holds some.
+    row: Option<usize>,
+}
+
+impl SharedRelease {
+    /// Claim a free row and take up to [`BATCH`] datagrams through it:
+    /// how many (0 also when all `client_proto::ROWS` rows are held by
+    /// this process's other batches of the socket).
+    fn take(&mut self, ring: &MbufRing, bufs: &mut MbufBurst<BATCH>) -> usize {
+        if ring.looks_empty() {
+            return 0;
+        }
+        let pid = std::process::id();
+        let slots = self.zone.slots();
+        let Some(i) = (0..client_proto::ROWS).find(|&i| client_proto::row(slots, i).claim(pid))
+        else {
+            return 0;
+        };
+        let row = client_proto::row(slots, i);
+        let n = row.take(ring, bufs, BATCH);
+        if n == 0 {
+            row.unclaim();
+        } else {
+            self.row = Some(i);
+        }
+        n
+    }
 }
 
 impl Release for SharedRelease {
@@ -402,12 +434,34 @@ impl Release for SharedRelease {
             bytes += MbufMeta::view(m).map_or(0, |x| u64::from(x.payload_len));
         }
         let n = bufs.len() as u64;
-        bufs.clear();
         let s = self.zone.slots();
-        s[Slot::Consumed as usize].fetch_add(n, Ordering::Relaxed);
-        s[Slot::ConsumedBytes as usize].fetch_add(bytes, Ordering::Relaxed);
-        // Last, and Release: the engine swaps it after the others.
-        s[Slot::Released as usize].fetch_add(truesize, Ordering::Release);
+        // The totals only this process writes while it holds rows of the
+        // socket (the engine opens it to no other client meanwhile).
+        let (released, consumed, cbytes) = (
+            &s[Slot::Released as usize],
+            &s[Slot::Consumed as usize],
+            &s[Slot::ConsumedBytes as usize],
+        );
+        let to = [
+            released.load(Ordering::Relaxed) + truesize,
+            consumed.load(Ordering::Relaxed) + n,
+            cbytes.load(Ordering::Relaxed) + bytes,
+        ];
+        let row = self.row.take().map(|i| client_proto::row(s, i));
+        // Counted, then freed, then the row is free: a death in between
+        // leaves the engine a row that says how far this got.
+        if let Some(r) = &row {
+            r.begin_free(to);
+        }
+        consumed.store(to[1], Ordering::Relaxed);
+        cbytes.store(to[2], Ordering::Relaxed);
+        // Last, and Release: the engine reads it first.
+        released.store(to[0], Ordering::Release);
+        bufs.clear();
+        if let Some(r) = row {
+            r.end_free();
+            r.unclaim();
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use dpdk_sys::mp::{self, MpAction, MpRequest};
 
 use super::registry;
+use crate::client_proto::ROWS;
 use super::shared::{ConsumedBy, Shared, SocketEntry};
 use crate::client_proto::{self, Opened, Refusal, Request};
 use crate::meta;
@@ -124,6 +125,19 @@ fn open(shared: &Shared, name: &str, pid: u32) -> Result<Opened, Refused> {
             format!("socket {name:?} is already open by client pid {p}: one consumer per socket, close it there first"),
         ));
     }
+    // A client that closed the socket but still holds batches of it writes
+    // its counters and rows until it frees them: one writer at a time.
+    let mut owners = [0u32; ROWS];
+    e.sock.row_owners(&mut owners);
+    if let Some(&p) = owners.iter().find(|&&p| p != 0 && p != pid) {
+        if dpdk_sys::os::process_alive(p) {
+            return Err((
+                Refusal::Busy,
+                format!("socket {name:?}: client pid {p} still holds batches of it (closed, not freed): free them there first"),
+            ));
+        }
+        reap(shared, p);
+    }
     if shared.mode.is_pipeline_floor() {
         return Err((
             Refusal::Other,
@@ -190,4 +204,82 @@ fn close(shared: &Shared, name: &str, pid: u32) -> Result<(), Refused> {
     e.sock.set_client_owner(0);
     shared.clients.open.fetch_sub(1, Ordering::Relaxed);
     Ok(())
+}
+
+/// Client pids the liveness check looks at, at most (more are looked at
+/// on the next check).
+const MAX_PIDS: usize = 64;
+
+/// The main lcore's liveness check (every `client_proto::LIVENESS_MS`):
+/// every pid that has a socket open or holds rows of a socket's in-flight
+/// table is looked up (`kill(pid, 0)` and its `/proc` state, no heap
+/// allocation); a dead one is reaped. Sockets without a client zone cost
+/// one load each.
+pub fn check_liveness(shared: &Shared) {
+    let mut pids = [0u32; MAX_PIDS];
+    let mut n = 0;
+    let mut owners = [0u32; ROWS];
+    let note = |p: u32, pids: &mut [u32; MAX_PIDS], n: &mut usize| {
+        if p != 0 && *n < MAX_PIDS && !pids[..*n].contains(&p) {
+            pids[*n] = p;
+            *n += 1;
+        }
+    };
+    for e in shared.sockets.load().iter() {
+        if let ConsumedBy::Client(p) = e.consumed_by {
+            note(p, &mut pids, &mut n);
+        }
+        e.sock.row_owners(&mut owners);
+        for &p in &owners {
+            note(p, &mut pids, &mut n);
+        }
+    }
+    for &p in &pids[..n] {
+        if !dpdk_sys::os::process_alive(p) {
+            reap(shared, p);
+        }
+    }
+}
+
+/// Reap dead client `pid`: reclaim what it held of every socket, then
+/// close the sockets it had open exactly as its own close would have:
+/// each goes back to the consumer the engine gave it at creation (a
+/// configured socket is the engine's, not the client's: it is given back,
+/// not unbound; what waits in its ring is then that consumer's, or, for a
+/// `handler = "none"` socket, freed and counted `freed_at_close` at exit).
+/// Logs one line, counts `clients.reaped`.
+pub fn reap(shared: &Shared, pid: u32) {
+    let mut socks = Vec::new();
+    let (mut freed, mut uncounted, mut lost) = (0u64, 0u64, 0u64);
+    // Rows first, while the sockets the client had open are still skipped
+    // by the engine's consumers (a dequeue it died in is undone there).
+    for e in shared.sockets.load().iter() {
+        let r = e.sock.reclaim_client(pid);
+        freed += r.freed;
+        uncounted += r.uncounted;
+        lost += r.lost;
+    }
+    for e in shared.sockets.load().iter() {
+        if e.consumed_by == ConsumedBy::Client(pid) {
+            socks.push(e.sock.name().to_string());
+        }
+    }
+    for name in &socks {
+        if let Err((_, why)) = close(shared, name, pid) {
+            log::warn!("reaping client pid {pid}: closing {name:?}: {why}");
+        }
+    }
+    let c = &shared.clients;
+    c.reaped.fetch_add(1, Ordering::Relaxed);
+    c.reclaimed.fetch_add(uncounted, Ordering::Relaxed);
+    c.lost_in_free.fetch_add(lost, Ordering::Relaxed);
+    let lost = if lost > 0 {
+        format!("; {lost} mbuf(s) it died while freeing not freed again (at most that many lost to the pool)")
+    } else {
+        String::new()
+    };
+    log::warn!(
+        "reaped client pid {pid} (dead): closed socket(s) [{}], reclaimed {freed} mbuf(s) it held ({uncounted} datagram(s) unread, counted freed_at_close){lost}",
+        socks.join(", ")
+    );
 }
