@@ -43,35 +43,20 @@ use crate::socket::Socket;
 /// Datagrams per batch (the ring dequeue burst).
 pub const BATCH: usize = 64;
 
-/// What to open: a bound (or connected) socket consumed by the caller.
-#[derive(Debug, Clone)]
-pub struct SocketOptions {
-    pub name: String,
-    pub local: SocketAddr,
-    pub remote: Option<SocketAddr>,
-    pub reuseport: bool,
-    pub rcvbuf: u32,
-    pub ring_size: u32,
-}
-
-impl SocketOptions {
-    /// Kernel-like defaults: `rmem_default` receive buffer, 4096-entry ring.
-    pub fn new(name: &str, local: SocketAddr) -> SocketOptions {
-        SocketOptions {
-            name: name.into(),
-            local,
-            remote: None,
-            reuseport: false,
-            rcvbuf: 212_992,
-            ring_size: 4096,
-        }
-    }
-}
+/// What to open: a bound (or connected) socket consumed by the caller
+/// (the same options a client binds with, so it lives with the protocol).
+pub use crate::client_proto::SocketOptions;
 
 /// Open a socket whose datagrams only [`recv_burst`] takes (no built-in handler consumes it).
 pub fn open(engine: &Engine, o: SocketOptions) -> Result<Arc<Socket>, EngineError> {
-    // Through the config's own deserializer, so every other setting keeps
-    // its config-file default.
+    let conf = socket_conf(o).map_err(EngineError::Setup)?;
+    Ok(registry::add_socket(engine.shared(), conf)?)
+}
+
+/// The `[[socket]]` table of `o` (`handler = "none"`), through the
+/// config's own deserializer, so every other setting keeps its
+/// config-file default. A client's bind is made the same way.
+pub fn socket_conf(o: SocketOptions) -> Result<SocketConf, String> {
     let mut t = toml::Table::new();
     t.insert("name".into(), o.name.into());
     t.insert("local".into(), o.local.to_string().into());
@@ -82,10 +67,7 @@ pub fn open(engine: &Engine, o: SocketOptions) -> Result<Arc<Socket>, EngineErro
     t.insert("rcvbuf".into(), i64::from(o.rcvbuf).into());
     t.insert("ring_size".into(), i64::from(o.ring_size).into());
     t.insert("handler".into(), "none".into());
-    let conf: SocketConf = t
-        .try_into()
-        .map_err(|e: toml::de::Error| EngineError::Setup(e.to_string()))?;
-    Ok(registry::add_socket(engine.shared(), conf)?)
+    t.try_into().map_err(|e: toml::de::Error| e.to_string())
 }
 
 /// Close a socket: unbind it; what is still queued is freed and counted.

@@ -105,6 +105,9 @@ pub struct Socket {
     numa: i32,
     /// What clients consumed, as folded from the zone (main lcore only).
     pub client: CachePadded<ClientStats>,
+    /// The pid of the client that bound this socket (0: the config or the
+    /// API made it): it is removed at that client's unbind or death.
+    pub bound_by_client: std::sync::atomic::AtomicU32,
 }
 
 /// An out-of-process client's consumption of a socket, folded from its
@@ -243,6 +246,7 @@ impl Socket {
             zone: std::sync::OnceLock::new(),
             numa: socket_id,
             client: CachePadded::default(),
+            bound_by_client: std::sync::atomic::AtomicU32::new(0),
         })
     }
 

@@ -1,9 +1,10 @@
 //! Attach to a running engine, open some of its sockets, receive, close.
 //!
-//!     cargo run -p udpdemux-client --example recv -- PREFIX [--secs S] [--idle-ms N] [--hold H] NAME[=EXPECT]...
+//!     cargo run -p udpdemux-client --example recv -- PREFIX [--secs S] [--idle-ms N] [--hold H] [--bind NAME@LOCAL[@RCVBUF]]... NAME[=EXPECT]...
 //!
-//! Opens every NAME (one line each: `open NAME id=ID`, or `open-error NAME:
-//! ...` and goes on), then receives from the sockets it opened: for S
+//! Binds every `--bind` socket (`bound NAME id=ID`, or `bind-error NAME:
+//! ...`), opens every NAME (one line each: `open NAME id=ID`, or `open-error NAME:
+//! ...` and goes on), then receives from the sockets it has: for S
 //! seconds with `--secs`, else until every NAME=EXPECT has its EXPECT
 //! datagrams and nothing more came for N ms (default 300), or 30 s passed.
 //! Then one line per socket:
@@ -29,12 +30,13 @@ struct Tally {
 }
 
 fn main() {
-    let usage = "usage: recv PREFIX [--secs S] [--idle-ms N] [--hold H] NAME[=EXPECT]...";
+    let usage = "usage: recv PREFIX [--secs S] [--idle-ms N] [--hold H] [--bind NAME@LOCAL[@RCVBUF]]... NAME[=EXPECT]...";
     let mut args = std::env::args().skip(1);
     let mut prefix = None;
     let mut secs: Option<f64> = None;
     let mut idle_ms = 300u64;
     let mut hold: Option<f64> = None;
+    let mut binds: Vec<String> = Vec::new();
     let mut names: Vec<(String, Option<u64>)> = Vec::new();
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -51,6 +53,7 @@ fn main() {
                     .and_then(|v| v.parse().ok())
                     .unwrap_or_else(|| fail(usage))
             }
+            "--bind" => binds.push(args.next().unwrap_or_else(|| fail(usage))),
             "--hold" => {
                 hold = Some(
                     args.next()
@@ -78,6 +81,31 @@ fn main() {
     let Some(prefix) = prefix else { fail(usage) };
     let client = Client::attach(&prefix).unwrap_or_else(|e| fail(&e.to_string()));
     let mut socks = Vec::new();
+    for spec in &binds {
+        let w: Vec<&str> = spec.split('@').collect();
+        let (name, local) = match w.as_slice() {
+            [n, l, ..] => (*n, l.parse().unwrap_or_else(|_| fail(usage))),
+            _ => fail(usage),
+        };
+        let mut o = udpdemux_client::SocketOptions::new(name, local);
+        if let Some(r) = w.get(2) {
+            o.rcvbuf = r.parse().unwrap_or_else(|_| fail(usage));
+        }
+        match client.bind(o) {
+            Ok(s) => {
+                println!("bound {name} id={}", s.id());
+                socks.push((
+                    s,
+                    None,
+                    Tally {
+                        tsc_ok: true,
+                        ..Tally::default()
+                    },
+                ));
+            }
+            Err(e) => println!("bind-error {name}: {e}"),
+        }
+    }
     for (name, expect) in &names {
         match client.open(name) {
             Ok(s) => {
@@ -147,8 +175,9 @@ fn main() {
             t.tsc_ok,
             t.drops
         );
+        let verb = if s.is_bound() { "unbound" } else { "closed" };
         match s.close() {
-            Ok(()) => println!("closed {name}"),
+            Ok(()) => println!("{verb} {name}"),
             Err(e) => println!("close-error {name}: {e}"),
         }
     }

@@ -20,7 +20,13 @@
 //! memory) and their truesize into the socket's shared release counter
 //! (memzone `udx_c<id>`), which the engine folds into its rcvbuf
 //! accounting. Closing the socket (or dropping it) gives it back to the
-//! engine's consumer.
+//! engine's consumer. [`Client::bind`] makes a new socket instead, with
+//! the options of a `[[socket]]` table; closing that one unbinds it.
+//!
+//! What a batch holds is recorded in the socket's in-flight table (in the
+//! same memzone) before the application sees it: if this process dies,
+//! the engine frees it, and closes (or unbinds) its sockets, within a
+//! fraction of a second (`udpdemux::client_proto`, docs/design.md).
 //!
 //! A `Client` is the process's EAL main lcore: it is not `Send`, and its
 //! lcore id ([`CLIENT_LCORE`]) is one the engine does not use, so mempool
@@ -39,6 +45,9 @@ use dpdk_sys::{MbufBurst, MbufRing};
 use udpdemux::api::Release;
 use udpdemux::client_proto::{self, Refusal, Request, Slot};
 use udpdemux::meta::{self, MbufMeta};
+
+/// What [`Client::bind`] takes: the in-process API's own options.
+pub use udpdemux::api::SocketOptions;
 
 /// A received datagram: the engine's own zero-copy view
 /// (`udpdemux::api::Received`), the same type in-process applications get.
@@ -101,6 +110,8 @@ pub enum OpenError {
     AlreadyOpen { name: String, reason: String },
     #[error("the engine refused to open socket {name:?}: {reason}")]
     Refused { name: String, reason: String },
+    #[error("the engine refused to bind socket {name:?}: {reason}")]
+    BindRefused { name: String, reason: String },
     #[error("no answer from the engine on {prefix:?} to opening {name:?} ({reason}): is it still running, and a udpdemux engine with hugepages?")]
     NoReply {
         prefix: String,
@@ -201,12 +212,42 @@ impl Client {
         if name.is_empty() || name.len() > 200 || name.contains([' ', '\0']) {
             return Err(OpenError::InvalidName { name: name.into() });
         }
-        let pid = std::process::id();
         let req = Request::Open {
             socket: name.into(),
-            pid,
+            pid: std::process::id(),
+        };
+        self.request_socket(name, req, false)
+    }
+
+    /// Bind a new socket in the engine with the options of a `[[socket]]`
+    /// table (as `udpdemux::api::open` in-process), consumed by this client
+    /// alone. The engine checks them by the rules `udpdemux check` applies
+    /// (name, addresses, rcvbuf, ring_size) and refuses an address in use;
+    /// the refusal is one line. [`ClientSocket::close`] (or drop) unbinds
+    /// it; so does this process's death.
+    pub fn bind(&self, o: SocketOptions) -> Result<ClientSocket<'_>, OpenError> {
+        if let Some(why) = udpdemux::config::socket_name_problem(&o.name) {
+            return Err(OpenError::BindRefused {
+                name: o.name.clone(),
+                reason: why,
+            });
         }
-        .encode();
+        let name = o.name.clone();
+        let req = Request::Bind {
+            opts: o,
+            pid: std::process::id(),
+        };
+        self.request_socket(&name, req, true)
+    }
+
+    /// Send an open or bind request for `name` and look up what the reply names.
+    fn request_socket(
+        &self,
+        name: &str,
+        req: Request,
+        bound: bool,
+    ) -> Result<ClientSocket<'_>, OpenError> {
+        let req = req.encode();
         let rep = mp::request_sync(client_proto::ACTION, req.as_bytes(), REQUEST_TIMEOUT).map_err(
             |e| OpenError::NoReply {
                 prefix: self.prefix.clone(),
@@ -225,6 +266,7 @@ impl Client {
             Err((kind, reason)) => {
                 let name = name.to_string();
                 return Err(match kind {
+                    _ if bound => OpenError::BindRefused { name, reason },
                     Refusal::NoSuchSocket => OpenError::NoSuchSocket { name, reason },
                     Refusal::Busy => OpenError::AlreadyOpen { name, reason },
                     Refusal::Other => OpenError::Refused { name, reason },
@@ -256,10 +298,11 @@ impl Client {
                 ring,
                 zone: Rc::new(zone),
                 open: true,
+                bound,
             }),
             Err((what, reason)) => {
                 // Give the socket back: nothing here can read it.
-                let _ = send_close(name);
+                let _ = send_close(name, bound);
                 Err(OpenError::Lookup {
                     name: name.into(),
                     what,
@@ -279,10 +322,13 @@ impl Client {
     }
 }
 
-fn send_close(name: &str) -> Result<(), CloseError> {
-    let req = Request::Close {
-        socket: name.into(),
-        pid: std::process::id(),
+/// Close `name` (or unbind it: `bound`).
+fn send_close(name: &str, bound: bool) -> Result<(), CloseError> {
+    let (socket, pid) = (name.to_string(), std::process::id());
+    let req = if bound {
+        Request::Unbind { socket, pid }
+    } else {
+        Request::Close { socket, pid }
     }
     .encode();
     let rep =
@@ -311,6 +357,8 @@ pub struct ClientSocket<'c> {
     ring: MbufRing,
     zone: Rc<AtomicZone>,
     open: bool,
+    /// Bound by this client ([`Client::bind`]): closing unbinds it.
+    bound: bool,
 }
 
 impl ClientSocket<'_> {
@@ -346,13 +394,20 @@ impl ClientSocket<'_> {
         )
     }
 
-    /// Give the socket back to the engine's consumer. Clear (or drop) the
-    /// batches that hold its datagrams first, or their memory stays charged
-    /// to the socket until they are.
+    /// Give the socket back to the engine's consumer, or, for a socket
+    /// this client bound, unbind it (the engine removes it; what waits in
+    /// its ring is freed and counted `freed_at_close`). Clear (or drop) the
+    /// batches that hold its datagrams first: otherwise their memory stays
+    /// charged to the socket until they are, and an unbind is refused.
     pub fn close(mut self) -> Result<(), CloseError> {
         self.open = false;
         flush_caches();
-        send_close(&self.name)
+        send_close(&self.name, self.bound)
+    }
+
+    /// Whether this client bound the socket (closing it unbinds it).
+    pub fn is_bound(&self) -> bool {
+        self.bound
     }
 }
 
@@ -360,7 +415,7 @@ impl Drop for ClientSocket<'_> {
     fn drop(&mut self) {
         if self.open && dpdk_sys::eal::is_up() {
             flush_caches();
-            if let Err(e) = send_close(&self.name) {
+            if let Err(e) = send_close(&self.name, self.bound) {
                 log::warn!("{e}");
             }
         }
