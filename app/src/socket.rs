@@ -454,7 +454,7 @@ impl Socket {
     }
 
     /// Fold what clients freed into the books and release its memory from
-    /// the socket's budget (main lcore only; three loads when nothing
+    /// the socket's budget (main lcore only; two shared loads when nothing
     /// changed). Datagrams folded.
     pub fn fold_client(&self) -> u64 {
         let Some(z) = self.zone.get() else {

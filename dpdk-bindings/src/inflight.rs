@@ -41,14 +41,19 @@ pub const USER_WORDS: usize = 3;
 /// Words per row: state, owner, user words, mbufs, padded to 64 bytes.
 pub const ROW_WORDS: usize = (2 + USER_WORDS + ROW_MBUFS).div_ceil(8) * 8;
 
-const STATE: usize = 0;
-const OWNER: usize = 1;
+/// Word of the state: the kind (high 32 bits) and its value (low 32).
+pub const STATE: usize = 0;
+/// Word of the owner's pid.
+pub const OWNER: usize = 1;
 const USER: usize = 2;
-const MBUFS: usize = 2 + USER_WORDS;
+/// First word of the mbuf pointers.
+pub const MBUFS: usize = 2 + USER_WORDS;
 
 const KIND: u64 = 0xffff_ffff << 32;
 const FREE: u64 = 0;
-const PENDING: u64 = 1 << 32;
+/// State kind: a dequeue is under way; the low bits are the ring's
+/// consumer head it started from.
+pub const PENDING: u64 = 1 << 32;
 const HELD: u64 = 2 << 32;
 const FREEING: u64 = 3 << 32;
 

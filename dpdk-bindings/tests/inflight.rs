@@ -4,9 +4,9 @@
 //! burst it held is dropped without freeing (`take_raw`), as a SIGKILL
 //! would leave it, and the reaper's `reclaim` must give back exactly the
 //! mbufs the row recorded.
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use dpdk_sys::inflight::{Orphan, Row, ROW_MBUFS, ROW_WORDS};
+use dpdk_sys::inflight::{Orphan, Row, MBUFS, PENDING, ROW_MBUFS, ROW_WORDS, STATE};
 use dpdk_sys::{ring, Eal, MbufBurst, MbufRing, Mempool};
 
 fn fill(ring: &MbufRing, mp: &Mempool, n: usize) -> Vec<usize> {
@@ -74,6 +74,43 @@ fn a_dead_owners_row_gives_back_exactly_what_it_held() {
     assert_eq!(o, Orphan::Freeing { user: [10, 20, 30] });
     assert_eq!(got.len(), 3, "the caller decides whether to free them");
     got.clear();
+    assert_eq!(mp.avail(), full);
+
+    // Pending: the owner recorded its intent, the dequeue wrote 4 pointers
+    // into the row and moved the ring's tail, and the owner died before
+    // it stored HELD (done here by hand, as `take` does it).
+    let ptrs = fill(&ring, &mp, 6);
+    assert!(row.claim(11));
+    let (head, tail) = ring.consumer_positions();
+    assert_eq!(head, tail);
+    words[STATE].store(PENDING | u64::from(head), Ordering::SeqCst);
+    let mut taken: MbufBurst<4> = MbufBurst::new();
+    assert_eq!(ring.dequeue(&mut taken, 4), 4);
+    for (i, m) in taken.iter().enumerate() {
+        words[MBUFS + i].store(m.as_ptr() as u64, Ordering::SeqCst);
+    }
+    taken.take_raw();
+    // SAFETY: as above.
+    assert_eq!(unsafe { row.reclaim(&ring, &mut got) }, Orphan::Held);
+    let back: Vec<usize> = got.iter().map(|m| m.as_ptr() as usize).collect();
+    assert_eq!(back, ptrs[..4], "what the tail moved past since the intent");
+    got.clear();
+    assert_eq!(ring.count(), 2, "the rest stay in the ring");
+    // Pending, but dead before the dequeue moved the ring: nothing taken.
+    assert!(row.claim(12));
+    let (head, _) = ring.consumer_positions();
+    words[STATE].store(PENDING | u64::from(head), Ordering::SeqCst);
+    words[MBUFS].store(ptrs[4] as u64, Ordering::SeqCst);
+    // SAFETY: as above.
+    assert_eq!(unsafe { row.reclaim(&ring, &mut got) }, Orphan::Nothing);
+    assert!(
+        got.is_empty(),
+        "a pointer the tail did not pass is the ring's"
+    );
+    assert_eq!(ring.count(), 2);
+    let mut rest: MbufBurst<4> = MbufBurst::new();
+    assert_eq!(ring.dequeue(&mut rest, 4), 2);
+    rest.clear();
     assert_eq!(mp.avail(), full);
 
     // A clean cycle leaves the row free and nothing to reclaim.
