@@ -24,8 +24,7 @@ use std::time::{Duration, Instant};
 #[test]
 fn attach_detach_cycles_leave_the_engine_running_and_leak_nothing() {
     hugepages_ready(64).unwrap();
-    let pcap = repo().join("conf/default.pcap");
-    let vdev = format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display());
+    let vdev = endless_pcap();
     let mut engine = Engine::start("cycles", &vdev, "net_pcap0", Opts::default());
     let p = engine.prefix.clone();
     let (st0, rx0, mem0) = port_state(&p);

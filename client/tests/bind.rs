@@ -6,28 +6,8 @@
 mod common;
 use common::*;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::io::BufReader;
 use std::time::{Duration, Instant};
-
-fn endless() -> String {
-    format!(
-        "net_pcap0,rx_pcap={},infinite_rx=1",
-        repo().join("conf/default.pcap").display()
-    )
-}
-
-/// The number of `socket NAME received N ...` in the recv example's output.
-fn received(out: &str, name: &str) -> u64 {
-    out.lines()
-        .find(|l| l.starts_with(&format!("socket {name} received ")))
-        .unwrap_or_else(|| panic!("no tally for {name}: {out}"))
-        .split(' ')
-        .nth(3)
-        .unwrap()
-        .parse()
-        .unwrap()
-}
 
 /// Bind app6 ([fd00::2]:5000, which the replay sends to and the config
 /// has no socket for), receive 1 s, unbind: it received only datagrams
@@ -41,7 +21,7 @@ fn received(out: &str, name: &str) -> u64 {
 #[test]
 fn a_client_binds_receives_and_unbinds_and_bad_binds_are_refused() {
     hugepages_ready(64).unwrap();
-    let mut engine = Engine::start("bind", &endless(), "net_pcap0", Opts::default());
+    let mut engine = Engine::start("bind", &endless_pcap(), "net_pcap0", Opts::default());
     let o = recv(
         &engine.prefix,
         &[
@@ -65,7 +45,7 @@ fn a_client_binds_receives_and_unbinds_and_bad_binds_are_refused() {
         out.lines().any(|l| l == "bind-error small: the engine refused to bind socket \"small\": socket \"small\": rcvbuf = 100 is below 4096 bytes"),
         "{out}"
     );
-    let n = received(&out, "app6");
+    let (n, _) = received(&out, "app6");
     assert!(n > 0, "{out}");
     assert!(out.contains("dsts {\"[fd00::2]:5000\"}"), "{out}");
     let log = engine.log_text();
@@ -75,31 +55,9 @@ fn a_client_binds_receives_and_unbinds_and_bad_binds_are_refused() {
     );
 
     // A bound socket dies with its client.
-    binaries();
-    let mut c = Command::new(profile_dir().join("examples").join("recv"))
-        .args([
-            engine.prefix.as_str(),
-            "--secs",
-            "0.3",
-            "--hold",
-            "60",
-            "--bind",
-            "app4@198.18.1.3:5000",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(c.stdout.take().unwrap()).lines();
-    let held: u64 = loop {
-        let l = lines
-            .next()
-            .unwrap_or_else(|| panic!("the app4 client never held a batch"))
-            .unwrap();
-        if let Some(rest) = l.strip_prefix("holding ") {
-            break rest.split(' ').next().unwrap().parse().unwrap();
-        }
-    };
+    let mut c = holder(&engine.prefix, "60", &["--bind", "app4@198.18.1.3:5000"]);
+    let mut out = BufReader::new(c.stdout.take().unwrap());
+    let held = holding(&mut out, &mut c);
     let pid = c.id();
     c.kill().unwrap();
     c.wait().unwrap();

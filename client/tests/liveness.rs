@@ -9,44 +9,10 @@
 mod common;
 use common::*;
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::io::{BufReader, Read};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-/// `examples/recv.rs PREFIX --hold SECS dns4`, its stdout piped.
-fn holder(prefix: &str, secs: &str) -> Child {
-    binaries();
-    Command::new(profile_dir().join("examples").join("recv"))
-        .args([prefix, "--secs", "0.3", "--hold", secs, "dns4"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the recv example")
-}
-
-/// Read the holder's stdout up to its `holding N from dns4 pid P` line: N.
-fn holding(out: &mut BufReader<ChildStdout>, child: &mut Child) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut seen = String::new();
-    loop {
-        let mut l = String::new();
-        let got = out.read_line(&mut l).unwrap();
-        if let Some(rest) = l.strip_prefix("holding ") {
-            let n: u64 = rest.split(' ').next().unwrap().parse().unwrap();
-            assert!(rest.contains(&format!("pid {}", child.id())), "{l}");
-            return n;
-        }
-        seen.push_str(&l);
-        if got == 0 || Instant::now() > deadline {
-            let _ = child.kill();
-            let mut err = String::new();
-            let _ = child.stderr.take().unwrap().read_to_string(&mut err);
-            panic!("the client never held a batch: {seen} {err}");
-        }
-    }
-}
 
 /// The RX pool's size and free mbufs at exit.
 fn rx_pool(j: &Value) -> (u64, u64) {
@@ -67,13 +33,6 @@ fn baseline(j: &Value) -> u64 {
     rx_pool(j).0 - manifest()["frames"].as_u64().unwrap()
 }
 
-fn endless() -> String {
-    format!(
-        "net_pcap0,rx_pcap={},infinite_rx=1",
-        repo().join("conf/default.pcap").display()
-    )
-}
-
 /// Killed while holding a batch during an endless replay: the engine logs
 /// the reap within 1 s of the kill (its liveness check runs every 200 ms)
 /// naming the pid, the socket and the mbufs; the engine keeps running;
@@ -85,8 +44,8 @@ fn endless() -> String {
 #[test]
 fn a_client_killed_holding_a_batch_is_reaped_within_a_second() {
     hugepages_ready(64).unwrap();
-    let mut engine = Engine::start("reap", &endless(), "net_pcap0", Opts::default());
-    let mut c = holder(&engine.prefix, "60");
+    let mut engine = Engine::start("reap", &endless_pcap(), "net_pcap0", Opts::default());
+    let mut c = holder(&engine.prefix, "60", &["dns4"]);
     let mut out = BufReader::new(c.stdout.take().unwrap());
     let held = holding(&mut out, &mut c);
     assert!(held > 0);
@@ -115,11 +74,7 @@ fn a_client_killed_holding_a_batch_is_reaped_within_a_second() {
     let o = recv(&engine.prefix, &["--secs", "0.5", "dns4", "dns6"]);
     let text = stdout_of_success(&o, "closed dns6");
     for name in ["dns4", "dns6"] {
-        let l = text
-            .lines()
-            .find(|l| l.starts_with(&format!("socket {name} received ")))
-            .unwrap_or_else(|| panic!("{text}"));
-        let n: u64 = l.split(' ').nth(3).unwrap().parse().unwrap();
+        let (n, _) = received(&text, name);
         assert!(n > 0, "{name} receives after the reap: {text}");
     }
     let j = engine.stop();
@@ -148,8 +103,8 @@ fn a_client_killed_holding_a_batch_is_reaped_within_a_second() {
 #[test]
 fn a_live_client_holding_a_batch_keeps_its_socket() {
     hugepages_ready(64).unwrap();
-    let mut engine = Engine::start("alive", &endless(), "net_pcap0", Opts::default());
-    let mut c = holder(&engine.prefix, "2");
+    let mut engine = Engine::start("alive", &endless_pcap(), "net_pcap0", Opts::default());
+    let mut c = holder(&engine.prefix, "2", &["dns4"]);
     let mut out = BufReader::new(c.stdout.take().unwrap());
     let held = holding(&mut out, &mut c);
     assert!(held > 0);
@@ -180,12 +135,8 @@ fn a_live_client_holding_a_batch_keeps_its_socket() {
         status.success() && rest.contains("closed dns4"),
         "{status} {rest}"
     );
-    let l = rest
-        .lines()
-        .find(|l| l.starts_with("socket dns4 received "))
-        .unwrap_or_else(|| panic!("{rest}"));
-    let n: u64 = l.split(' ').nth(3).unwrap().parse().unwrap();
-    assert!(n >= held, "{l}");
+    let (n, _) = received(&rest, "dns4");
+    assert!(n >= held, "{rest}");
     let j = engine.stop();
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
     assert_eq!(j["clients"]["reaped"], 0, "{}", j["clients"]);

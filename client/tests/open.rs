@@ -11,16 +11,6 @@
 mod common;
 use common::*;
 
-/// `socket NAME received N bytes B ...` of the recv example: (N, B).
-fn received(out: &str, name: &str) -> (u64, u64) {
-    let l = out
-        .lines()
-        .find(|l| l.starts_with(&format!("socket {name} received ")))
-        .unwrap_or_else(|| panic!("no tally for {name}: {out}"));
-    let w: Vec<&str> = l.split(' ').collect();
-    (w[3].parse().unwrap(), w[5].parse().unwrap())
-}
-
 /// conf/default.pcap replayed once: three sockets counted by the engine,
 /// two (`handler = "none"`) left for a client, whose datagrams wait in
 /// their rings until it opens them.
@@ -138,8 +128,7 @@ fn a_socket_a_consumer_lcore_reads_is_handed_over_and_back() {
 
 fn takeover(lcores: &str, body: &str) {
     hugepages_ready(64).unwrap();
-    let pcap = repo().join("conf/default.pcap");
-    let vdev = format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display());
+    let vdev = endless_pcap();
     let mut engine = Engine::start(
         "takeover",
         &vdev,
@@ -201,8 +190,7 @@ fn wait_log(engine: &Engine, what: &str) {
 #[test]
 fn a_reload_does_not_remove_a_socket_a_client_has_open() {
     hugepages_ready(64).unwrap();
-    let pcap = repo().join("conf/default.pcap");
-    let vdev = format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display());
+    let vdev = endless_pcap();
     let mut engine = Engine::start("reload", &vdev, "net_pcap0", Opts::default());
     let client = std::process::Command::new(profile_dir().join("examples").join("recv"))
         .args([engine.prefix.as_str(), "--secs", "2", "dns4"])

@@ -7,8 +7,9 @@
 mod shared;
 #[allow(unused_imports)]
 pub use shared::*;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -325,4 +326,57 @@ pub fn stdout_of_success(o: &Output, must: &str) -> String {
         String::from_utf8_lossy(&o.stderr)
     );
     out
+}
+
+/// `socket NAME received N bytes B ...` of the recv example: (N, B).
+pub fn received(out: &str, name: &str) -> (u64, u64) {
+    let l = out
+        .lines()
+        .find(|l| l.starts_with(&format!("socket {name} received ")))
+        .unwrap_or_else(|| panic!("no tally for {name}: {out}"));
+    let w: Vec<&str> = l.split(' ').collect();
+    (w[3].parse().unwrap(), w[5].parse().unwrap())
+}
+
+/// `examples/recv.rs PREFIX --secs 0.3 --hold SECS ARGS..`, its stdout
+/// piped: it receives, then holds a batch SECS seconds.
+pub fn holder(prefix: &str, secs: &str, args: &[&str]) -> Child {
+    binaries();
+    Command::new(profile_dir().join("examples").join("recv"))
+        .args([prefix, "--secs", "0.3", "--hold", secs])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the recv example")
+}
+
+/// Read the holder's stdout up to its `holding N from NAME pid P` line: N.
+pub fn holding(out: &mut BufReader<ChildStdout>, child: &mut Child) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = String::new();
+    loop {
+        let mut l = String::new();
+        let got = out.read_line(&mut l).unwrap();
+        if let Some(rest) = l.strip_prefix("holding ") {
+            let n: u64 = rest.split(' ').next().unwrap().parse().unwrap();
+            assert!(rest.contains(&format!("pid {}", child.id())), "{l}");
+            return n;
+        }
+        seen.push_str(&l);
+        if got == 0 || Instant::now() > deadline {
+            let _ = child.kill();
+            let mut err = String::new();
+            let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+            panic!("the client never held a batch: {seen} {err}");
+        }
+    }
+}
+
+/// The `net_pcap0` vdev replaying `conf/default.pcap` without end.
+pub fn endless_pcap() -> String {
+    format!(
+        "net_pcap0,rx_pcap={},infinite_rx=1",
+        repo().join("conf/default.pcap").display()
+    )
 }
