@@ -43,35 +43,20 @@ use crate::socket::Socket;
 /// Datagrams per batch (the ring dequeue burst).
 pub const BATCH: usize = 64;
 
-/// What to open: a bound (or connected) socket consumed by the caller.
-#[derive(Debug, Clone)]
-pub struct SocketOptions {
-    pub name: String,
-    pub local: SocketAddr,
-    pub remote: Option<SocketAddr>,
-    pub reuseport: bool,
-    pub rcvbuf: u32,
-    pub ring_size: u32,
-}
-
-impl SocketOptions {
-    /// Kernel-like defaults: `rmem_default` receive buffer, 4096-entry ring.
-    pub fn new(name: &str, local: SocketAddr) -> SocketOptions {
-        SocketOptions {
-            name: name.into(),
-            local,
-            remote: None,
-            reuseport: false,
-            rcvbuf: 212_992,
-            ring_size: 4096,
-        }
-    }
-}
+/// What to open: a bound (or connected) socket consumed by the caller
+/// (the same options a client binds with, so it lives with the protocol).
+pub use crate::client_proto::SocketOptions;
 
 /// Open a socket whose datagrams only [`recv_burst`] takes (no built-in handler consumes it).
 pub fn open(engine: &Engine, o: SocketOptions) -> Result<Arc<Socket>, EngineError> {
-    // Through the config's own deserializer, so every other setting keeps
-    // its config-file default.
+    let conf = socket_conf(o).map_err(EngineError::Setup)?;
+    Ok(registry::add_socket(engine.shared(), conf)?)
+}
+
+/// The `[[socket]]` table of `o` (`handler = "none"`), through the
+/// config's own deserializer, so every other setting keeps its
+/// config-file default. A client's bind is made the same way.
+pub fn socket_conf(o: SocketOptions) -> Result<SocketConf, String> {
     let mut t = toml::Table::new();
     t.insert("name".into(), o.name.into());
     t.insert("local".into(), o.local.to_string().into());
@@ -82,10 +67,7 @@ pub fn open(engine: &Engine, o: SocketOptions) -> Result<Arc<Socket>, EngineErro
     t.insert("rcvbuf".into(), i64::from(o.rcvbuf).into());
     t.insert("ring_size".into(), i64::from(o.ring_size).into());
     t.insert("handler".into(), "none".into());
-    let conf: SocketConf = t
-        .try_into()
-        .map_err(|e: toml::de::Error| EngineError::Setup(e.to_string()))?;
-    Ok(registry::add_socket(engine.shared(), conf)?)
+    t.try_into().map_err(|e: toml::de::Error| e.to_string())
 }
 
 /// Close a socket: unbind it; what is still queued is freed and counted.
@@ -93,22 +75,48 @@ pub fn close(engine: &Engine, sock: &Socket) -> Result<(), EngineError> {
     Ok(registry::remove_socket(engine.shared(), sock.name())?)
 }
 
-/// A batch of received datagrams, owned until cleared.
-pub struct RecvBatch {
-    sock: Option<Arc<Socket>>,
+/// Who frees a batch's datagrams and releases their memory: the socket
+/// they came from. In-process that is the engine's [`Socket`] itself;
+/// `udpdemux-client` has its own for sockets it reads from another process
+/// (its shared counters), so both kinds of socket fill the same
+/// [`RecvBatch`].
+pub trait Release {
+    /// Free every mbuf of `bufs` (empty afterwards) and release what they
+    /// held from the socket's budget.
+    fn release(&mut self, bufs: &mut MbufBurst<BATCH>);
+}
+
+impl Release for Arc<Socket> {
+    fn release(&mut self, bufs: &mut MbufBurst<BATCH>) {
+        self.consume(bufs)
+    }
+}
+
+/// A batch of received datagrams, owned until cleared; `R` releases them
+/// (see [`Release`]).
+pub struct RecvBatch<R: Release = Arc<Socket>> {
+    from: Option<R>,
     bufs: MbufBurst<BATCH>,
 }
 
-impl Default for RecvBatch {
+impl<R: Release> Default for RecvBatch<R> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl RecvBatch {
-    pub fn new() -> RecvBatch {
+impl<R: Release> std::fmt::Debug for RecvBatch<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvBatch")
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl<R: Release> RecvBatch<R> {
+    pub fn new() -> RecvBatch<R> {
         RecvBatch {
-            sock: None,
+            from: None,
             bufs: MbufBurst::new(),
         }
     }
@@ -133,21 +141,52 @@ impl RecvBatch {
 
     /// Free every datagram and release its memory from the socket's budget.
     pub fn clear(&mut self) {
-        match &self.sock {
-            Some(s) => s.consume(&mut self.bufs),
+        if self.bufs.is_empty() {
+            return;
+        }
+        match &mut self.from {
+            Some(r) => r.release(&mut self.bufs),
             None => self.bufs.clear(),
         }
     }
+
+    /// A receive: clear the batch, keep its releaser if `is_for` accepts
+    /// it, else put the one `make` gives in its place (`None`: none can be
+    /// had, nothing is taken), then let `take` fill the batch. How many
+    /// datagrams `take` put in. Socket kinds' `recv_burst` are made of this.
+    pub fn refill(
+        &mut self,
+        is_for: impl FnOnce(&R) -> bool,
+        make: impl FnOnce() -> Option<R>,
+        take: impl FnOnce(&mut R, &mut MbufBurst<BATCH>) -> usize,
+    ) -> usize {
+        self.clear();
+        if !self.from.as_ref().is_some_and(is_for) {
+            // The old releaser goes first (a client's gives its record back).
+            self.from = None;
+            self.from = make();
+        }
+        match &mut self.from {
+            Some(r) => take(r, &mut self.bufs),
+            None => 0,
+        }
+    }
+
+    /// Forget the datagrams without freeing them: the engine's memory is
+    /// gone with its EAL.
+    pub fn forget(&mut self) {
+        self.bufs.take_raw();
+    }
 }
 
-impl Drop for RecvBatch {
+impl<R: Release> Drop for RecvBatch<R> {
     fn drop(&mut self) {
         if dpdk_sys::eal::is_up() {
             self.clear();
         } else {
-            // The engine stopped: the mbufs' memory is unmapped, so they
-            // are forgotten, not freed.
-            self.bufs.take_raw();
+            // The engine stopped (or the client detached): the mbufs'
+            // memory is unmapped, so they are forgotten, not freed.
+            self.forget();
         }
     }
 }
@@ -207,12 +246,12 @@ pub fn recv_burst(sock: &Arc<Socket>, batch: &mut RecvBatch) -> usize {
     // A socket held past `Engine::stop` receives nothing (its ring's memory
     // went with the EAL).
     if !dpdk_sys::eal::is_up() {
-        batch.bufs.take_raw();
+        batch.forget();
         return 0;
     }
-    batch.clear();
-    if !batch.sock.as_ref().is_some_and(|s| Arc::ptr_eq(s, sock)) {
-        batch.sock = Some(Arc::clone(sock));
-    }
-    sock.dequeue(&mut batch.bufs, BATCH)
+    batch.refill(
+        |s| Arc::ptr_eq(s, sock),
+        || Some(Arc::clone(sock)),
+        |s, bufs| s.dequeue(bufs, BATCH),
+    )
 }

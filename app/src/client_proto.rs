@@ -9,13 +9,29 @@
 //! |---|---|
 //! | `open <socket> <pid>` | `ok <id> <ring> <zone>` or `err <reason>` |
 //! | `close <socket> <pid>` | `ok` or `err <reason>` |
+//! | `bind <socket> <pid> <local> <remote or -> <reuseport 0/1> <rcvbuf> <ring_size>` | as `open` |
+//! | `unbind <socket> <pid>` | `ok` or `err <reason>` |
+//!
+//! `bind` makes a new socket (the options of a `[[socket]]` table, checked
+//! by the rules `udpdemux check` applies) consumed by that client alone;
+//! `unbind`, or the client's death, removes it.
 //!
 //! A socket opened by a client is consumed by that client only: the
 //! engine's consumer skips its delivery ring until the client closes it.
 //! The client frees the mbufs it took and adds what they held to the
-//! socket's shared counters ([`Slot`], in the memzone `udx_c<id>`); the
-//! engine's main lcore swaps them to 0 and releases that memory from the
-//! socket's rcvbuf accounting, the same release its own consumers do.
+//! socket's shared counters ([`Slot`], in the memzone `udx_c<id>`): running
+//! totals only the client writes; the engine's main lcore releases what
+//! they grew by since it last looked from the socket's rcvbuf accounting,
+//! the same release its own consumers do.
+//!
+//! Liveness: after the counters the zone holds [`ROWS`] rows of an
+//! in-flight table (`dpdk_sys::inflight`): each batch a client fills
+//! claims a row, and the client records there what it dequeued before the
+//! application sees it, until it has counted and freed it. The engine
+//! checks every client pid it knows of every [`LIVENESS_MS`]; a dead one's
+//! rows are reclaimed (freed, their memory released, counted
+//! `freed_at_close` and `reclaimed_from_client`) and its open sockets
+//! closed as its own close would have (`runtime::clients`).
 
 /// The engine's IPC action name (`rte_mp_action_register`).
 pub const ACTION: &str = "udx_ctl";
@@ -31,25 +47,73 @@ pub fn zone_name(id: u32) -> String {
 pub enum Slot {
     /// The socket's id (written once by the engine).
     SocketId = 0,
-    /// Truesize bytes of mbufs the client has freed, not yet released by
-    /// the engine (the client adds, the engine swaps to 0).
+    /// Truesize bytes of mbufs clients have freed, in total (clients add
+    /// to it, one at a time; the engine only reads it).
     Released = 1,
-    /// Datagrams the client has freed, not yet counted by the engine.
+    /// Datagrams clients have freed, in total.
     Consumed = 2,
-    /// Their UDP payload bytes.
+    /// Their UDP payload bytes, in total.
     ConsumedBytes = 3,
     /// The pid of the client that has the socket open (0: none; engine-written).
     Owner = 4,
 }
 
-/// Slots in a zone.
-pub const SLOTS: usize = 5;
+/// Slots before the rows (a cache line).
+pub const SLOTS: usize = 8;
+
+/// In-flight rows per socket: batches of one socket a client can hold at
+/// once (a further receive into another batch gets nothing until one is
+/// cleared or dropped).
+pub const ROWS: usize = 16;
+
+/// Words of a socket's zone: the slots, then the rows.
+pub const ZONE_WORDS: usize = SLOTS + ROWS * dpdk_sys::inflight::ROW_WORDS;
+
+/// Row `i` of a zone's words.
+pub fn row(words: &[std::sync::atomic::AtomicU64], i: usize) -> dpdk_sys::inflight::Row<'_> {
+    let w = dpdk_sys::inflight::ROW_WORDS;
+    let at = SLOTS + i * w;
+    dpdk_sys::inflight::Row::new(&words[at..at + w]).expect("a zone holds ZONE_WORDS words")
+}
+
+/// How often, at most, the engine checks that its clients are alive (a
+/// dead one is reaped within this plus a main-loop pass).
+pub const LIVENESS_MS: u64 = 200;
 
 /// A request to the engine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
     Open { socket: String, pid: u32 },
     Close { socket: String, pid: u32 },
+    Bind { opts: SocketOptions, pid: u32 },
+    Unbind { socket: String, pid: u32 },
+}
+
+/// What to open or bind: a bound (or connected) socket consumed by the
+/// caller (`api::open` in-process, a client's `bind` over IPC): the
+/// options of a `[[socket]]` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SocketOptions {
+    pub name: String,
+    pub local: std::net::SocketAddr,
+    pub remote: Option<std::net::SocketAddr>,
+    pub reuseport: bool,
+    pub rcvbuf: u32,
+    pub ring_size: u32,
+}
+
+impl SocketOptions {
+    /// Kernel-like defaults: `rmem_default` receive buffer, 4096-entry ring.
+    pub fn new(name: &str, local: std::net::SocketAddr) -> SocketOptions {
+        SocketOptions {
+            name: name.into(),
+            local,
+            remote: None,
+            reuseport: false,
+            rcvbuf: 212_992,
+            ring_size: 4096,
+        }
+    }
 }
 
 impl Request {
@@ -57,22 +121,62 @@ impl Request {
         match self {
             Request::Open { socket, pid } => format!("open {socket} {pid}"),
             Request::Close { socket, pid } => format!("close {socket} {pid}"),
+            Request::Unbind { socket, pid } => format!("unbind {socket} {pid}"),
+            Request::Bind { opts: o, pid } => format!(
+                "bind {} {pid} {} {} {} {} {}",
+                o.name,
+                o.local,
+                o.remote.map_or("-".to_string(), |r| r.to_string()),
+                u8::from(o.reuseport),
+                o.rcvbuf,
+                o.ring_size
+            ),
         }
     }
 
     pub fn decode(b: &[u8]) -> Result<Request, String> {
         let s = std::str::from_utf8(b).map_err(|_| "request is not UTF-8".to_string())?;
-        let mut w = s.split(' ');
-        let (verb, socket, pid) = (w.next(), w.next(), w.next());
-        let (Some(verb), Some(socket), Some(pid), None) = (verb, socket, pid, w.next()) else {
-            return Err(format!("malformed request {s:?}"));
+        let w: Vec<&str> = s.split(' ').collect();
+        let bad = || format!("malformed request {s:?}");
+        let (verb, socket, pid) = match w.as_slice() {
+            [verb, socket, pid, ..] => (*verb, socket.to_string(), *pid),
+            _ => return Err(bad()),
         };
         let pid: u32 = pid.parse().map_err(|_| format!("malformed pid in {s:?}"))?;
-        let socket = socket.to_string();
-        match verb {
-            "open" => Ok(Request::Open { socket, pid }),
-            "close" => Ok(Request::Close { socket, pid }),
-            v => Err(format!("unknown request {v:?}")),
+        match (verb, &w[3..]) {
+            ("open", []) => Ok(Request::Open { socket, pid }),
+            ("close", []) => Ok(Request::Close { socket, pid }),
+            ("unbind", []) => Ok(Request::Unbind { socket, pid }),
+            ("bind", [local, remote, reuse, rcvbuf, ring]) => {
+                let addr = |a: &str| {
+                    a.parse()
+                        .map_err(|_| format!("bind {socket}: {a:?} is not an address:port"))
+                };
+                let num = |v: &str, what: &str| {
+                    v.parse::<u32>()
+                        .map_err(|_| format!("bind {socket}: {what} {v:?} is not a number"))
+                };
+                Ok(Request::Bind {
+                    opts: SocketOptions {
+                        local: addr(local)?,
+                        remote: match *remote {
+                            "-" => None,
+                            r => Some(addr(r)?),
+                        },
+                        reuseport: match *reuse {
+                            "0" => false,
+                            "1" => true,
+                            _ => return Err(bad()),
+                        },
+                        rcvbuf: num(rcvbuf, "rcvbuf")?,
+                        ring_size: num(ring, "ring_size")?,
+                        name: socket,
+                    },
+                    pid,
+                })
+            }
+            ("open" | "close" | "unbind" | "bind", _) => Err(bad()),
+            (v, _) => Err(format!("unknown request {v:?}")),
         }
     }
 }
@@ -174,6 +278,42 @@ mod tests {
         }
         assert!(Request::decode(b"open a").is_err());
         assert!(Request::decode(b"bind a 1").is_err());
+        assert!(Request::decode(b"open a 1 2").is_err());
+        for r in [
+            Request::Bind {
+                opts: SocketOptions {
+                    name: "app".into(),
+                    local: "[fd00::9]:5000".parse().unwrap(),
+                    remote: Some("[fd00::7]:4000".parse().unwrap()),
+                    reuseport: true,
+                    rcvbuf: 4096,
+                    ring_size: 512,
+                },
+                pid: 7,
+            },
+            Request::Bind {
+                opts: SocketOptions {
+                    name: "b".into(),
+                    local: "198.18.1.9:53".parse().unwrap(),
+                    remote: None,
+                    reuseport: false,
+                    rcvbuf: 212_992,
+                    ring_size: 4096,
+                },
+                pid: 1,
+            },
+            Request::Unbind {
+                socket: "app".into(),
+                pid: 7,
+            },
+        ] {
+            assert!(r.encode().len() <= 256, "{}", r.encode());
+            assert_eq!(Request::decode(r.encode().as_bytes()), Ok(r));
+        }
+        assert!(Request::decode(b"bind a 1 198.18.1.1:53 - 2 4096 64").is_err());
+        assert!(Request::decode(b"bind a 1 nowhere - 0 4096 64")
+            .unwrap_err()
+            .contains("not an address"));
         let o = Opened {
             id: 3,
             ring: "udx_s3".into(),

@@ -606,74 +606,86 @@ impl Config {
                 // The other checks would repeat the unusable name.
                 continue;
             }
-            for (what, a) in [("local", Some(s.local)), ("remote", s.remote)] {
-                if let Some(SocketAddr::V6(v6)) = a {
-                    if v6.scope_id() != 0 {
-                        out.push(format!(
-                            "socket {:?}: {what} {v6} has an IPv6 zone (%{}): zones are not supported, remove the %{} (the engine serves every port alike)",
-                            s.name,
-                            v6.scope_id(),
-                            v6.scope_id()
-                        ));
-                    }
-                }
-            }
             if !snames.insert(s.name.as_str()) {
                 out.push(format!("socket {:?} is listed twice", s.name));
             }
-            if s.local.port() == 0 {
-                out.push(format!("socket {:?}: local port 0", s.name));
-            }
-            if let Some(r) = s.remote {
-                if r.is_ipv4() != s.local.is_ipv4() {
-                    out.push(format!(
-                        "socket {:?}: local and remote are of different families",
-                        s.name
-                    ));
-                }
-                if r.port() == 0 || r.ip().is_unspecified() {
-                    out.push(format!(
-                        "socket {:?}: remote must be a specific address and port",
-                        s.name
-                    ));
-                }
-            }
-            if s.rcvbuf < 4096 {
-                out.push(format!(
-                    "socket {:?}: rcvbuf = {} is below 4096 bytes",
-                    s.name, s.rcvbuf
-                ));
-            }
-            if s.ring_size < 2 || s.ring_size > (1 << 24) {
-                out.push(format!(
-                    "socket {:?}: ring_size = {} must be 2..=16777216",
-                    s.name, s.ring_size
-                ));
-            }
-            match (s.handler, &s.pcap_file) {
-                (Handler::Pcap, None) => out.push(format!(
-                    "socket {:?}: handler \"pcap\" needs pcap_file",
-                    s.name
-                )),
-                (Handler::Pcap, Some(_)) => {
-                    if s.pcap_limit_bytes
-                        < (crate::pcap::FILE_HEADER_LEN + crate::pcap::RECORD_HEADER_LEN) as u64
-                    {
-                        out.push(format!(
-                            "socket {:?}: pcap_limit_bytes = {} is too small",
-                            s.name, s.pcap_limit_bytes
-                        ));
-                    }
-                }
-                (_, Some(_)) => out.push(format!(
-                    "socket {:?}: pcap_file is only for handler \"pcap\"",
-                    s.name
-                )),
-                (_, None) => {}
-            }
+            socket_problems(s, &mut out);
         }
         self.address_problems(&mut out);
         out
+    }
+}
+
+/// What `check` (and a client's bind) refuses in one `[[socket]]` table on
+/// its own (a name listed twice and address collisions are the whole
+/// config's: `Config::problems`, the flow table).
+pub fn socket_problems(s: &SocketConf, out: &mut Vec<String>) {
+    if let Some(p) = socket_name_problem(&s.name) {
+        out.push(p);
+        // The other checks would repeat the unusable name.
+        return;
+    }
+    for (what, a) in [("local", Some(s.local)), ("remote", s.remote)] {
+        if let Some(SocketAddr::V6(v6)) = a {
+            if v6.scope_id() != 0 {
+                out.push(format!(
+                    "socket {:?}: {what} {v6} has an IPv6 zone (%{}): zones are not supported, remove the %{} (the engine serves every port alike)",
+                    s.name,
+                    v6.scope_id(),
+                    v6.scope_id()
+                ));
+            }
+        }
+    }
+    if s.local.port() == 0 {
+        out.push(format!("socket {:?}: local port 0", s.name));
+    }
+    if let Some(r) = s.remote {
+        if r.is_ipv4() != s.local.is_ipv4() {
+            out.push(format!(
+                "socket {:?}: local and remote are of different families",
+                s.name
+            ));
+        }
+        if r.port() == 0 || r.ip().is_unspecified() {
+            out.push(format!(
+                "socket {:?}: remote must be a specific address and port",
+                s.name
+            ));
+        }
+    }
+    if s.rcvbuf < 4096 {
+        out.push(format!(
+            "socket {:?}: rcvbuf = {} is below 4096 bytes",
+            s.name, s.rcvbuf
+        ));
+    }
+    if s.ring_size < 2 || s.ring_size > (1 << 24) {
+        out.push(format!(
+            "socket {:?}: ring_size = {} must be 2..=16777216",
+            s.name, s.ring_size
+        ));
+    }
+    match (s.handler, &s.pcap_file) {
+        (Handler::Pcap, None) => out.push(format!(
+            "socket {:?}: handler \"pcap\" needs pcap_file",
+            s.name
+        )),
+        (Handler::Pcap, Some(_)) => {
+            if s.pcap_limit_bytes
+                < (crate::pcap::FILE_HEADER_LEN + crate::pcap::RECORD_HEADER_LEN) as u64
+            {
+                out.push(format!(
+                    "socket {:?}: pcap_limit_bytes = {} is too small",
+                    s.name, s.pcap_limit_bytes
+                ));
+            }
+        }
+        (_, Some(_)) => out.push(format!(
+            "socket {:?}: pcap_file is only for handler \"pcap\"",
+            s.name
+        )),
+        (_, None) => {}
     }
 }
 

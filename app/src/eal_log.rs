@@ -24,13 +24,19 @@ impl Capture {
     /// Redirects the EAL log (call before `rte_eal_init`). `None` when a
     /// pipe cannot be had: the EAL then logs to stderr as usual.
     pub fn start() -> Option<Capture> {
+        Capture::start_with(|l| eprintln!("{l}"))
+    }
+
+    /// As [`Capture::start`], with every line passed to `each` as it comes
+    /// (a client logs them at debug level instead of to stderr).
+    pub fn start_with(each: fn(&str)) -> Option<Capture> {
         let (redirect, read) = LogRedirect::to_pipe()?;
         let reader = std::thread::spawn(move || {
             let mut lines = Vec::new();
             for l in BufReader::new(read).split(b'\n') {
                 let Ok(l) = l else { break };
                 let l = String::from_utf8_lossy(&l).into_owned();
-                eprintln!("{l}");
+                each(&l);
                 lines.push(l);
             }
             lines

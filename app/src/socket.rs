@@ -3,6 +3,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use dpdk_sys::inflight::Orphan;
 use dpdk_sys::{eal, ring, MbufBurst, MbufRing};
 
 use crate::client_proto::{self, Slot};
@@ -104,6 +105,9 @@ pub struct Socket {
     numa: i32,
     /// What clients consumed, as folded from the zone (main lcore only).
     pub client: CachePadded<ClientStats>,
+    /// The pid of the client that bound this socket (0: the config or the
+    /// API made it): it is removed at that client's unbind or death.
+    pub bound_by_client: std::sync::atomic::AtomicU32,
 }
 
 /// An out-of-process client's consumption of a socket, folded from its
@@ -112,6 +116,29 @@ pub struct Socket {
 pub struct ClientStats {
     pub consumed: Counter,
     pub bytes: Counter,
+    /// The zone's running totals (`Slot::Released`, `Consumed`,
+    /// `ConsumedBytes`) as last folded.
+    folded: [Counter; 3],
+    /// Datagrams a dead client held, freed by the engine (also counted in
+    /// `freed_at_close`: delivered, then freed without being consumed).
+    pub reclaimed: Counter,
+    /// Datagrams a client died while freeing: counted consumed (its
+    /// counting had finished), not freed again (its free may have begun),
+    /// so at most that many mbufs may be lost to the pool.
+    pub lost_in_free: Counter,
+}
+
+/// What reaping a dead client's rows of one socket did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Reclaimed {
+    /// Rows the client had claimed.
+    pub rows: u64,
+    /// Mbufs freed here (held, or in a free that had not begun).
+    pub freed: u64,
+    /// Of those, datagrams it had not counted (now `reclaimed_from_client`).
+    pub uncounted: u64,
+    /// Mbufs it died while freeing (not freed again).
+    pub lost: u64,
 }
 
 impl std::fmt::Debug for Socket {
@@ -219,6 +246,7 @@ impl Socket {
             zone: std::sync::OnceLock::new(),
             numa: socket_id,
             client: CachePadded::default(),
+            bound_by_client: std::sync::atomic::AtomicU32::new(0),
         })
     }
 
@@ -403,7 +431,7 @@ impl Socket {
         }
         let z = dpdk_sys::mp::AtomicZone::reserve(
             &client_proto::zone_name(self.id),
-            client_proto::SLOTS,
+            client_proto::ZONE_WORDS,
             self.numa,
         )?;
         z.slots()[Slot::SocketId as usize].store(u64::from(self.id), Ordering::Relaxed);
@@ -425,31 +453,123 @@ impl Socket {
         }
     }
 
-    /// Fold what a client freed into the books and release its memory from
-    /// the socket's budget (main lcore only; an atomic swap per counter, and
-    /// only when the client has added something). Datagrams folded.
+    /// Fold what clients freed into the books and release its memory from
+    /// the socket's budget (main lcore only; two shared loads when nothing
+    /// changed). Datagrams folded.
     pub fn fold_client(&self) -> u64 {
         let Some(z) = self.zone.get() else {
             return 0;
         };
         let z = z.slots();
-        let (t, n) = (&z[Slot::Released as usize], &z[Slot::Consumed as usize]);
-        if t.load(Ordering::Relaxed) == 0 && n.load(Ordering::Relaxed) == 0 {
+        let f = &self.client.folded;
+        // The truesize first (a client stores it last, with Release): the
+        // datagrams and bytes it covers are in by then.
+        let t = z[Slot::Released as usize].load(Ordering::Acquire);
+        let n = z[Slot::Consumed as usize].load(Ordering::Relaxed);
+        if t == f[0].get() && n == f[1].get() {
             return 0;
         }
-        // Datagrams and bytes first: the client adds the truesize last.
-        let n = n.swap(0, Ordering::AcqRel);
-        let b = z[Slot::ConsumedBytes as usize].swap(0, Ordering::AcqRel);
-        let t = t.swap(0, Ordering::AcqRel);
-        self.client.consumed.add(n);
-        self.client.bytes.add(b);
-        if t > 0 {
+        let b = z[Slot::ConsumedBytes as usize].load(Ordering::Relaxed);
+        let (dt, dn, db) = (
+            t.wrapping_sub(f[0].get()),
+            n.wrapping_sub(f[1].get()),
+            b.wrapping_sub(f[2].get()),
+        );
+        f[0].set(t);
+        f[1].set(n);
+        f[2].set(b);
+        self.client.consumed.add(dn);
+        self.client.bytes.add(db);
+        if dt > 0 {
             // The same release the engine's consumers make, paid at once:
             // no consumer of the engine reads this ring to flush it later.
-            self.release_deficit.fetch_add(t, Ordering::Relaxed);
+            self.release_deficit.fetch_add(dt, Ordering::Relaxed);
             self.flush_release();
         }
-        n
+        dn
+    }
+
+    /// Pids that hold rows of this socket's in-flight table (0 for free
+    /// rows), into `out`; main lcore.
+    pub fn row_owners(&self, out: &mut [u32; client_proto::ROWS]) {
+        let Some(z) = self.zone.get() else {
+            *out = [0; client_proto::ROWS];
+            return;
+        };
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = client_proto::row(z.slots(), i).owner();
+        }
+    }
+
+    /// Reclaim what dead client `pid` held of this socket (main lcore, with
+    /// the socket still consumed by that client, or by the engine when
+    /// the client had closed it: it cannot have died in a dequeue then).
+    /// Held mbufs are freed and their memory released: they were
+    /// delivered, then freed here without being consumed, so they count in
+    /// `freed_at_close` (and `reclaimed_from_client`). A batch it was
+    /// freeing: if its counting had finished, the datagrams are consumed
+    /// and their memory released already (folded), and its mbufs are not
+    /// freed again (its free may have begun); if not, the engine finishes
+    /// the counting for it (the totals it was going to store) and frees them.
+    pub fn reclaim_client(&self, pid: u32) -> Reclaimed {
+        let mut r = Reclaimed::default();
+        let Some(z) = self.zone.get() else {
+            return r;
+        };
+        let slots = z.slots();
+        let mut bufs: MbufBurst<{ dpdk_sys::inflight::ROW_MBUFS }> = MbufBurst::new();
+        for i in 0..client_proto::ROWS {
+            let row = client_proto::row(slots, i);
+            if pid == 0 || row.owner() != pid {
+                continue;
+            }
+            r.rows += 1;
+            // SAFETY: `pid` is dead (the caller checked), so nothing writes
+            // the row; its mbufs came from this socket's ring, which no one
+            // else dequeues now (the engine's consumers skip a ring a client
+            // has open, and a client that had closed it dequeues no more).
+            let what = unsafe { row.reclaim(&self.ring, &mut bufs) };
+            match what {
+                Orphan::Nothing => {}
+                Orphan::Held => {
+                    let mut truesize = 0u64;
+                    for m in bufs.iter() {
+                        truesize += u64::from(meta::truesize_of(m));
+                    }
+                    let n = bufs.len() as u64;
+                    bufs.clear();
+                    self.release_deficit.fetch_add(truesize, Ordering::Relaxed);
+                    self.flush_release();
+                    self.consumer.freed_at_close.add(n);
+                    self.client.reclaimed.add(n);
+                    r.freed += n;
+                    r.uncounted += n;
+                }
+                Orphan::Freeing { user } => {
+                    // user = the totals (released, consumed, bytes) with
+                    // this batch counted; the client stores them in that
+                    // order after begin_free, the truesize last.
+                    let n = bufs.len() as u64;
+                    let done = slots[Slot::Released as usize].load(Ordering::Acquire) >= user[0];
+                    if done {
+                        bufs.take_raw();
+                        self.client.lost_in_free.add(n);
+                        r.lost += n;
+                    } else {
+                        for (slot, v) in [Slot::Consumed, Slot::ConsumedBytes, Slot::Released]
+                            .into_iter()
+                            .zip([user[1], user[2], user[0]])
+                        {
+                            slots[slot as usize].fetch_max(v, Ordering::AcqRel);
+                        }
+                        bufs.clear();
+                        r.freed += n;
+                    }
+                }
+            }
+        }
+        self.fold_client();
+        r
     }
 
     /// `run --floor pipeline`'s consumer: read `pkt_len`, free in bulk,

@@ -42,6 +42,9 @@ pub struct Summary {
     pub small_cache: SmallCacheSummary,
     /// Every mempool: size and free mbufs (at exit, after teardown's frees).
     pub pools: Vec<PoolSummary>,
+    /// Out-of-process clients: sockets open now, dead clients reaped and
+    /// what they held.
+    pub clients: ClientsSummary,
     /// Peak resident set size of the process (VmHWM, kB) at exit: hugepage
     /// memory is not in it, `--no-huge` memory is.
     pub peak_rss_kb: u64,
@@ -59,6 +62,21 @@ pub struct Summary {
     pub heap_alloc_count: u64,
     pub books_balanced: bool,
     pub problems: Vec<String>,
+}
+
+/// Out-of-process clients (`udpdemux-client`, issue 16).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ClientsSummary {
+    /// Sockets a client has open.
+    pub open: u64,
+    /// Dead clients the engine noticed and reaped.
+    pub reaped: u64,
+    /// Datagrams they held unread, freed by the engine (in the sockets'
+    /// `freed_at_close`).
+    pub reclaimed: u64,
+    /// Mbufs they died while freeing (not freed again: at most that many
+    /// lost to the pool).
+    pub lost_in_free: u64,
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -91,6 +109,12 @@ pub struct SocketSummary {
     pub consumed_bytes: u64,
     /// Of `consumed`: by out-of-process clients (`udpdemux-client`).
     pub client_consumed: u64,
+    /// Of `freed_at_close`: datagrams a client held unread when it died,
+    /// freed by the engine (delivered, then freed: never consumed).
+    pub reclaimed_from_client: u64,
+    /// Of `consumed`: datagrams a client died while freeing (it had
+    /// counted them; their mbufs were not freed again).
+    pub lost_in_client_free: u64,
     pub freed_at_close: u64,
     /// `run --floor pipeline` (zero otherwise): put straight into the ring /
     /// refused by a full ring. Included in `offered`, `delivered` and

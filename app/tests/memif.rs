@@ -78,21 +78,12 @@ fn start_engine(cfg: &Path) -> (Child, PathBuf, PathBuf) {
 
 /// Wait (bounded) for the engine to stop by itself once the sender is gone.
 fn finish_engine(mut child: Child, json: &Path, log: &Path) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(40);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "engine did not stop when idle: {}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = wait_exit(
+        &mut child,
+        Duration::from_secs(40),
+        "engine did not stop when idle",
+        || std::fs::read_to_string(log).unwrap_or_default(),
+    );
     let text = std::fs::read_to_string(log).unwrap_or_default();
     assert!(status.success(), "engine exited with {status}: {text}");
     serde_json::from_str(&std::fs::read_to_string(json).expect("stats json")).expect("json parses")
@@ -133,17 +124,7 @@ fn testpmd_txonly_over_memif_books_balance_against_the_sender() {
     // Interactive, commands on stdin: `stop` ends the sending and prints the
     // totals; the port stays open until `quit`, so nothing is lost in the
     // memif ring (a disconnect drops whatever is still in it).
-    let mut tp = Command::new("timeout")
-        .args([
-            "30",
-            "dpdk-testpmd",
-            "--lcores",
-            "0@0,1@0",
-            "-m",
-            "64",
-            "--no-pci",
-        ])
-        .arg(format!("--file-prefix={}", prefix("tpsend")))
+    let mut tp = testpmd(&prefix("tpsend"))
         .arg(format!("--vdev=net_memif0,role=client,socket={sock}"))
         .args(["--", "-i", "--forward-mode=txonly", "--txpkts=106"])
         .args([
@@ -204,16 +185,7 @@ fn testpmd_txonly_over_memif_books_balance_against_the_sender() {
 fn gen_over_memif_matches_its_transmit_manifest() {
     hugepages_ready(128).unwrap();
     let sock = memif_socket("genmemif");
-    let sockets: String = [
-        ("dns4", "198.18.1.1:53"),
-        ("echo4", "198.18.1.2:7"),
-        ("app4", "198.18.1.3:5000"),
-        ("dns6", "[fd00::1]:53"),
-        ("app6", "[fd00::2]:5000"),
-    ]
-    .iter()
-    .map(|(n, l)| format!("\n[[socket]]\nname = \"{n}\"\nlocal = \"{l}\"\nrcvbuf = 4194304\n"))
-    .collect();
+    let sockets = pcap_sockets(|_| "");
     let cfg = engine_cfg("genmemif", &sock, &sockets);
     let (engine, json, log) = start_engine(&cfg);
     let spec = repo().join("conf/traffic/default.toml");

@@ -1,14 +1,18 @@
 //! Attach to a running engine, open some of its sockets, receive, close.
 //!
-//!     cargo run -p udpdemux-client --example recv -- PREFIX [--secs S] [--idle-ms N] NAME[=EXPECT]...
+//!     cargo run -p udpdemux-client --example recv -- PREFIX [--secs S] [--idle-ms N] [--hold H] [--bind NAME@LOCAL[@RCVBUF]]... NAME[=EXPECT]...
 //!
-//! Opens every NAME (one line each: `open NAME id=ID`, or `open-error NAME:
-//! ...` and goes on), then receives from the sockets it opened: for S
+//! Binds every `--bind` socket (`bound NAME id=ID`, or `bind-error NAME:
+//! ...`), opens every NAME (one line each: `open NAME id=ID`, or `open-error NAME:
+//! ...` and goes on), then receives from the sockets it has: for S
 //! seconds with `--secs`, else until every NAME=EXPECT has its EXPECT
 //! datagrams and nothing more came for N ms (default 300), or 30 s passed.
 //! Then one line per socket:
 //! `socket NAME received N bytes B dsts [..] srcs K tsc_ok BOOL drops D`,
-//! `closed NAME`, and `detached`. Errors: one line `error: ...` on stderr,
+//! `closed NAME`, and `detached`. With `--hold H`, before those lines it
+//! receives until its batch holds datagrams again, prints `holding N from
+//! NAME pid P`, and keeps them H seconds (a test kills it meanwhile: the
+//! engine must reclaim them). Errors: one line `error: ...` on stderr,
 //! exit status 1. The tests run it against a spawned engine.
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -26,11 +30,13 @@ struct Tally {
 }
 
 fn main() {
-    let usage = "usage: recv PREFIX [--secs S] [--idle-ms N] NAME[=EXPECT]...";
+    let usage = "usage: recv PREFIX [--secs S] [--idle-ms N] [--hold H] [--bind NAME@LOCAL[@RCVBUF]]... NAME[=EXPECT]...";
     let mut args = std::env::args().skip(1);
     let mut prefix = None;
     let mut secs: Option<f64> = None;
     let mut idle_ms = 300u64;
+    let mut hold: Option<f64> = None;
+    let mut binds: Vec<String> = Vec::new();
     let mut names: Vec<(String, Option<u64>)> = Vec::new();
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -46,6 +52,14 @@ fn main() {
                     .next()
                     .and_then(|v| v.parse().ok())
                     .unwrap_or_else(|| fail(usage))
+            }
+            "--bind" => binds.push(args.next().unwrap_or_else(|| fail(usage))),
+            "--hold" => {
+                hold = Some(
+                    args.next()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or_else(|| fail(usage)),
+                )
             }
             "-h" | "--help" => {
                 println!("{usage}");
@@ -67,6 +81,31 @@ fn main() {
     let Some(prefix) = prefix else { fail(usage) };
     let client = Client::attach(&prefix).unwrap_or_else(|e| fail(&e.to_string()));
     let mut socks = Vec::new();
+    for spec in &binds {
+        let w: Vec<&str> = spec.split('@').collect();
+        let (name, local) = match w.as_slice() {
+            [n, l, ..] => (*n, l.parse().unwrap_or_else(|_| fail(usage))),
+            _ => fail(usage),
+        };
+        let mut o = udpdemux_client::SocketOptions::new(name, local);
+        if let Some(r) = w.get(2) {
+            o.rcvbuf = r.parse().unwrap_or_else(|_| fail(usage));
+        }
+        match client.bind(o) {
+            Ok(s) => {
+                println!("bound {name} id={}", s.id());
+                socks.push((
+                    s,
+                    None,
+                    Tally {
+                        tsc_ok: true,
+                        ..Tally::default()
+                    },
+                ));
+            }
+            Err(e) => println!("bind-error {name}: {e}"),
+        }
+    }
     for (name, expect) in &names {
         match client.open(name) {
             Ok(s) => {
@@ -120,6 +159,9 @@ fn main() {
             std::thread::yield_now();
         }
     }
+    if let Some(h) = hold {
+        hold_one(&mut socks, &mut batch, h);
+    }
     // Free the last batch (its memory goes back to its socket) before closing.
     drop(batch);
     for (s, _, t) in socks {
@@ -133,13 +175,44 @@ fn main() {
             t.tsc_ok,
             t.drops
         );
+        let verb = if s.is_bound() { "unbound" } else { "closed" };
         match s.close() {
-            Ok(()) => println!("closed {name}"),
+            Ok(()) => println!("{verb} {name}"),
             Err(e) => println!("close-error {name}: {e}"),
         }
     }
     let clean = client.detach();
     println!("detached cleanup={clean}");
+}
+
+/// Receive (counting as before) until the batch holds datagrams, say so,
+/// and keep them `secs` seconds.
+fn hold_one(
+    socks: &mut [(udpdemux_client::ClientSocket<'_>, Option<u64>, Tally)],
+    batch: &mut RecvBatch,
+    secs: f64,
+) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        for (s, _, t) in socks.iter_mut() {
+            if udpdemux_client::recv_burst(s, batch) > 0 {
+                t.n += batch.len() as u64;
+                t.bytes += batch.iter().map(|d| d.payload().len() as u64).sum::<u64>();
+                println!(
+                    "holding {} from {} pid {}",
+                    batch.len(),
+                    s.name(),
+                    std::process::id()
+                );
+                use std::io::Write;
+                let _ = std::io::stdout().flush();
+                std::thread::sleep(Duration::from_secs_f64(secs));
+                return;
+            }
+        }
+        std::thread::yield_now();
+    }
+    fail("nothing to hold within 10 s");
 }
 
 fn fail(msg: &str) -> ! {

@@ -20,7 +20,13 @@
 //! memory) and their truesize into the socket's shared release counter
 //! (memzone `udx_c<id>`), which the engine folds into its rcvbuf
 //! accounting. Closing the socket (or dropping it) gives it back to the
-//! engine's consumer.
+//! engine's consumer. [`Client::bind`] makes a new socket instead, with
+//! the options of a `[[socket]]` table; closing that one unbinds it.
+//!
+//! What a batch holds is recorded in the socket's in-flight table (in the
+//! same memzone) before the application sees it: if this process dies,
+//! the engine frees it, and closes (or unbinds) its sockets, within a
+//! fraction of a second (`udpdemux::client_proto`, docs/design.md).
 //!
 //! A `Client` is the process's EAL main lcore: it is not `Send`, and its
 //! lcore id ([`CLIENT_LCORE`]) is one the engine does not use, so mempool
@@ -29,7 +35,6 @@
 //! and the engine's `meta`.
 #![forbid(unsafe_code)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -37,15 +42,19 @@ use std::time::Duration;
 
 use dpdk_sys::mp::{self, AtomicZone};
 use dpdk_sys::{MbufBurst, MbufRing};
+use udpdemux::api::Release;
 use udpdemux::client_proto::{self, Refusal, Request, Slot};
 use udpdemux::meta::{self, MbufMeta};
+
+/// What [`Client::bind`] takes: the in-process API's own options.
+pub use udpdemux::api::SocketOptions;
 
 /// A received datagram: the engine's own zero-copy view
 /// (`udpdemux::api::Received`), the same type in-process applications get.
 pub use udpdemux::api::Received;
 
-use dpdk_sys::eal::LogRedirect;
 use dpdk_sys::secondary::{self, SecondaryEal};
+use udpdemux::eal_log::Capture;
 
 /// The lcore id this process's EAL main thread takes: the last one
 /// (RTE_MAX_LCORE 128 - 1), far from the engine's configured lcores.
@@ -101,6 +110,8 @@ pub enum OpenError {
     AlreadyOpen { name: String, reason: String },
     #[error("the engine refused to open socket {name:?}: {reason}")]
     Refused { name: String, reason: String },
+    #[error("the engine refused to bind socket {name:?}: {reason}")]
+    BindRefused { name: String, reason: String },
     #[error("no answer from the engine on {prefix:?} to opening {name:?} ({reason}): is it still running, and a udpdemux engine with hugepages?")]
     NoReply {
         prefix: String,
@@ -143,9 +154,10 @@ impl Client {
         let runtime_dir = runtime_base().join(file_prefix);
         preflight(file_prefix, &runtime_dir)?;
         let args = eal_args(file_prefix);
-        let capture = LogCapture::start();
+        // The EAL's log explains a failure only while it initialises.
+        let capture = Capture::start_with(|l| log::debug!("EAL: {l}"));
         let res = SecondaryEal::init(&args);
-        let lines = capture.map(LogCapture::finish).unwrap_or_default();
+        let lines = capture.map(Capture::finish).unwrap_or_default();
         let eal = match res {
             Ok(eal) => eal,
             Err(err) => {
@@ -200,12 +212,42 @@ impl Client {
         if name.is_empty() || name.len() > 200 || name.contains([' ', '\0']) {
             return Err(OpenError::InvalidName { name: name.into() });
         }
-        let pid = std::process::id();
         let req = Request::Open {
             socket: name.into(),
-            pid,
+            pid: std::process::id(),
+        };
+        self.request_socket(name, req, false)
+    }
+
+    /// Bind a new socket in the engine with the options of a `[[socket]]`
+    /// table (as `udpdemux::api::open` in-process), consumed by this client
+    /// alone. The engine checks them by the rules `udpdemux check` applies
+    /// (name, addresses, rcvbuf, ring_size) and refuses an address in use;
+    /// the refusal is one line. [`ClientSocket::close`] (or drop) unbinds
+    /// it; so does this process's death.
+    pub fn bind(&self, o: SocketOptions) -> Result<ClientSocket<'_>, OpenError> {
+        if let Some(why) = udpdemux::config::socket_name_problem(&o.name) {
+            return Err(OpenError::BindRefused {
+                name: o.name.clone(),
+                reason: why,
+            });
         }
-        .encode();
+        let name = o.name.clone();
+        let req = Request::Bind {
+            opts: o,
+            pid: std::process::id(),
+        };
+        self.request_socket(&name, req, true)
+    }
+
+    /// Send an open or bind request for `name` and look up what the reply names.
+    fn request_socket(
+        &self,
+        name: &str,
+        req: Request,
+        bound: bool,
+    ) -> Result<ClientSocket<'_>, OpenError> {
+        let req = req.encode();
         let rep = mp::request_sync(client_proto::ACTION, req.as_bytes(), REQUEST_TIMEOUT).map_err(
             |e| OpenError::NoReply {
                 prefix: self.prefix.clone(),
@@ -224,6 +266,7 @@ impl Client {
             Err((kind, reason)) => {
                 let name = name.to_string();
                 return Err(match kind {
+                    _ if bound => OpenError::BindRefused { name, reason },
                     Refusal::NoSuchSocket => OpenError::NoSuchSocket { name, reason },
                     Refusal::Busy => OpenError::AlreadyOpen { name, reason },
                     Refusal::Other => OpenError::Refused { name, reason },
@@ -233,7 +276,7 @@ impl Client {
         let found = meta::lookup_delivery_ring(&opened.ring)
             .map_err(|e| (format!("ring {}", opened.ring), e.to_string()))
             .and_then(|ring| {
-                AtomicZone::lookup(&opened.zone, client_proto::SLOTS)
+                AtomicZone::lookup(&opened.zone, client_proto::ZONE_WORDS)
                     .map_err(|e| (format!("memzone {}", opened.zone), e.to_string()))
                     .and_then(|zone| {
                         let id = zone.slots()[Slot::SocketId as usize].load(Ordering::Relaxed);
@@ -255,10 +298,11 @@ impl Client {
                 ring,
                 zone: Rc::new(zone),
                 open: true,
+                bound,
             }),
             Err((what, reason)) => {
                 // Give the socket back: nothing here can read it.
-                let _ = send_close(name);
+                let _ = send_close(name, bound);
                 Err(OpenError::Lookup {
                     name: name.into(),
                     what,
@@ -278,10 +322,13 @@ impl Client {
     }
 }
 
-fn send_close(name: &str) -> Result<(), CloseError> {
-    let req = Request::Close {
-        socket: name.into(),
-        pid: std::process::id(),
+/// Close `name` (or unbind it: `bound`).
+fn send_close(name: &str, bound: bool) -> Result<(), CloseError> {
+    let (socket, pid) = (name.to_string(), std::process::id());
+    let req = if bound {
+        Request::Unbind { socket, pid }
+    } else {
+        Request::Close { socket, pid }
     }
     .encode();
     let rep =
@@ -310,6 +357,8 @@ pub struct ClientSocket<'c> {
     ring: MbufRing,
     zone: Rc<AtomicZone>,
     open: bool,
+    /// Bound by this client ([`Client::bind`]): closing unbinds it.
+    bound: bool,
 }
 
 impl ClientSocket<'_> {
@@ -332,24 +381,33 @@ impl ClientSocket<'_> {
     /// held before (and releasing their memory from the socket's budget).
     /// How many arrived (0: none waiting). As `udpdemux::api::recv_burst`.
     pub fn recv_burst(&mut self, batch: &mut RecvBatch) -> usize {
-        batch.clear();
-        if !batch
-            .zone
-            .as_ref()
-            .is_some_and(|z| Rc::ptr_eq(z, &self.zone))
-        {
-            batch.zone = Some(Rc::clone(&self.zone));
-        }
-        self.ring.dequeue(&mut batch.bufs, BATCH)
+        let ring = &self.ring;
+        batch.refill(
+            |r| Rc::ptr_eq(&r.zone, &self.zone),
+            || {
+                Some(SharedRelease {
+                    zone: Rc::clone(&self.zone),
+                    row: None,
+                })
+            },
+            |r, bufs| r.take(ring, bufs),
+        )
     }
 
-    /// Give the socket back to the engine's consumer. Clear (or drop) the
-    /// batches that hold its datagrams first, or their memory stays charged
-    /// to the socket until they are.
+    /// Give the socket back to the engine's consumer, or, for a socket
+    /// this client bound, unbind it (the engine removes it; what waits in
+    /// its ring is freed and counted `freed_at_close`). Clear (or drop) the
+    /// batches that hold its datagrams first: otherwise their memory stays
+    /// charged to the socket until they are, and an unbind is refused.
     pub fn close(mut self) -> Result<(), CloseError> {
         self.open = false;
         flush_caches();
-        send_close(&self.name)
+        send_close(&self.name, self.bound)
+    }
+
+    /// Whether this client bound the socket (closing it unbinds it).
+    pub fn is_bound(&self) -> bool {
+        self.bound
     }
 }
 
@@ -357,7 +415,7 @@ impl Drop for ClientSocket<'_> {
     fn drop(&mut self) {
         if self.open && dpdk_sys::eal::is_up() {
             flush_caches();
-            if let Err(e) = send_close(&self.name) {
+            if let Err(e) = send_close(&self.name, self.bound) {
                 log::warn!("{e}");
             }
         }
@@ -379,75 +437,85 @@ pub fn recv_burst(sock: &mut ClientSocket<'_>, batch: &mut RecvBatch) -> usize {
     sock.recv_burst(batch)
 }
 
-/// A batch of datagrams received by a [`ClientSocket`], owned until cleared
-/// (as `udpdemux::api::RecvBatch`).
-#[derive(Default)]
-pub struct RecvBatch {
-    zone: Option<Rc<AtomicZone>>,
-    bufs: MbufBurst<BATCH>,
+/// A batch of datagrams received by a [`ClientSocket`], owned until
+/// cleared: `udpdemux::api::RecvBatch` itself, released through the
+/// socket's shared counters.
+pub type RecvBatch = udpdemux::api::RecvBatch<SharedRelease>;
+
+/// How a client's batch takes and releases datagrams. Taking claims a
+/// row of the socket's in-flight table (`client_proto::row`) and records
+/// the dequeued mbufs there before the application sees them; releasing
+/// frees them here (back to the engine's pools), adds what they held to
+/// the socket's shared totals, which the engine releases from the
+/// socket's budget, and gives the row up. If this process dies holding a
+/// batch, the engine frees what the row records (issue 16 liveness).
+#[derive(Debug)]
+pub struct SharedRelease {
+    zone: Rc<AtomicZone>,
+    /// The row the batch's mbufs are recorded in, while it holds some.
+    row: Option<usize>,
 }
 
-impl std::fmt::Debug for RecvBatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RecvBatch")
-            .field("len", &self.len())
-            .finish()
-    }
-}
-
-impl RecvBatch {
-    pub fn new() -> RecvBatch {
-        RecvBatch::default()
-    }
-
-    pub fn len(&self) -> usize {
-        self.bufs.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.bufs.is_empty()
-    }
-
-    /// Datagram `i` of the batch.
-    pub fn get(&self, i: usize) -> Option<Received<'_>> {
-        Received::of(self.bufs.get(i)?)
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = Received<'_>> {
-        (0..self.len()).filter_map(move |i| self.get(i))
-    }
-
-    /// Free every datagram (back to the engine's pools) and add what they
-    /// held to the socket's shared counters, which the engine releases
-    /// from the socket's budget.
-    pub fn clear(&mut self) {
-        if self.bufs.is_empty() {
-            return;
+impl SharedRelease {
+    /// Claim a free row and take up to [`BATCH`] datagrams through it:
+    /// how many (0 also when all `client_proto::ROWS` rows are held by
+    /// this process's other batches of the socket).
+    fn take(&mut self, ring: &MbufRing, bufs: &mut MbufBurst<BATCH>) -> usize {
+        if ring.looks_empty() {
+            return 0;
         }
+        let pid = std::process::id();
+        let slots = self.zone.slots();
+        let Some(i) = (0..client_proto::ROWS).find(|&i| client_proto::row(slots, i).claim(pid))
+        else {
+            return 0;
+        };
+        let row = client_proto::row(slots, i);
+        let n = row.take(ring, bufs, BATCH);
+        if n == 0 {
+            row.unclaim();
+        } else {
+            self.row = Some(i);
+        }
+        n
+    }
+}
+
+impl Release for SharedRelease {
+    fn release(&mut self, bufs: &mut MbufBurst<BATCH>) {
         let (mut truesize, mut bytes) = (0u64, 0u64);
-        for m in self.bufs.iter() {
+        for m in bufs.iter() {
             truesize += u64::from(meta::truesize_of(m));
             bytes += MbufMeta::view(m).map_or(0, |x| u64::from(x.payload_len));
         }
-        let n = self.bufs.len() as u64;
-        self.bufs.clear();
-        if let Some(z) = &self.zone {
-            let s = z.slots();
-            s[Slot::Consumed as usize].fetch_add(n, Ordering::Relaxed);
-            s[Slot::ConsumedBytes as usize].fetch_add(bytes, Ordering::Relaxed);
-            // Last, and Release: the engine swaps it after the others.
-            s[Slot::Released as usize].fetch_add(truesize, Ordering::Release);
+        let n = bufs.len() as u64;
+        let s = self.zone.slots();
+        // The totals only this process writes while it holds rows of the
+        // socket (the engine opens it to no other client meanwhile).
+        let (released, consumed, cbytes) = (
+            &s[Slot::Released as usize],
+            &s[Slot::Consumed as usize],
+            &s[Slot::ConsumedBytes as usize],
+        );
+        let to = [
+            released.load(Ordering::Relaxed) + truesize,
+            consumed.load(Ordering::Relaxed) + n,
+            cbytes.load(Ordering::Relaxed) + bytes,
+        ];
+        let row = self.row.take().map(|i| client_proto::row(s, i));
+        // Counted, then freed, then the row is free: a death in between
+        // leaves the engine a row that says how far this got.
+        if let Some(r) = &row {
+            r.begin_free(to);
         }
-    }
-}
-
-impl Drop for RecvBatch {
-    fn drop(&mut self) {
-        if dpdk_sys::eal::is_up() {
-            self.clear();
-        } else {
-            // Detached: the engine's memory is unmapped here; forget them.
-            self.bufs.take_raw();
+        consumed.store(to[1], Ordering::Relaxed);
+        cbytes.store(to[2], Ordering::Relaxed);
+        // Last, and Release: the engine reads it first.
+        released.store(to[0], Ordering::Release);
+        bufs.clear();
+        if let Some(r) = row {
+            r.end_free();
+            r.unclaim();
         }
     }
 }
@@ -461,17 +529,8 @@ fn check_prefix(p: &str) -> Result<(), AttachError> {
     Ok(())
 }
 
-/// Where the EAL keeps runtime files: `/var/run/dpdk` for root, else
-/// `$XDG_RUNTIME_DIR/dpdk` or `/tmp/dpdk` (as `eal_get_runtime_dir` decides).
-pub fn runtime_base() -> PathBuf {
-    if dpdk_sys::os::is_root() {
-        return PathBuf::from("/var/run/dpdk");
-    }
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(d) if !d.is_empty() => Path::new(&d).join("dpdk"),
-        _ => PathBuf::from("/tmp/dpdk"),
-    }
-}
+/// Where the EAL keeps runtime files (the engine's own answer).
+pub use udpdemux::instance::runtime_base;
 
 /// Whether an engine holds the instance lock in `dir`.
 fn engine_lock_held(dir: &Path) -> bool {
@@ -591,66 +650,11 @@ fn eal_error(prefix: &str, dir: &Path, err: &str, lines: &[String]) -> AttachErr
     }
 }
 
-/// The EAL's last few lines that explain a failure (routine lines dropped).
+/// The EAL's last few lines that explain a failure (routine lines
+/// dropped, as the engine's own `eal_log::reason` drops them).
 fn eal_reason(lines: &[String]) -> Option<String> {
-    const ROUTINE: &[&str] = &[
-        "Detected ",
-        "Multi-process socket",
-        "Selected IOVA",
-        "Physical addresses are unavailable",
-        "VFIO support",
-        "No legacy callbacks",
-        "Ask a virtual area",
-        "Virtual area found",
-        "Setting up physically contiguous",
-        "Detected shared linkage",
-    ];
-    let mut out: Vec<String> = Vec::new();
-    for l in lines {
-        let t = l.trim();
-        let t = t.strip_prefix("EAL:").map(str::trim).unwrap_or(t);
-        let t = t.trim_end_matches('.');
-        if t.is_empty() || ROUTINE.iter().any(|r| t.contains(r)) {
-            continue;
-        }
-        if !out.iter().any(|o| o == t) {
-            out.push(t.to_string());
-        }
-    }
-    if out.is_empty() {
-        return None;
-    }
-    let n = out.len().saturating_sub(3);
-    Some(out[n..].join("; "))
-}
-
-/// The EAL's log read from a pipe while it initialises (it explains a
-/// failure only there); lines go to `log::debug!`.
-struct LogCapture {
-    redirect: LogRedirect,
-    reader: std::thread::JoinHandle<Vec<String>>,
-}
-
-impl LogCapture {
-    fn start() -> Option<LogCapture> {
-        let (redirect, read) = LogRedirect::to_pipe()?;
-        let reader = std::thread::spawn(move || {
-            let mut lines = Vec::new();
-            for l in BufReader::new(read).split(b'\n') {
-                let Ok(l) = l else { break };
-                let l = String::from_utf8_lossy(&l).into_owned();
-                log::debug!("EAL: {l}");
-                lines.push(l);
-            }
-            lines
-        });
-        Some(LogCapture { redirect, reader })
-    }
-
-    fn finish(self) -> Vec<String> {
-        self.redirect.restore();
-        self.reader.join().unwrap_or_default()
-    }
+    let r = udpdemux::eal_log::reason(lines);
+    (!r.is_empty()).then_some(r)
 }
 
 #[cfg(test)]

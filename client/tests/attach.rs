@@ -23,10 +23,9 @@ use std::time::{Duration, Instant};
 /// books balance.
 #[test]
 fn attach_detach_cycles_leave_the_engine_running_and_leak_nothing() {
-    hugepages_ready(64);
-    let pcap = repo().join("conf/default.pcap");
-    let vdev = format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display());
-    let mut engine = Engine::start("cycles", &vdev, "net_pcap0", false);
+    hugepages_ready(64).unwrap();
+    let vdev = endless_pcap();
+    let mut engine = Engine::start("cycles", &vdev, "net_pcap0", Opts::default());
     let p = engine.prefix.clone();
     let (st0, rx0, mem0) = port_state(&p);
     assert_eq!(st0, UP, "before any attach");
@@ -101,7 +100,15 @@ fn a_wrong_prefix_is_one_clear_line_and_exit_1() {
 /// make it attachable instead of letting the EAL fail obscurely.
 #[test]
 fn an_engine_without_shared_memory_is_refused_with_the_fix() {
-    let engine = Engine::start("nohuge", "net_null0", "net_null0", true);
+    let engine = Engine::start(
+        "nohuge",
+        "net_null0",
+        "net_null0",
+        Opts {
+            no_huge: true,
+            ..Opts::default()
+        },
+    );
     let o = attach(&engine.prefix);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
@@ -117,12 +124,12 @@ fn an_engine_without_shared_memory_is_refused_with_the_fix() {
 /// proc-info at its exit and marks the primary's port down (docs/design.md).
 #[test]
 fn dpdk_proc_info_stats_exits_0_against_a_running_engine() {
-    hugepages_ready(64);
+    hugepages_ready(64).unwrap();
     assert!(
         Path::new("/usr/bin/dpdk-proc-info").exists(),
         "dpdk-proc-info missing: apt-get install dpdk (scripts/setup.sh)"
     );
-    let mut engine = Engine::start("procinfo", "net_null0", "net_null0", false);
+    let mut engine = Engine::start("procinfo", "net_null0", "net_null0", Opts::default());
     let p = engine.prefix.clone();
     let (st0, rx0, _) = port_state(&p);
     assert_eq!(st0, UP);
@@ -161,8 +168,8 @@ fn dpdk_proc_info_stats_exits_0_against_a_running_engine() {
 /// engine is up; the engine comes up untouched.
 #[test]
 fn a_client_racing_the_engine_start_errs_cleanly_or_attaches() {
-    hugepages_ready(64);
-    let mut engine = Engine::spawn("race", "net_null0", "net_null0", false);
+    hugepages_ready(64).unwrap();
+    let mut engine = Engine::spawn("race", "net_null0", "net_null0", Opts::default());
     let p = engine.prefix.clone();
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut errors = Vec::new();
@@ -195,19 +202,9 @@ fn a_client_racing_the_engine_start_errs_cleanly_or_attaches() {
 /// A DPDK primary that is not udpdemux (dpdk-testpmd) is named as such.
 #[test]
 fn a_primary_that_is_not_udpdemux_is_refused() {
-    hugepages_ready(64);
+    hugepages_ready(64).unwrap();
     let p = unique("testpmd");
-    let mut tp = Command::new("timeout")
-        .args([
-            "30",
-            "dpdk-testpmd",
-            "--lcores",
-            "0@0,1@0",
-            "-m",
-            "64",
-            "--no-pci",
-        ])
-        .arg(format!("--file-prefix={p}"))
+    let mut tp = testpmd(&p)
         .args(["--vdev=net_null0", "--", "-i", "--total-num-mbufs=2048"])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())

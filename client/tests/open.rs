@@ -19,11 +19,11 @@ use common::*;
 /// consumption is in the socket's books and every socket's memory is back.
 #[test]
 fn a_client_receives_a_finite_replay_exactly_and_the_books_balance() {
-    hugepages_ready(64);
+    hugepages_ready(64).unwrap();
     let m = manifest();
     let pcap = repo().join("conf/default.pcap");
     let vdev = format!("net_pcap0,rx_pcap={}", pcap.display());
-    let mut engine = Engine::start_with("open", &vdev, "net_pcap0", false, FINITE);
+    let mut engine = Engine::start("open", &vdev, "net_pcap0", Opts::body(finite()));
     let (n6, a6) = (
         m["per_dst"]["[fd00::1]:53"].as_u64().unwrap(),
         m["per_dst"]["[fd00::2]:5000"].as_u64().unwrap(),
@@ -37,13 +37,7 @@ fn a_client_receives_a_finite_replay_exactly_and_the_books_balance() {
             "dns6",
         ],
     );
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        o.status.success(),
-        "{} {out} {}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = stdout_of_success(&o, "");
     assert!(
         out.contains("open dns6 id=") && out.contains("open app6 id="),
         "{out}"
@@ -77,7 +71,7 @@ fn a_client_receives_a_finite_replay_exactly_and_the_books_balance() {
         ("dns6", "[fd00::1]:53", true),
         ("app6", "[fd00::2]:5000", true),
     ] {
-        let s = sock(&j, name);
+        let s = socket_named(&j, name);
         let n = &m["per_dst"][addr];
         assert_eq!(&s["delivered"], n, "{name} delivered");
         assert_eq!(&s["consumed"], n, "{name} consumed");
@@ -104,30 +98,35 @@ fn a_client_receives_a_finite_replay_exactly_and_the_books_balance() {
 /// hand-over the engine waits for before it replies).
 #[test]
 fn a_socket_taken_over_during_a_replay_goes_back_to_the_engine_at_close() {
-    takeover("0,1", DEFAULT_BODY);
+    takeover("0,1", &default_body());
 }
 
 #[test]
 fn a_socket_a_consumer_lcore_reads_is_handed_over_and_back() {
-    let body = format!("{DEFAULT_BODY}\n[[lcore]]\nid = 2\nrole = \"consumer\"\n");
+    let body = format!(
+        "{}\n[[lcore]]\nid = 2\nrole = \"consumer\"\n",
+        default_body()
+    );
     takeover("0@0,1@1,2@0", &body);
 }
 
 fn takeover(lcores: &str, body: &str) {
-    hugepages_ready(64);
-    let pcap = repo().join("conf/default.pcap");
-    let vdev = format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display());
-    let mut engine = Engine::start_lcores("takeover", &vdev, "net_pcap0", false, lcores, body);
+    hugepages_ready(64).unwrap();
+    let vdev = endless_pcap();
+    let mut engine = Engine::start(
+        "takeover",
+        &vdev,
+        "net_pcap0",
+        Opts {
+            lcores: lcores.into(),
+            body: body.into(),
+            ..Opts::default()
+        },
+    );
     let mut total = 0;
     for secs in ["1.5", "0.5"] {
         let o = recv(&engine.prefix, &["--secs", secs, "dns4"]);
-        let out = String::from_utf8_lossy(&o.stdout).into_owned();
-        assert!(
-            o.status.success() && out.contains("closed dns4"),
-            "{} {out} {}",
-            o.status,
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let out = stdout_of_success(&o, "closed dns4");
         assert!(out.contains("dsts {\"198.18.1.1:53\"}"), "{out}");
         let (n, _) = received(&out, "dns4");
         assert!(n > 0, "{out}");
@@ -137,12 +136,12 @@ fn takeover(lcores: &str, body: &str) {
     std::thread::sleep(std::time::Duration::from_millis(300));
     let j = engine.stop();
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
-    let s = sock(&j, "dns4");
+    let s = socket_named(&j, "dns4");
     assert_eq!(s["client_consumed"], total, "{s}");
     assert!(s["consumed"].as_u64().unwrap() > total, "{s}");
     assert_eq!(s["freed_at_close"], 0, "the engine consumed it again: {s}");
     assert_eq!(s["rmem"], 0, "{s}");
-    let other = sock(&j, "dns6");
+    let other = socket_named(&j, "dns6");
     assert!(other["consumed"].as_u64().unwrap() > 0);
     assert_eq!(other["client_consumed"], 0);
     if lcores.contains("2@") {
@@ -174,10 +173,9 @@ fn wait_log(engine: &Engine, what: &str) {
 /// and the removed socket's books keep the client's datagrams.
 #[test]
 fn a_reload_does_not_remove_a_socket_a_client_has_open() {
-    hugepages_ready(64);
-    let pcap = repo().join("conf/default.pcap");
-    let vdev = format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display());
-    let mut engine = Engine::start("reload", &vdev, "net_pcap0", false);
+    hugepages_ready(64).unwrap();
+    let vdev = endless_pcap();
+    let mut engine = Engine::start("reload", &vdev, "net_pcap0", Opts::default());
     let client = std::process::Command::new(profile_dir().join("examples").join("recv"))
         .args([engine.prefix.as_str(), "--secs", "2", "dns4"])
         .stdout(std::process::Stdio::piped())
@@ -206,19 +204,13 @@ fn a_reload_does_not_remove_a_socket_a_client_has_open() {
         "SIGHUP: reload rejected, sockets unchanged: socket \"dns4\" is open by client pid",
     );
     let o = client.wait_with_output().unwrap();
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        o.status.success() && out.contains("closed dns4"),
-        "{} {out} {}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = stdout_of_success(&o, "closed dns4");
     let (n, _) = received(&out, "dns4");
     hup();
     wait_log(&engine, "SIGHUP: 1 socket(s) removed");
     let j = engine.stop();
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
-    let s = sock(&j, "dns4");
+    let s = socket_named(&j, "dns4");
     assert_eq!(s["removed"], true, "{s}");
     assert_eq!(s["client_consumed"], n, "{s}");
     assert_eq!(s["rmem"], 0, "{s}");

@@ -31,6 +31,7 @@ mod ffi {
 pub mod eal;
 pub mod error;
 pub mod hugepage_alloc;
+pub mod inflight;
 pub mod lcore;
 pub mod mbuf;
 pub mod memory;

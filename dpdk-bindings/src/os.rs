@@ -201,3 +201,88 @@ mod tests {
         assert!(cpus.windows(2).all(|w| w[0] < w[1]));
     }
 }
+
+/// Whether process `pid` is alive: it exists (`kill(pid, 0)` does not
+/// say ESRCH) and is not a zombie (`/proc/<pid>/stat` state `Z` or `X`:
+/// it has exited, its memory is gone, and only its parent has not waited
+/// for it yet). No heap allocation: a liveness poll may run in a loop.
+pub fn process_alive(pid: u32) -> bool {
+    let Ok(p) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if p <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks that the process exists.
+    let rc = unsafe { libc::kill(p, 0) };
+    if rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+        return false;
+    }
+    // "/proc/<pid>/stat" in a stack buffer, NUL-terminated.
+    let mut path = [0u8; 32];
+    let mut n = 0;
+    for b in b"/proc/" {
+        path[n] = *b;
+        n += 1;
+    }
+    let mut digits = [0u8; 10];
+    let (mut v, mut d) = (pid, 0);
+    loop {
+        digits[d] = b'0' + (v % 10) as u8;
+        d += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    while d > 0 {
+        d -= 1;
+        path[n] = digits[d];
+        n += 1;
+    }
+    for b in b"/stat" {
+        path[n] = *b;
+        n += 1;
+    }
+    // SAFETY: a NUL-terminated path in a live stack buffer.
+    let fd = unsafe { libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        // Gone between the two looks (or no /proc: trust kill).
+        return std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOENT);
+    }
+    let mut buf = [0u8; 512];
+    // SAFETY: reads at most buf.len() bytes into a live buffer; fd is ours.
+    let got = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    // SAFETY: our fd, closed once.
+    unsafe { libc::close(fd) };
+    if got <= 0 {
+        return true;
+    }
+    let buf = &buf[..got as usize];
+    // "pid (comm) S ...": the state follows the last ')' (comm may hold any byte).
+    match buf.iter().rposition(|&c| c == b')') {
+        Some(i) => !matches!(buf.get(i + 2), Some(b'Z' | b'X')),
+        None => true,
+    }
+}
+
+#[cfg(test)]
+mod liveness_tests {
+    use super::process_alive;
+
+    #[test]
+    fn this_process_is_alive_and_a_reaped_child_is_not() {
+        assert!(process_alive(std::process::id()));
+        assert!(!process_alive(0));
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let pid = c.id();
+        // Exited but not waited for: a zombie counts as dead.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while process_alive(pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(!process_alive(pid), "zombie {pid} counted alive");
+        c.wait().unwrap();
+        assert!(!process_alive(pid));
+    }
+}

@@ -107,6 +107,40 @@ impl Ring {
         }
     }
 
+    /// The consumer side's (head, tail) positions (default MC/SC sync
+    /// modes). Head runs ahead of tail only while a dequeue is under way
+    /// (or was, in a process that died in it).
+    pub fn consumer_positions(&self) -> (u32, u32) {
+        let r = self.raw.as_ptr();
+        // SAFETY: a live ring; head and tail are 32-bit fields DPDK updates
+        // atomically, read here as volatile loads as `looks_empty` does.
+        unsafe {
+            let head = std::ptr::addr_of!((*r).__bindgen_anon_2.cons.head).read_volatile();
+            let tail = std::ptr::addr_of!((*r).__bindgen_anon_2.cons.tail).read_volatile();
+            (head, tail)
+        }
+    }
+
+    /// Undo a dequeue a dead consumer left half done (head moved, tail
+    /// not): the objects between tail and head were never taken (the
+    /// producers cannot overwrite them before tail moves), so head goes
+    /// back to tail and the next dequeue gets them. Without this, the
+    /// next multi-consumer dequeue would wait for that tail forever.
+    ///
+    /// # Safety
+    /// No other consumer may be dequeuing from the ring, now or until this
+    /// returns (the dead one was the only one).
+    pub unsafe fn reset_consumer_head(&self) {
+        let r = self.raw.as_ptr();
+        // SAFETY: a live ring; no consumer runs (the caller's promise), so
+        // nothing else writes cons.head; producers only read cons.tail.
+        unsafe {
+            let tail = std::ptr::addr_of!((*r).__bindgen_anon_2.cons.tail).read_volatile();
+            std::ptr::addr_of_mut!((*r).__bindgen_anon_2.cons.head).write_volatile(tail);
+        }
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    }
+
     pub fn count(&self) -> u32 {
         // SAFETY: live ring.
         unsafe { ffi::rte_ring_count(self.raw.as_ptr()) }
@@ -208,6 +242,35 @@ impl MbufRing {
         // the functions above); the n dequeued are ours now.
         unsafe { out.filled(n) };
         n
+    }
+
+    /// Dequeue up to `max` mbufs into raw pointer slots (shared memory a
+    /// record of held mbufs lives in); how many came out. DPDK writes
+    /// every pointer there before it moves the ring's consumer tail.
+    ///
+    /// # Safety
+    /// `dst` is valid for writes of `max` pointers; the caller owns the
+    /// mbufs written there from now on.
+    #[inline]
+    pub(crate) unsafe fn dequeue_to(&self, dst: *mut *mut RawMbuf, max: usize) -> usize {
+        // SAFETY: `dst` has room for `max` pointers (the caller's promise);
+        // *mut RawMbuf has the layout of *mut c_void.
+        let objs = unsafe { std::slice::from_raw_parts_mut(dst.cast(), max) };
+        self.ring.dequeue_burst(objs)
+    }
+
+    /// The consumer side's (head, tail) ([`Ring::consumer_positions`]).
+    pub fn consumer_positions(&self) -> (u32, u32) {
+        self.ring.consumer_positions()
+    }
+
+    /// As [`Ring::reset_consumer_head`].
+    ///
+    /// # Safety
+    /// As there.
+    pub unsafe fn reset_consumer_head(&self) {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.ring.reset_consumer_head() }
     }
 
     /// Whether the ring looks empty ([`Ring::looks_empty`]).

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 use dpdk_sys::mp::{self, MpAction, MpRequest};
 
 use super::registry;
+use crate::client_proto::ROWS;
 use super::shared::{ConsumedBy, Shared, SocketEntry};
-use crate::client_proto::{self, Opened, Refusal, Request};
+use crate::client_proto::{self, Opened, Refusal, Request, SocketOptions};
 use crate::meta;
 
 /// How long an open waits for the consumer lcores to let go of the ring.
@@ -73,6 +74,14 @@ fn answer(shared: &Shared, r: &MpRequest) -> String {
             Ok(()) => client_proto::reply_ok(None),
             Err((k, e)) => client_proto::reply_err(k, &e),
         },
+        Ok(Request::Bind { opts, pid }) => match bind(shared, opts, pid) {
+            Ok(o) => client_proto::reply_ok(Some(&o)),
+            Err((k, e)) => client_proto::reply_err(k, &e),
+        },
+        Ok(Request::Unbind { socket, pid }) => match unbind(shared, &socket, pid) {
+            Ok(()) => client_proto::reply_ok(None),
+            Err((k, e)) => client_proto::reply_err(k, &e),
+        },
     }
 }
 
@@ -123,6 +132,19 @@ fn open(shared: &Shared, name: &str, pid: u32) -> Result<Opened, Refused> {
             Refusal::Busy,
             format!("socket {name:?} is already open by client pid {p}: one consumer per socket, close it there first"),
         ));
+    }
+    // A client that closed the socket but still holds batches of it writes
+    // its counters and rows until it frees them: one writer at a time.
+    let mut owners = [0u32; ROWS];
+    e.sock.row_owners(&mut owners);
+    if let Some(&p) = owners.iter().find(|&&p| p != 0 && p != pid) {
+        if dpdk_sys::os::process_alive(p) {
+            return Err((
+                Refusal::Busy,
+                format!("socket {name:?}: client pid {p} still holds batches of it (closed, not freed): free them there first"),
+            ));
+        }
+        reap(shared, p);
     }
     if shared.mode.is_pipeline_floor() {
         return Err((
@@ -184,10 +206,191 @@ fn close(shared: &Shared, name: &str, pid: u32) -> Result<(), Refused> {
             ))
         }
     }
+    if e.sock.bound_by_client.load(Ordering::Relaxed) == pid {
+        return Err((
+            Refusal::Other,
+            format!("socket {name:?} was bound by client pid {pid}: unbind it"),
+        ));
+    }
     e.sock.fold_client();
     let back = registry::consumer_for(shared, &e.sock.conf, e.sock.id);
     reassign(shared, &e, back);
     e.sock.set_client_owner(0);
     shared.clients.open.fetch_sub(1, Ordering::Relaxed);
     Ok(())
+}
+
+/// Bind a new socket for client `pid`: the options of a `[[socket]]`
+/// table, refused by the rules `udpdemux check` applies to one
+/// (`config::socket_problems`) and by the flow table (an address in use);
+/// then opened by that client as a configured socket is.
+fn bind(shared: &Shared, o: SocketOptions, pid: u32) -> Result<Opened, Refused> {
+    let name = o.name.clone();
+    let conf = crate::api::socket_conf(o)
+    .map_err(|e| (Refusal::Other, e))?;
+    let mut problems = Vec::new();
+    crate::config::socket_problems(&conf, &mut problems);
+    if !problems.is_empty() {
+        return Err((Refusal::Other, problems.join("; ")));
+    }
+    if shared.sockets.load().len() >= crate::config::MAX_SOCKETS {
+        return Err((
+            Refusal::Other,
+            format!(
+                "the engine has {} sockets already, the most it takes",
+                crate::config::MAX_SOCKETS
+            ),
+        ));
+    }
+    let sock = registry::add_socket(shared, conf).map_err(|e| {
+        let kind = match e {
+            registry::RegistryError::Exists(_) => Refusal::Busy,
+            _ => Refusal::Other,
+        };
+        (kind, e.to_string())
+    })?;
+    sock.bound_by_client.store(pid, Ordering::Relaxed);
+    let opened = open(shared, &name, pid);
+    if opened.is_err() {
+        // An open that timed out waiting for the hand-over left it the
+        // client's (its close refuses a bound socket): remove counts that.
+        let removed = match find(shared, &name) {
+            Ok(e) if e.consumed_by == ConsumedBy::Client(pid) => remove(shared, &e, pid),
+            _ => registry::remove_socket(shared, &name)
+                .map_err(|err| (Refusal::Other, err.to_string())),
+        };
+        if let Err((_, e)) = removed {
+            log::warn!("removing socket {name:?} after a failed bind: {e}");
+        }
+    }
+    opened
+}
+
+/// Remove socket `name`, which client `pid` bound, as `api::close` does:
+/// late producers count `closed`, what is left in its ring is freed and
+/// counted `freed_at_close`, and its books are kept among the removed.
+/// Refused while the client still holds batches of it (their memory, and
+/// the socket's shared counters they are released into, go with it).
+fn unbind(shared: &Shared, name: &str, pid: u32) -> Result<(), Refused> {
+    let e = find(shared, name)?;
+    if e.sock.bound_by_client.load(Ordering::Relaxed) != pid {
+        return Err((
+            Refusal::Other,
+            format!("socket {name:?} was not bound by client pid {pid}: close it instead"),
+        ));
+    }
+    if e.consumed_by != ConsumedBy::Client(pid) {
+        return Err((
+            Refusal::Other,
+            format!("socket {name:?} is not open by client pid {pid}"),
+        ));
+    }
+    let mut owners = [0u32; ROWS];
+    e.sock.row_owners(&mut owners);
+    if owners.contains(&pid) && dpdk_sys::os::process_alive(pid) {
+        return Err((
+            Refusal::Busy,
+            format!("client pid {pid} still holds batches of socket {name:?}: clear or drop them, then unbind"),
+        ));
+    }
+    remove(shared, &e, pid)
+}
+
+/// The removal half of [`unbind`] (also a dead binder's).
+fn remove(shared: &Shared, e: &SocketEntry, pid: u32) -> Result<(), Refused> {
+    e.sock.fold_client();
+    registry::remove_socket(shared, e.sock.name()).map_err(|err| (Refusal::Other, err.to_string()))?;
+    e.sock.set_client_owner(0);
+    shared.clients.open.fetch_sub(1, Ordering::Relaxed);
+    log::info!("socket {} unbound by client pid {pid}", e.sock.name());
+    Ok(())
+}
+
+/// Client pids the liveness check looks at, at most (more are looked at
+/// on the next check).
+const MAX_PIDS: usize = 64;
+
+/// The main lcore's liveness check (every `client_proto::LIVENESS_MS`):
+/// every pid that has a socket open or holds rows of a socket's in-flight
+/// table is looked up (`kill(pid, 0)` and its `/proc` state, no heap
+/// allocation); a dead one is reaped. Sockets without a client zone cost
+/// one load each.
+pub fn check_liveness(shared: &Shared) {
+    let mut pids = [0u32; MAX_PIDS];
+    let mut n = 0;
+    let mut owners = [0u32; ROWS];
+    let note = |p: u32, pids: &mut [u32; MAX_PIDS], n: &mut usize| {
+        if p != 0 && *n < MAX_PIDS && !pids[..*n].contains(&p) {
+            pids[*n] = p;
+            *n += 1;
+        }
+    };
+    for e in shared.sockets.load().iter() {
+        if let ConsumedBy::Client(p) = e.consumed_by {
+            note(p, &mut pids, &mut n);
+        }
+        e.sock.row_owners(&mut owners);
+        for &p in &owners {
+            note(p, &mut pids, &mut n);
+        }
+    }
+    for &p in &pids[..n] {
+        if !dpdk_sys::os::process_alive(p) {
+            reap(shared, p);
+        }
+    }
+}
+
+/// Reap dead client `pid`: reclaim what it held of every socket, then
+/// unbind the sockets it bound, and close the sockets it opened exactly as
+/// its own close would have:
+/// each goes back to the consumer the engine gave it at creation (a
+/// configured socket is the engine's, not the client's: it is given back,
+/// not unbound; what waits in its ring is then that consumer's, or, for a
+/// `handler = "none"` socket, freed and counted `freed_at_close` at exit).
+/// Logs one line, counts `clients.reaped`.
+pub fn reap(shared: &Shared, pid: u32) {
+    let mut socks = Vec::new();
+    let (mut freed, mut uncounted, mut lost) = (0u64, 0u64, 0u64);
+    // Rows first, while the sockets the client had open are still skipped
+    // by the engine's consumers (a dequeue it died in is undone there).
+    for e in shared.sockets.load().iter() {
+        let r = e.sock.reclaim_client(pid);
+        freed += r.freed;
+        uncounted += r.uncounted;
+        lost += r.lost;
+    }
+    let mine: Vec<SocketEntry> = shared
+        .sockets
+        .load()
+        .iter()
+        .filter(|e| e.consumed_by == ConsumedBy::Client(pid))
+        .cloned()
+        .collect();
+    for e in &mine {
+        let name = e.sock.name();
+        socks.push(name.to_string());
+        // A socket it bound dies with it (unbound); one it opened goes back.
+        let done = if e.sock.bound_by_client.load(Ordering::Relaxed) == pid {
+            remove(shared, e, pid)
+        } else {
+            close(shared, name, pid)
+        };
+        if let Err((_, why)) = done {
+            log::warn!("reaping client pid {pid}: closing {name:?}: {why}");
+        }
+    }
+    let c = &shared.clients;
+    c.reaped.fetch_add(1, Ordering::Relaxed);
+    c.reclaimed.fetch_add(uncounted, Ordering::Relaxed);
+    c.lost_in_free.fetch_add(lost, Ordering::Relaxed);
+    let lost = if lost > 0 {
+        format!("; {lost} mbuf(s) it died while freeing not freed again (at most that many lost to the pool)")
+    } else {
+        String::new()
+    };
+    log::warn!(
+        "reaped client pid {pid} (dead): closed socket(s) [{}], reclaimed {freed} mbuf(s) it held ({uncounted} datagram(s) unread, counted freed_at_close){lost}",
+        socks.join(", ")
+    );
 }

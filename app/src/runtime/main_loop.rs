@@ -67,6 +67,9 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
     let mut last_print = start_tsc;
     let mut next_print = start_tsc + interval_ticks;
     let mut next_gc = start_tsc + hz;
+    // Client liveness (a dead client's sockets and mbufs come back).
+    let live_ticks = crate::client_proto::LIVENESS_MS * ms_ticks;
+    let mut next_live = start_tsc + live_ticks;
     let mut next_trim = start_tsc + TRIM_EVERY_SECS * hz;
     // The idle check sums every RX queue's counters (lines the RX lcores
     // write): once per millisecond is plenty for a timeout in ms.
@@ -131,6 +134,10 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
                 );
                 break;
             }
+        }
+        if now >= next_live {
+            clients::check_liveness(&shared);
+            next_live = now + live_ticks;
         }
         if now >= next_gc {
             shared.table.collect_garbage();

@@ -292,6 +292,20 @@ pub fn apply(
                 "socket {:?} is open by client pid {pid}: it cannot be removed or replaced until the client closes it",
                 live[l].sock.name()
             ));
+            continue;
+        }
+        // A client that closed it but holds batches of it still writes its
+        // shared counters and in-flight rows when it frees them.
+        let mut owners = [0u32; crate::client_proto::ROWS];
+        live[l].sock.row_owners(&mut owners);
+        if let Some(&pid) = owners
+            .iter()
+            .find(|&&p| p != 0 && dpdk_sys::os::process_alive(p))
+        {
+            rejected.push(format!(
+                "socket {:?}: client pid {pid} still holds batches of it: it cannot be removed or replaced until the client frees them",
+                live[l].sock.name()
+            ));
         }
     }
     let mut created = Created::default();

@@ -12,7 +12,7 @@ use crate::latency;
 use crate::parse::Reason;
 use crate::receive::accounting::DropReason;
 use crate::summary::{
-    ConsumerSummary, LcoreSummary, NodeSummary, PortSummary, QueueSummary, SmallCacheSummary,
+    ClientsSummary, ConsumerSummary, LcoreSummary, NodeSummary, PortSummary, QueueSummary, SmallCacheSummary,
     SocketSummary, Summary,
 };
 
@@ -33,6 +33,8 @@ pub(crate) fn socket_summary(e: &SocketEntry, removed: bool) -> SocketSummary {
         consumed: c.consumed.get() + e.sock.client.consumed.get(),
         consumed_bytes: c.bytes.get() + e.sock.client.bytes.get(),
         client_consumed: e.sock.client.consumed.get(),
+        reclaimed_from_client: e.sock.client.reclaimed.get(),
+        lost_in_client_free: e.sock.client.lost_in_free.get(),
         freed_at_close: c.freed_at_close.get(),
         floor_delivered,
         floor_ring_full,
@@ -374,6 +376,15 @@ fn summarize_inner(
                 .sum(),
         },
         pools: Vec::new(),
+        clients: ClientsSummary {
+            open: shared.clients.open.load(std::sync::atomic::Ordering::Relaxed) as u64,
+            reaped: shared.clients.reaped.load(std::sync::atomic::Ordering::Relaxed),
+            reclaimed: shared.clients.reclaimed.load(std::sync::atomic::Ordering::Relaxed),
+            lost_in_free: shared
+                .clients
+                .lost_in_free
+                .load(std::sync::atomic::Ordering::Relaxed),
+        },
         peak_rss_kb: 0,
         pool_avail_samples: Vec::new(),
         rx_pool: shared.pool_watch.summary(),

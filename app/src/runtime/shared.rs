@@ -48,6 +48,12 @@ pub struct Clients {
     pub requests: Mutex<Vec<dpdk_sys::mp::MpRequest>>,
     /// Sockets a client has open now.
     pub open: std::sync::atomic::AtomicUsize,
+    /// Dead clients reaped (`runtime::clients::reap`).
+    pub reaped: std::sync::atomic::AtomicU64,
+    /// Datagrams dead clients held unread, freed by the engine.
+    pub reclaimed: std::sync::atomic::AtomicU64,
+    /// Mbufs dead clients were freeing when they died (not freed again).
+    pub lost_in_free: std::sync::atomic::AtomicU64,
 }
 
 /// A socket and who consumes it.

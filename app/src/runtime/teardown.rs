@@ -69,6 +69,9 @@ pub fn stop(mut t: Stopping<'_>) -> Result<Summary, EngineError> {
     // Main-lcore sockets: consume what is left.
     while t.main_consumer.poll(&shared) > 0 {}
     t.main_consumer.release();
+    // A client that died since the last liveness check: what it held is
+    // reclaimed (and its sockets given back) before the books are closed.
+    super::clients::check_liveness(&shared);
     // External consumers: whatever they did not take is freed and counted
     // (what clients freed is folded in first).
     for e in shared.sockets.load().iter() {

@@ -106,13 +106,13 @@ fn text(o: &Output) -> String {
 /// and payload bytes are in their sockets' books, and all memory is back.
 #[test]
 fn c_clients_receive_a_finite_replay_exactly_and_the_books_balance() {
-    hugepages_ready(64);
+    hugepages_ready(64).unwrap();
     let recv = cc(&capi_dir().join("examples/recv.c"), "recv");
     let api = cc(&capi_dir().join("tests/api.c"), "api");
     let m = manifest();
     let pcap = repo().join("conf/default.pcap");
     let vdev = format!("net_pcap0,rx_pcap={}", pcap.display());
-    let mut engine = Engine::start_with("capi", &vdev, "net_pcap0", false, FINITE);
+    let mut engine = Engine::start("capi", &vdev, "net_pcap0", Opts::body(finite()));
     let n6 = m["per_dst"]["[fd00::1]:53"].as_u64().unwrap();
     let a6 = m["per_dst"]["[fd00::2]:5000"].as_u64().unwrap();
 
@@ -179,7 +179,7 @@ fn c_clients_receive_a_finite_replay_exactly_and_the_books_balance() {
         ("dns6", "[fd00::1]:53", Some(dns6_bytes)),
         ("app6", "[fd00::2]:5000", Some(app6_bytes)),
     ] {
-        let s = sock(&j, name);
+        let s = socket_named(&j, name);
         let n = &m["per_dst"][addr];
         assert_eq!(&s["delivered"], n, "{name} delivered");
         assert_eq!(&s["consumed"], n, "{name} consumed");

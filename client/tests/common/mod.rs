@@ -2,27 +2,34 @@
 //! spawning an engine on a unique file prefix with hugepages, stopping it
 //! for its exit JSON, DPDK's telemetry client, and the example runners.
 #![allow(dead_code)]
+// The helpers the engine's own tests have too.
+#[path = "../../../app/tests/common/shared.rs"]
+mod shared;
+#[allow(unused_imports)]
+pub use shared::*;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod finite;
-// Not every test binary that includes this module replays the finite pcap.
-#[allow(unused_imports)]
-pub use finite::*;
-
-/// The workspace's root: the nearest directory above the crate with a
-/// Cargo.lock (this module also serves client/capi's tests, one level deeper).
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .find(|d| d.join("Cargo.lock").is_file())
-        .expect("the workspace root (a Cargo.lock above the crate)")
-        .to_path_buf()
+/// conf/default.pcap replayed once: three sockets counted by the engine,
+/// two (`handler = "none"`) left for a client, whose datagrams wait in
+/// their rings until it opens them.
+pub fn finite() -> String {
+    body(
+        "duration_secs = 60\nstop_when_idle_ms = 0",
+        &pcap_sockets(|n| {
+            if n.ends_with('6') {
+                "handler = \"none\"\n"
+            } else {
+                ""
+            }
+        }),
+    )
 }
 
 /// `target/<profile>` of this test binary (it lives in `<profile>/deps`).
@@ -79,47 +86,51 @@ pub fn unique(tag: &str) -> String {
     )
 }
 
-pub fn hugepages_ready(min_free: u64) {
-    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
-    let free = std::fs::read_to_string("/proc/meminfo")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("HugePages_Free:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .unwrap_or(0);
-    assert!(
-        mounts.contains("hugetlbfs") && free >= min_free,
-        "these tests need hugepages (hugetlbfs mounted, >= {min_free} free 2 MB pages; {free} free): run scripts/setup.sh"
-    );
+/// An engine config after `[eal]`: `[engine]` with `engine` in it, a
+/// 4095-mbuf pool, the port (`{port}`) polled by RX lcore 1, then `sockets`.
+pub fn body(engine: &str, sockets: &str) -> String {
+    format!(
+        "[engine]\n{engine}\n\n[mempool]\nmbufs = 4095\ncache = 128\n{}{sockets}",
+        rx_port("{port}")
+    )
 }
 
 /// The engine config after `[eal]` the attach tests use: an endless
 /// replay counted into two sockets.
-pub const DEFAULT_BODY: &str = r#"[engine]
-duration_secs = 60
+pub fn default_body() -> String {
+    body(
+        "duration_secs = 60",
+        "\n[[socket]]\nname = \"dns4\"\nlocal = \"198.18.1.1:53\"\nrcvbuf = 4194304\n\n[[socket]]\nname = \"dns6\"\nlocal = \"[fd00::1]:53\"\nrcvbuf = 4194304\n",
+    )
+}
 
-[mempool]
-mbufs = 4095
-cache = 128
+/// How to run an engine: hugepages or not, `eal.lcores`, and the config
+/// after `[eal]` (`{port}` stands for the port's name).
+pub struct Opts {
+    pub no_huge: bool,
+    pub lcores: String,
+    pub body: String,
+}
 
-[[port]]
-name = "{port}"
+impl Default for Opts {
+    fn default() -> Opts {
+        Opts {
+            no_huge: false,
+            lcores: "0,1".into(),
+            body: default_body(),
+        }
+    }
+}
 
-[[lcore]]
-id = 1
-role = "rx"
-queues = ["{port}:0"]
-
-[[socket]]
-name = "dns4"
-local = "198.18.1.1:53"
-rcvbuf = 4194304
-
-[[socket]]
-name = "dns6"
-local = "[fd00::1]:53"
-rcvbuf = 4194304
-"#;
+impl Opts {
+    /// The defaults with `body`.
+    pub fn body(body: impl Into<String>) -> Opts {
+        Opts {
+            body: body.into(),
+            ..Opts::default()
+        }
+    }
+}
 
 pub struct Engine {
     pub child: Option<Child>,
@@ -129,27 +140,13 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine on `vdev` (port `port`), counting into two sockets; not
-    /// waited for.
-    pub fn spawn(tag: &str, vdev: &str, port: &str, no_huge: bool) -> Engine {
-        Engine::spawn_with(tag, vdev, port, no_huge, DEFAULT_BODY)
-    }
-
-    /// As [`Engine::spawn`], with `body` (the config after `[eal]`, where
-    /// `{port}` stands for the port's name) instead of [`DEFAULT_BODY`].
-    pub fn spawn_with(tag: &str, vdev: &str, port: &str, no_huge: bool, body: &str) -> Engine {
-        Engine::spawn_lcores(tag, vdev, port, no_huge, "0,1", body)
-    }
-
-    /// As [`Engine::spawn_with`], with `eal.lcores = lcores`.
-    pub fn spawn_lcores(
-        tag: &str,
-        vdev: &str,
-        port: &str,
-        no_huge: bool,
-        lcores: &str,
-        body: &str,
-    ) -> Engine {
+    /// An engine on `vdev` (port `port`) run as `o` says; not waited for.
+    pub fn spawn(tag: &str, vdev: &str, port: &str, o: Opts) -> Engine {
+        let Opts {
+            no_huge,
+            lcores,
+            body,
+        } = o;
         let (bin, _) = binaries();
         let prefix = unique(tag);
         let dir = std::env::temp_dir().join(format!("udpdemux-client-{prefix}"));
@@ -192,25 +189,8 @@ vdevs = ["{vdev}"]
     }
 
     /// [`Engine::spawn`], then wait until its port is up.
-    pub fn start(tag: &str, vdev: &str, port: &str, no_huge: bool) -> Engine {
-        Engine::start_with(tag, vdev, port, no_huge, DEFAULT_BODY)
-    }
-
-    /// [`Engine::spawn_with`], then wait until its port is up.
-    pub fn start_with(tag: &str, vdev: &str, port: &str, no_huge: bool, body: &str) -> Engine {
-        Engine::start_lcores(tag, vdev, port, no_huge, "0,1", body)
-    }
-
-    /// [`Engine::spawn_lcores`], then wait until its port is up.
-    pub fn start_lcores(
-        tag: &str,
-        vdev: &str,
-        port: &str,
-        no_huge: bool,
-        lcores: &str,
-        body: &str,
-    ) -> Engine {
-        let mut e = Engine::spawn_lcores(tag, vdev, port, no_huge, lcores, body);
+    pub fn start(tag: &str, vdev: &str, port: &str, o: Opts) -> Engine {
+        let mut e = Engine::spawn(tag, vdev, port, o);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let text = std::fs::read_to_string(&e.log).unwrap_or_default();
@@ -233,18 +213,12 @@ vdevs = ["{vdev}"]
         let _ = Command::new("kill")
             .args(["-INT", &child.id().to_string()])
             .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("engine did not stop on SIGINT: {}", self.log_text());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let status = wait_exit(
+            &mut child,
+            Duration::from_secs(30),
+            "engine did not stop on SIGINT",
+            || self.log_text(),
+        );
         assert!(
             status.success(),
             "engine exited {status}: {}",
@@ -278,41 +252,11 @@ pub fn remove_runtime_dir(prefix: &str) {
     let _ = std::fs::remove_dir_all(Path::new("/var/run/dpdk").join(prefix));
 }
 
-pub const TELEMETRY_PY: &str = "/usr/bin/dpdk-telemetry.py";
-
 /// Replies of DPDK's own telemetry client, one JSON value per command.
 pub fn telemetry(prefix: &str, cmds: &[&str]) -> Vec<Value> {
-    use std::io::Write;
-    assert!(
-        Path::new(TELEMETRY_PY).exists(),
-        "{TELEMETRY_PY} missing: apt-get install dpdk (scripts/setup.sh)"
-    );
-    let mut child = Command::new("python3")
-        .args([TELEMETRY_PY, "-f", prefix])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn dpdk-telemetry.py");
-    {
-        let mut stdin = child.stdin.take().unwrap();
-        for c in cmds {
-            writeln!(stdin, "{c}").unwrap();
-        }
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("dpdk-telemetry.py did not finish within 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let out = child.wait_with_output().unwrap();
-    let v: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    let v: Vec<Value> = telemetry_query(prefix, cmds, Duration::from_secs(30))
+        .expect("dpdk-telemetry.py did not finish within 30 s")
+        .into_iter()
         .filter(|v| v.get("version").is_none())
         .collect();
     assert_eq!(v.len(), cmds.len(), "telemetry {cmds:?}: {v:?}");
@@ -385,4 +329,70 @@ pub fn recv(prefix: &str, args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("spawn the recv example")
+}
+
+/// The stdout of an example run that must have succeeded and printed
+/// `must` (the failure shows both streams).
+pub fn stdout_of_success(o: &Output, must: &str) -> String {
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success() && out.contains(must),
+        "{} {out} {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+/// `socket NAME received N bytes B ...` of the recv example: (N, B).
+pub fn received(out: &str, name: &str) -> (u64, u64) {
+    let l = out
+        .lines()
+        .find(|l| l.starts_with(&format!("socket {name} received ")))
+        .unwrap_or_else(|| panic!("no tally for {name}: {out}"));
+    let w: Vec<&str> = l.split(' ').collect();
+    (w[3].parse().unwrap(), w[5].parse().unwrap())
+}
+
+/// `examples/recv.rs PREFIX --secs 0.3 --hold SECS ARGS..`, its stdout
+/// piped: it receives, then holds a batch SECS seconds.
+pub fn holder(prefix: &str, secs: &str, args: &[&str]) -> Child {
+    binaries();
+    Command::new(profile_dir().join("examples").join("recv"))
+        .args([prefix, "--secs", "0.3", "--hold", secs])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the recv example")
+}
+
+/// Read the holder's stdout up to its `holding N from NAME pid P` line: N.
+pub fn holding(out: &mut BufReader<ChildStdout>, child: &mut Child) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = String::new();
+    loop {
+        let mut l = String::new();
+        let got = out.read_line(&mut l).unwrap();
+        if let Some(rest) = l.strip_prefix("holding ") {
+            let n: u64 = rest.split(' ').next().unwrap().parse().unwrap();
+            assert!(rest.contains(&format!("pid {}", child.id())), "{l}");
+            return n;
+        }
+        seen.push_str(&l);
+        if got == 0 || Instant::now() > deadline {
+            let _ = child.kill();
+            let mut err = String::new();
+            let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+            panic!("the client never held a batch: {seen} {err}");
+        }
+    }
+}
+
+/// The `net_pcap0` vdev replaying `conf/default.pcap` without end.
+pub fn endless_pcap() -> String {
+    format!(
+        "net_pcap0,rx_pcap={},infinite_rx=1",
+        repo().join("conf/default.pcap").display()
+    )
 }
