@@ -209,3 +209,65 @@ fn a_client_finds_every_lcore_taken_and_says_so() {
     assert!(out.starts_with("attached lcore 100\n"), "{out}");
     drop(held);
 }
+
+/// A client killed with SIGKILL while it holds a batch lets go of its
+/// lcore slot; the next client takes that same lcore id at once (whether
+/// the engine's liveness check or that client's attach settles the dead
+/// one's caches first). At exit: one client reaped, its lcore caches given
+/// back (none forgotten), nothing left in a client lcore's cache, the RX
+/// pool where a client-less run leaves it, and the books balance.
+#[test]
+fn a_dead_clients_lcore_goes_to_the_next_client_with_its_cache_settled() {
+    hugepages_ready(64).unwrap();
+    let mut engine = Engine::start("reuse", &endless_pcap(), "net_pcap0", Opts::default());
+    let mut a = holder(&engine.prefix, "60", &["dns4"]);
+    let mut out = BufReader::new(a.stdout.take().unwrap());
+    let lcore = attached_lcore(&mut out, &mut a);
+    assert!(holding(&mut out, &mut a) > 0);
+    let pid = a.id();
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let o = recv(&engine.prefix, &["--secs", "0.3", "dns6"]);
+    let text = stdout_of_success(&o, "closed dns6");
+    assert!(
+        text.starts_with(&format!("attached lcore {lcore}\n")),
+        "the dead client's lcore {lcore} is free again: {text}"
+    );
+    assert!(received(&text, "dns6").0 > 0, "{text}");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !engine
+        .log_text()
+        .contains(&format!("reaped client pid {pid} "))
+    {
+        assert!(Instant::now() < deadline, "{}", engine.log_text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Which came first, the reap or the next attach, shows here.
+    for l in engine.log_text().lines() {
+        if l.contains("attached on lcore") || l.contains("(dead)") {
+            eprintln!("{l}");
+        }
+    }
+    let j = engine.stop();
+    assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
+    let c = &j["clients"];
+    assert_eq!(c["reaped"], 1, "{c}");
+    assert_eq!(c["attached"], 0, "{c}");
+    assert!(c["cache_flushed"].as_u64().unwrap() > 0, "{c}");
+    assert_eq!(c["cache_discarded"], 0, "{c}");
+    let (size, avail, cached) = pool(&j, "rx_pool_s0");
+    assert_eq!(cached, 0, "{}", j["pools"]);
+    assert_eq!(
+        avail,
+        size - manifest()["frames"].as_u64().unwrap(),
+        "the RX pool at exit: {}",
+        j["pools"]
+    );
+    assert!(
+        engine
+            .log_text()
+            .contains(&format!("client pid {pid} (dead): ")),
+        "{}",
+        engine.log_text()
+    );
+}
