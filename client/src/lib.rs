@@ -165,8 +165,8 @@ pub enum CloseError {
 /// An attached client: the EAL up as a secondary process of the engine.
 #[derive(Debug)]
 pub struct Client {
-    /// Dropped (the EAL cleaned up) before the slot lock goes.
-    eal: SecondaryEal,
+    /// Taken at detach or drop (the EAL cleaned up) before the slot lock goes.
+    eal: Option<SecondaryEal>,
     prefix: String,
     runtime_dir: PathBuf,
     lcore: u32,
@@ -229,7 +229,7 @@ impl Client {
             eal.primary_vdevs()
         );
         Ok(Client {
-            eal,
+            eal: Some(eal),
             prefix: file_prefix.to_string(),
             runtime_dir,
             lcore,
@@ -256,12 +256,12 @@ impl Client {
     /// The engine's vdevs (announced by the primary, deliberately not
     /// probed in this process).
     pub fn engine_vdevs(&self) -> &[String] {
-        self.eal.primary_vdevs()
+        self.eal.as_ref().map_or(&[], |e| e.primary_vdevs())
     }
 
     /// Whether the engine (the primary) is still running.
     pub fn engine_alive(&self) -> bool {
-        self.eal.primary_alive()
+        self.eal.as_ref().is_some_and(|e| e.primary_alive())
     }
 
     /// Open the engine's socket `name` (a `[[socket]]` of its config): from
@@ -376,16 +376,38 @@ impl Client {
     /// closes no device (none was probed), so the engine's ports run on.
     /// Whether the EAL cleaned up (`false` only if a port had appeared in
     /// this process after all: the cleanup is then skipped, not to close it).
-    pub fn detach(self) -> bool {
-        flush_caches();
-        let req = Request::Detach {
-            pid: std::process::id(),
+    pub fn detach(mut self) -> bool {
+        match self.eal.take() {
+            Some(eal) => {
+                leave();
+                eal.detach()
+            }
+            None => false,
         }
-        .encode();
-        if let Err(e) = mp::request_sync(client_proto::ACTION, req.as_bytes(), REQUEST_TIMEOUT) {
-            log::warn!("detach: the engine did not answer ({e}); it notices this process's exit");
+    }
+}
+
+impl Drop for Client {
+    /// A client dropped without [`Client::detach`] leaves as cleanly: its
+    /// caches flushed, the engine told, the EAL cleaned up; then the slot
+    /// lock goes (the fields after `eal`).
+    fn drop(&mut self) {
+        if let Some(eal) = self.eal.take() {
+            leave();
+            drop(eal);
         }
-        self.eal.detach()
+    }
+}
+
+/// Flush this lcore's caches and tell the engine this client leaves.
+fn leave() {
+    flush_caches();
+    let req = Request::Detach {
+        pid: std::process::id(),
+    }
+    .encode();
+    if let Err(e) = mp::request_sync(client_proto::ACTION, req.as_bytes(), REQUEST_TIMEOUT) {
+        log::warn!("detach: the engine did not answer ({e}); it notices this process's exit");
     }
 }
 
