@@ -387,7 +387,7 @@ client_run() { # NAME
   prefix=$(sed -n 's/^file_prefix = "\(.*\)"$/\1/p' "$cfg")
   log "run $name (out-of-process client on CPU 0, ${SECS}s)"
   rm -f "$W/$name.json"
-  "$BIN" run --config "$cfg" --duration $((SECS + 60)) --stats-json "$W/$name.json" >"$W/$name.log" 2>&1 &
+  "$BIN" run --config "$cfg" --duration $((SECS + 60)) --stats-json "$W/$name.json" --histograms >"$W/$name.log" 2>&1 &
   epid=$!
   for i in $(seq 200); do grep -q "port net_pcap0" "$W/$name.log" 2>/dev/null && break; sleep 0.1; done
   sleep 0.5   # the engine registers its client IPC right after its ports
