@@ -10,6 +10,11 @@
 #     (the minimal cross-core pipeline on the same config and cores), in
 #     alternating pairs with a 4 MiB rcvbuf; the pipeline with the default
 #     rcvbuf; the pipeline against the kernel (issue 13)
+#   - the delivered rate to an out-of-process client (`udpdemux-client`'s
+#     `bench` example, a DPDK secondary on CPU 0 that opens every socket)
+#     against the in-process pipeline (the main lcore consuming on CPU 0), on
+#     the pipeline section's replay, config and cores, in alternating pairs
+#     (issue 16; the client shares CPU 0 with the idle main lcore, said so)
 #   - the flood scenario (one slow victim socket gets 90%) per strategy, with
 #     and without the flood, the small-buffer cache on and off
 #   - the flood with two RX lcores pushing into the same victim socket, one
@@ -30,7 +35,8 @@
 # except the memif sender, which must share CPU 0 with the engine's main lcore
 # on a 2-CPU machine (its figures are marked as context), and the two-producer
 # flood (flood2), whose second RX lcore shares CPU 0 with the main lcore (its
-# section says so).
+# section says so), and the out-of-process client, which runs on CPU 0 beside
+# the engine's main lcore (idle then: the client consumes; its section says so).
 #
 #   sudo bash scripts/bench.sh            # about 7 minutes after the build
 #   BENCH_SECS=5 sudo bash scripts/bench.sh
@@ -44,6 +50,7 @@
 #                    rxcore    --demux-only against --bare and the floors, three rounds
 #                    pipeline  --floor pipeline / pipeline pairs (4 MiB rcvbuf) and the
 #                              pipeline with the default rcvbuf (kernel ratio needs kernel)
+#                    client    out-of-process client / in-process pipeline pairs (hugepages only)
 #                    flood     one RX lcore, one slow victim, per strategy
 #                    flood2    two RX lcores (one per CPU) into one slow victim
 #                    memory    the 10x longer run (peak RSS)
@@ -52,6 +59,7 @@
 #                    kernel    recvmmsg(2) baseline
 #                  Rows that compare with a section not run show "-" or n/a.
 #   BENCH_PAIRS    floor/pipeline pairs in "pipeline" (default 5, at least 1)
+#   BENCH_CLIENT_PAIRS  pipeline/client pairs in "client" (default 3, at least 1)
 #   BENCH_FLOOD2_RUNS        runs per strategy in "flood2" (default 3)
 #   BENCH_FLOOD2_VICTIM_PPS  the victim's consumer cap in "flood2" (default 1000000)
 #   BENCH_VICTIM_PPS         the victim's consumer cap in "flood" (default 200000)
@@ -79,7 +87,7 @@ rm -f "$W"/*.json "$W"/*.log "$W"/*.toml "$W/demux.md"
 log() { echo "bench: $*" >&2; }
 die() { log "error: $*"; exit 2; }
 
-SECTIONS="rate rxcore pipeline flood flood2 memory memif demux kernel"
+SECTIONS="rate rxcore pipeline client flood flood2 memory memif demux kernel"
 ONLY=${BENCH_ONLY:-}
 for x in ${ONLY//,/ }; do
   [[ " $SECTIONS " == *" $x "* ]] || die "BENCH_ONLY: unknown section \"$x\" (sections: $SECTIONS)"
@@ -87,12 +95,14 @@ done
 on() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }
 PAIRS=${BENCH_PAIRS:-5}
 [ "$PAIRS" -ge 1 ] || die "BENCH_PAIRS must be at least 1"
+CPAIRS=${BENCH_CLIENT_PAIRS:-3}
+[ "$CPAIRS" -ge 1 ] || die "BENCH_CLIENT_PAIRS must be at least 1"
 F2_RUNS=${BENCH_FLOOD2_RUNS:-3}
 [ "$F2_RUNS" -ge 1 ] || die "BENCH_FLOOD2_RUNS must be at least 1"
 F2_VRATE=${BENCH_FLOOD2_VICTIM_PPS:-1000000}
 VRATE=${BENCH_VICTIM_PPS:-200000}
 
-for t in dpdk-testpmd jq awk timeout; do
+for t in dpdk-testpmd jq awk timeout taskset; do
   command -v "$t" >/dev/null || die "$t not found: run sudo bash scripts/setup.sh"
 done
 [ "$(id -u)" -eq 0 ] || die "the EAL needs root: sudo bash scripts/bench.sh"
@@ -101,8 +111,11 @@ done
 if [ -z "${BENCH_NO_BUILD:-}" ]; then
   log "building (release, fat LTO: about 2 minutes on a fresh machine)"
   cargo build --release -j2 -p udpdemux --bin udpdemux --example recvmmsg_baseline >&2
+  if on client; then cargo build --release -j2 -p udpdemux-client --example bench >&2; fi
 fi
 [ -x "$BIN" ] && [ -x "$BASELINE" ] || die "$BIN or $BASELINE missing: build first (unset BENCH_NO_BUILD)"
+CLIENT_BENCH=$TARGET/release/examples/bench
+if on client; then [ -x "$CLIENT_BENCH" ] || die "$CLIENT_BENCH missing: build first (unset BENCH_NO_BUILD)"; fi
 
 # Hugepages when there are enough (memif needs them: it shares memory between
 # processes), else --no-huge (memif runs are then skipped and said so).
@@ -357,6 +370,53 @@ if on pipeline; then
   # What `check` says about the default rcvbuf with this config (one line).
   CHECK_OUT=$("$BIN" check --config "$W/pair-pipedef-1.toml" 2>/dev/null || true)
   PIPEDEF_CHECK=$(grep -m1 -- 'rcvbuf >=' <<<"$CHECK_OUT" || echo "(no rcvbuf warning from this build's check)")
+fi
+
+# 1c. An out-of-process client against the in-process pipeline (issue 16):
+# the pipeline section's config (plain 64-byte replay, 5 sockets, 4 MiB
+# rcvbuf), lcores and RX lcore on CPU 1. In-process: the main lcore (CPU 0)
+# consumes every socket. Out-of-process: the same engine, and the client
+# (examples/bench.rs, a DPDK secondary pinned to CPU 0 with taskset) opens
+# all five sockets, so the main lcore consumes none (it then sleeps 100 us
+# between passes: stats, IPC, folding the client's releases) and receives
+# for SECS seconds. Alternating pairs; the order flips every round.
+CLIENT_SOCKS="dns4 echo4 dns6 app6 victim"
+client_run() { # NAME
+  local name=$1 cfg prefix epid i rc=0
+  cfg=$(mkcfg "$name" "$(pcapdev plain64)" numa-queues true 0 "" "$RCVBUF_BIG")
+  prefix=$(sed -n 's/^file_prefix = "\(.*\)"$/\1/p' "$cfg")
+  log "run $name (out-of-process client on CPU 0, ${SECS}s)"
+  rm -f "$W/$name.json"
+  "$BIN" run --config "$cfg" --duration $((SECS + 60)) --stats-json "$W/$name.json" --histograms >"$W/$name.log" 2>&1 &
+  epid=$!
+  for i in $(seq 200); do grep -q "port net_pcap0" "$W/$name.log" 2>/dev/null && break; sleep 0.1; done
+  sleep 0.5   # the engine registers its client IPC right after its ports
+  # shellcheck disable=SC2086 # the socket names, word-split on purpose
+  taskset -c 0 "$CLIENT_BENCH" "$prefix" --secs "$SECS" $CLIENT_SOCKS >"$W/$name-client.log" 2>&1 || rc=$?
+  [ "$rc" -eq 0 ] || { log "run $name: client exited $rc: $(tail -1 "$W/$name-client.log")"; FAIL=1; }
+  kill -INT "$epid" 2>/dev/null || true
+  wait "$epid" || { log "run $name: engine exited non-zero: $(grep 'udpdemux: error' "$W/$name.log" | tail -1)"; FAIL=1; }
+  if [ ! -s "$W/$name.json" ]; then
+    log "run $name wrote no JSON"; FAIL=1; echo '{}' >"$W/$name.json"
+  elif [ "$(jq -r .books_balanced "$W/$name.json")" != true ]; then
+    log "run $name: books do NOT balance: $(jq -c .problems "$W/$name.json")"; FAIL=1
+  fi
+}
+if on client; then
+  if [ "$NO_HUGE" = true ]; then
+    log "client: skipped (a client attaches to shared memory: hugepages needed)"
+  else
+    for k in $(seq "$CPAIRS"); do
+      order="pipe client"; [ $((k % 2)) -eq 0 ] && order="client pipe"
+      for r in $order; do
+        if [ "$r" = pipe ]; then
+          engine "cpair-pipe-$k" "$(mkcfg "cpair-pipe-$k" "$(pcapdev plain64)" numa-queues true 0 "" "$RCVBUF_BIG")" "$SECS"
+        else
+          client_run "cpair-client-$k"
+        fi
+      done
+    done
+  fi
 fi
 
 # 2. Flood: victim consumer limited to 200 000 datagrams/s, per strategy, with and without flood.
@@ -661,6 +721,33 @@ if awk -v k="$K64" 'BEGIN { exit !(k > 0) }'; then
   echo "Pipeline / kernel \`recvmmsg\` (64-byte payloads, $(fmt "$K64") Mpps received by the kernel baseline below), delivered, per core: **${KR}x** with the 4 MiB rcvbuf (median of the pairs), ${KRD}x with the default rcvbuf (goal ≥ 30x: $(goal "$KR" ">=" 30)). Per core, because both occupy the same two CPUs: the engine's RX lcore on CPU 1 and its consumers on CPU 0; the kernel's receiver on CPU 1 and its sender on CPU 0, where loopback also runs the receive path up to the socket queue (softirq)."
 else
   echo "Pipeline / kernel \`recvmmsg\`: the kernel baseline did not run (add \`kernel\` to BENCH_ONLY)."
+fi
+echo
+fi
+if on client; then
+echo "### Out-of-process client against the in-process pipeline (issue 16)"
+echo
+if [ "$NO_HUGE" = true ]; then
+  echo "Skipped: a client attaches to the engine's shared memory, which needs hugepages (fewer than 200 were free)."
+else
+echo "The pipeline section's config and replay (\`$SPEC --flood-share 0\`, 64-byte payloads, 5 sockets, \`rcvbuf = $RCVBUF_BIG\`), \`eal.lcores = \"0,1\"\`: **CPU 1** runs RX lcore 1 alone in both runs. *In-process*: the engine's main lcore 0 consumes every socket (count handler) and has **CPU 0** alone. *Out-of-process*: the same engine; the client (\`client/examples/bench.rs\`, a DPDK secondary process, \`taskset -c 0\`) opens all five sockets and receives round-robin with zero-copy \`recv_burst\` for ${SECS} s, freeing each batch into the engine's pools from its own lcore id; it **shares CPU 0** with the engine's main lcore 0, which then consumes nothing and sleeps 100 µs between passes (stats, IPC, folding the client's releases into the sockets' budgets). In-process Mpps = delivered over the run (as in the pipeline section); out-of-process Mpps = what the client received over its receiving time. $CPAIRS alternating pairs, the order flipped every round."
+echo
+echo "| round | order | in-process Mpps delivered | out-of-process Mpps received | client lcore | out / in | in-process drops by reason | drops by reason with the client |"
+echo "|---:|---|---:|---:|---:|---:|---|---|"
+CRR=(); CIN=(); COUT=()
+for k in $(seq "$CPAIRS"); do
+  order="pipeline, client"; [ $((k % 2)) -eq 0 ] && order="client, pipeline"
+  I=$(delivered_mpps "cpair-pipe-$k"); CIN+=("$(fmt "$I")")
+  line=$(grep -m1 '^received ' "$W/cpair-client-$k-client.log" 2>/dev/null || true)
+  O=$(awk '{ if ($7 > 0) printf "%.6f", $2 / $7 / 1e6; else print 0 }' <<<"${line:-received 0 datagrams bytes 0 in 0 s lcore -}")
+  L=$(awk '{ print $NF }' <<<"${line:-?}")
+  COUT+=("$(fmt "$O")")
+  R=$(ratio "$O" "$I"); [ "$R" = - ] || CRR+=("$R")
+  echo "| $k | $order | $(fmt "$I") | $(fmt "$O") | $L | $R | $(drops "cpair-pipe-$k") | $(drops "cpair-client-$k") |"
+done
+echo
+CRM=$(median "${CRR[@]}")
+echo "Out-of-process / in-process, delivered: median **${CRM}x**, spread $(spread "${CRR[@]}") over ${#CRR[@]} pairs (goal ≥ 0.9: $(goal "$CRM" ">=" 0.9)); in-process median $(median "${CIN[@]}") Mpps, out-of-process median $(median "${COUT[@]}") Mpps."
 fi
 echo
 fi

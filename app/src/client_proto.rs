@@ -11,6 +11,24 @@
 //! | `close <socket> <pid>` | `ok` or `err <reason>` |
 //! | `bind <socket> <pid> <local> <remote or -> <reuseport 0/1> <rcvbuf> <ring_size>` | as `open` |
 //! | `unbind <socket> <pid>` | `ok` or `err <reason>` |
+//! | `attach <lcore> <pid>` | `ok` or `err <reason>` |
+//! | `detach - <pid>` | `ok` |
+//!
+//! Lcore ids: every client process takes one of [`CLIENT_LCORES`] for its
+//! EAL main lcore, a different one per live client, because DPDK's
+//! mempool caches (in shared memory, one per lcore id and pool) have no
+//! lock: two processes on one lcore id would corrupt them. A client picks
+//! the first id whose slot file ([`slot_lock_path`], in the engine's
+//! runtime directory) it can lock exclusively (`flock`), holds the lock
+//! until it exits (the kernel drops it however it exits), initialises its
+//! EAL on that id, and then tells the engine (`attach`) before it touches
+//! any mempool; `detach` after it has flushed its caches. The engine
+//! watches every attached pid, and when one dies it gives what the dead
+//! client's lcore cache holds back to the pools (or, if the client died
+//! while changing it, forgets it), holding the slot's lock meanwhile, or,
+//! when a new client already holds the slot, before it answers that
+//! client's `attach`. The engine refuses a config whose lcores overlap the
+//! range (`config::Config::problems`).
 //!
 //! `bind` makes a new socket (the options of a `[[socket]]` table, checked
 //! by the rules `udpdemux check` applies) consumed by that client alone;
@@ -80,13 +98,52 @@ pub fn row(words: &[std::sync::atomic::AtomicU64], i: usize) -> dpdk_sys::inflig
 /// dead one is reaped within this plus a main-loop pass).
 pub const LIVENESS_MS: u64 = 200;
 
+/// The lcore ids out-of-process clients take, one per live client (see
+/// the module): the upper half of DPDK's `RTE_MAX_LCORE` (128 in Debian's
+/// 22.11), which the engine's own lcores must stay below.
+pub const CLIENT_LCORES: std::ops::RangeInclusive<u32> = 64..=127;
+
+/// The directory of the client slot files, in an engine's runtime
+/// directory (the engine makes it at start, so that clients add no file
+/// at the directory's top).
+pub fn slot_dir(runtime_dir: &std::path::Path) -> std::path::PathBuf {
+    runtime_dir.join("clients")
+}
+
+/// The file whose exclusive `flock` gives a client lcore id `lcore`.
+pub fn slot_lock_path(runtime_dir: &std::path::Path, lcore: u32) -> std::path::PathBuf {
+    slot_dir(runtime_dir).join(format!("lcore-{lcore}.lock"))
+}
+
 /// A request to the engine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
-    Open { socket: String, pid: u32 },
-    Close { socket: String, pid: u32 },
-    Bind { opts: SocketOptions, pid: u32 },
-    Unbind { socket: String, pid: u32 },
+    Open {
+        socket: String,
+        pid: u32,
+    },
+    Close {
+        socket: String,
+        pid: u32,
+    },
+    Bind {
+        opts: SocketOptions,
+        pid: u32,
+    },
+    Unbind {
+        socket: String,
+        pid: u32,
+    },
+    /// A client process took lcore id `lcore` (one of [`CLIENT_LCORES`],
+    /// its slot locked) and has not touched a mempool yet.
+    Attach {
+        lcore: u32,
+        pid: u32,
+    },
+    /// The client flushed its caches and leaves.
+    Detach {
+        pid: u32,
+    },
 }
 
 /// What to open or bind: a bound (or connected) socket consumed by the
@@ -122,6 +179,8 @@ impl Request {
             Request::Open { socket, pid } => format!("open {socket} {pid}"),
             Request::Close { socket, pid } => format!("close {socket} {pid}"),
             Request::Unbind { socket, pid } => format!("unbind {socket} {pid}"),
+            Request::Attach { lcore, pid } => format!("attach {lcore} {pid}"),
+            Request::Detach { pid } => format!("detach - {pid}"),
             Request::Bind { opts: o, pid } => format!(
                 "bind {} {pid} {} {} {} {} {}",
                 o.name,
@@ -147,6 +206,15 @@ impl Request {
             ("open", []) => Ok(Request::Open { socket, pid }),
             ("close", []) => Ok(Request::Close { socket, pid }),
             ("unbind", []) => Ok(Request::Unbind { socket, pid }),
+            ("attach", []) => match socket.parse::<u32>() {
+                Ok(lcore) if CLIENT_LCORES.contains(&lcore) => Ok(Request::Attach { lcore, pid }),
+                _ => Err(format!(
+                    "attach: lcore {socket:?} is not one of the client lcores {}..={}",
+                    CLIENT_LCORES.start(),
+                    CLIENT_LCORES.end()
+                )),
+            },
+            ("detach", []) if socket == "-" => Ok(Request::Detach { pid }),
             ("bind", [local, remote, reuse, rcvbuf, ring]) => {
                 let addr = |a: &str| {
                     a.parse()
@@ -175,7 +243,7 @@ impl Request {
                     pid,
                 })
             }
-            ("open" | "close" | "unbind" | "bind", _) => Err(bad()),
+            ("open" | "close" | "unbind" | "bind" | "attach" | "detach", _) => Err(bad()),
             (v, _) => Err(format!("unknown request {v:?}")),
         }
     }
@@ -306,10 +374,16 @@ mod tests {
                 socket: "app".into(),
                 pid: 7,
             },
+            Request::Attach { lcore: 64, pid: 9 },
+            Request::Attach { lcore: 127, pid: 9 },
+            Request::Detach { pid: 9 },
         ] {
             assert!(r.encode().len() <= 256, "{}", r.encode());
             assert_eq!(Request::decode(r.encode().as_bytes()), Ok(r));
         }
+        assert!(Request::decode(b"attach 63 9").is_err());
+        assert!(Request::decode(b"attach 128 9").is_err());
+        assert!(Request::decode(b"detach x 9").is_err());
         assert!(Request::decode(b"bind a 1 198.18.1.1:53 - 2 4096 64").is_err());
         assert!(Request::decode(b"bind a 1 nowhere - 0 4096 64")
             .unwrap_err()

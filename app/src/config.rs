@@ -596,6 +596,26 @@ impl Config {
                 }
             }
         }
+        let mut eal_ids = lcore_ids(&self.eal.lcores);
+        let mut it = self.eal.extra_args.iter();
+        while let Some(a) = it.next() {
+            let v = match a.as_str() {
+                "--lcores" | "-l" => it.next().cloned(),
+                _ => a
+                    .strip_prefix("--lcores=")
+                    .or_else(|| a.strip_prefix("-l"))
+                    .map(str::to_string),
+            };
+            eal_ids.extend(v.iter().flat_map(|v| lcore_ids(v)));
+        }
+        let client = crate::client_proto::CLIENT_LCORES;
+        if let Some(&l) = eal_ids
+            .iter()
+            .chain(self.lcores.iter().map(|l| &l.id))
+            .find(|l| client.contains(l))
+        {
+            out.push(client_lcore_problem(l, &self.eal.lcores));
+        }
         if !self.ports.is_empty() && !self.lcores.iter().any(|l| l.role == Role::Rx) {
             out.push("no [[lcore]] with role = \"rx\"".into());
         }
@@ -614,6 +634,54 @@ impl Config {
         self.address_problems(&mut out);
         out
     }
+}
+
+/// The one line that refuses an engine lcore among the client lcore ids.
+pub fn client_lcore_problem(l: u32, eal_lcores: &str) -> String {
+    let r = crate::client_proto::CLIENT_LCORES;
+    format!(
+        "lcore {l} (eal.lcores = {eal_lcores:?}) is in {}..={}, the lcore ids out-of-process clients take (one each: DPDK's mempool caches are per lcore id and unlocked): give the engine lcore ids below {}",
+        r.start(),
+        r.end(),
+        r.start()
+    )
+}
+
+/// The lcore ids a DPDK `--lcores` (or `-l`) value names: elements split at
+/// commas outside parentheses, each `LCORES[@CPUS]`, LCORES a number, a
+/// range `A-B` or a parenthesised list of those. What does not parse is
+/// left to the EAL (which says so); the engine also checks the lcores the
+/// EAL enabled.
+pub fn lcore_ids(v: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    let mut elems = Vec::new();
+    for (i, c) in v.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                elems.push(&v[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    elems.push(&v[start..]);
+    for e in elems {
+        let ids = e.split('@').next().unwrap_or("");
+        let ids = ids.trim().trim_start_matches('(').trim_end_matches(')');
+        for part in ids.split(',') {
+            let part = part.trim();
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            if let (Ok(a), Ok(b)) = (a.trim().parse::<u32>(), b.trim().parse::<u32>()) {
+                if a <= b && b - a < 4096 {
+                    out.extend(a..=b);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// What `check` (and a client's bind) refuses in one `[[socket]]` table on
@@ -1061,6 +1129,46 @@ queues = ["net_null0:0"]
         assert_eq!(c.engine.burst, 32);
         assert_eq!(c.engine.strategy, Strategy::NumaQueues);
         assert!(c.eal.args().contains(&"--vdev=net_null0".to_string()));
+    }
+
+    #[test]
+    fn lcore_lists_parse_as_the_eal_reads_them() {
+        assert_eq!(lcore_ids("0,1"), vec![0, 1]);
+        assert_eq!(lcore_ids("0@0,1@1,2@0"), vec![0, 1, 2]);
+        assert_eq!(lcore_ids("0@0,(1-2)@1"), vec![0, 1, 2]);
+        assert_eq!(lcore_ids("(0,3-4)@(0,1),7"), vec![0, 3, 4, 7]);
+        assert_eq!(lcore_ids("0-3"), vec![0, 1, 2, 3]);
+        assert!(lcore_ids("nonsense").is_empty());
+    }
+
+    #[test]
+    fn an_engine_lcore_among_the_client_lcores_is_refused() {
+        let with = |lcores: &str, extra: &str| {
+            load(&MIN.replace(
+                "lcores = \"0,1\"",
+                &format!("lcores = \"{lcores}\"\n{extra}"),
+            ))
+        };
+        for (lcores, extra, l) in [
+            ("0,1,64", "", 64),
+            ("0@0,1@1,(100-101)@0", "", 100),
+            ("0,1", "extra_args = [\"--lcores\", \"0,1,127\"]", 127),
+            ("0,1", "extra_args = [\"-l0,1,90\"]", 90),
+        ] {
+            let e = with(lcores, extra).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("lcore {l} (eal.lcores = "))
+                    && e.contains("is in 64..=127, the lcore ids out-of-process clients take")
+                    && e.contains("give the engine lcore ids below 64")
+                    && !e.contains('\n'),
+                "{lcores}: {e}"
+            );
+        }
+        let e = load(&MIN.replace("id = 1", "id = 70"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lcore 70 "), "{e}");
+        with("0,1,63", "").unwrap();
     }
 
     #[test]

@@ -109,6 +109,14 @@ pub fn lock(prefix: &str) -> Result<InstanceLock, String> {
     };
     write(&mut file)
         .map_err(|e| format!("cannot write the instance lock {}: {e}", path.display()))?;
+    // Where clients lock their lcore slots (`client_proto`): made now, so
+    // that attaching adds nothing at the runtime directory's top.
+    let slots = crate::client_proto::slot_dir(&dir);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&slots)
+        .map_err(|e| format!("cannot create the client slot directory {}: {e}", slots.display()))?;
     Ok(InstanceLock { _file: file, path })
 }
 

@@ -77,6 +77,13 @@ pub struct ClientsSummary {
     /// Mbufs they died while freeing (not freed again: at most that many
     /// lost to the pool).
     pub lost_in_free: u64,
+    /// Client processes attached now (each on its own lcore id).
+    pub attached: u64,
+    /// Objects dead clients' lcore caches held, given back to the pools.
+    pub cache_flushed: u64,
+    /// Objects in the lcore caches of clients that died while changing
+    /// them, forgotten (at most that many lost to the pools).
+    pub cache_discarded: u64,
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -93,6 +100,10 @@ pub struct PoolSummary {
     pub name: String,
     pub size: u32,
     pub avail: u32,
+    /// Of `avail`: in the caches of the client lcore ids
+    /// (`client_proto::CLIENT_LCORES`), which the engine's lcores cannot
+    /// allocate from.
+    pub client_cached: u32,
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize)]

@@ -1,12 +1,16 @@
 //! Attach to a running engine, open some of its sockets, receive, close.
 //!
-//!     cargo run -p udpdemux-client --example recv -- PREFIX [--secs S] [--idle-ms N] [--hold H] [--bind NAME@LOCAL[@RCVBUF]]... NAME[=EXPECT]...
+//!     cargo run -p udpdemux-client --example recv -- PREFIX [--secs S] [--idle-ms N] [--hold H] [--stop-file F] [--min N] [--bind NAME@LOCAL[@RCVBUF]]... NAME[=EXPECT]...
 //!
-//! Binds every `--bind` socket (`bound NAME id=ID`, or `bind-error NAME:
+//! Prints `attached lcore L` (its EAL lcore id) once attached, then
+//! binds every `--bind` socket (`bound NAME id=ID`, or `bind-error NAME:
 //! ...`), opens every NAME (one line each: `open NAME id=ID`, or `open-error NAME:
 //! ...` and goes on), then receives from the sockets it has: for S
 //! seconds with `--secs`, else until every NAME=EXPECT has its EXPECT
-//! datagrams and nothing more came for N ms (default 300), or 30 s passed.
+//! datagrams and nothing more came for N ms (default 300), or 30 s passed;
+//! with `--stop-file F`, not before file F exists (a test holds clients
+//! attached side by side that way); with `--min N`, not before every
+//! socket it has received N datagrams (at most 30 s more).
 //! Then one line per socket:
 //! `socket NAME received N bytes B dsts [..] srcs K tsc_ok BOOL drops D`,
 //! `closed NAME`, and `detached`. With `--hold H`, before those lines it
@@ -30,12 +34,14 @@ struct Tally {
 }
 
 fn main() {
-    let usage = "usage: recv PREFIX [--secs S] [--idle-ms N] [--hold H] [--bind NAME@LOCAL[@RCVBUF]]... NAME[=EXPECT]...";
+    let usage = "usage: recv PREFIX [--secs S] [--idle-ms N] [--hold H] [--stop-file F] [--min N] [--bind NAME@LOCAL[@RCVBUF]]... NAME[=EXPECT]...";
     let mut args = std::env::args().skip(1);
     let mut prefix = None;
     let mut secs: Option<f64> = None;
     let mut idle_ms = 300u64;
     let mut hold: Option<f64> = None;
+    let mut stop_file: Option<std::path::PathBuf> = None;
+    let mut min = 0u64;
     let mut binds: Vec<String> = Vec::new();
     let mut names: Vec<(String, Option<u64>)> = Vec::new();
     while let Some(a) = args.next() {
@@ -54,6 +60,13 @@ fn main() {
                     .unwrap_or_else(|| fail(usage))
             }
             "--bind" => binds.push(args.next().unwrap_or_else(|| fail(usage))),
+            "--min" => {
+                min = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or_else(|| fail(usage))
+            }
+            "--stop-file" => stop_file = Some(args.next().unwrap_or_else(|| fail(usage)).into()),
             "--hold" => {
                 hold = Some(
                     args.next()
@@ -80,6 +93,11 @@ fn main() {
     }
     let Some(prefix) = prefix else { fail(usage) };
     let client = Client::attach(&prefix).unwrap_or_else(|e| fail(&e.to_string()));
+    println!("attached lcore {}", client.lcore());
+    {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+    }
     let mut socks = Vec::new();
     for spec in &binds {
         let w: Vec<&str> = spec.split('@').collect();
@@ -144,11 +162,16 @@ fn main() {
         if got > 0 {
             last_rx = now;
         }
+        let stop = stop_file.as_ref().is_none_or(|f| f.exists())
+            && socks.iter().all(|(_, _, t)| t.n >= min);
         let done = match secs {
-            Some(s) => now.duration_since(start).as_secs_f64() >= s,
+            Some(s) => {
+                let t = now.duration_since(start).as_secs_f64();
+                (stop && t >= s) || t >= s + 30.0
+            }
             None => {
                 let met = socks.iter().all(|(_, e, t)| !e.is_some_and(|e| t.n < e));
-                (met && now.duration_since(last_rx) >= Duration::from_millis(idle_ms))
+                (stop && met && now.duration_since(last_rx) >= Duration::from_millis(idle_ms))
                     || now.duration_since(start) >= Duration::from_secs(30)
             }
         };

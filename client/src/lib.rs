@@ -29,10 +29,16 @@
 //! fraction of a second (`udpdemux::client_proto`, docs/design.md).
 //!
 //! A `Client` is the process's EAL main lcore: it is not `Send`, and its
-//! lcore id ([`CLIENT_LCORE`]) is one the engine does not use, so mempool
-//! caches (indexed by lcore id, in shared memory) stay apart. This crate
-//! has no `unsafe` of its own: the shared-memory access is in `dpdk-sys`
-//! and the engine's `meta`.
+//! lcore id ([`Client::lcore`]) is one of [`CLIENT_LCORES`], which the
+//! engine does not use, and no other live client has: mempool caches are
+//! indexed by lcore id, in shared memory, without a lock. The id is the
+//! first whose slot file in the engine's runtime directory
+//! (`client_proto::slot_lock_path`) this process can lock (`flock`,
+//! exclusive); the lock is held until the process exits, and the kernel
+//! drops it however it exits. The engine is told (`attach`) before any
+//! mempool is touched, and settles a dead client's lcore caches
+//! (`udpdemux::client_proto`). This crate has no `unsafe` of its own: the
+//! shared-memory access is in `dpdk-sys` and the engine's `meta`.
 #![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
@@ -56,9 +62,9 @@ pub use udpdemux::api::Received;
 use dpdk_sys::secondary::{self, SecondaryEal};
 use udpdemux::eal_log::Capture;
 
-/// The lcore id this process's EAL main thread takes: the last one
-/// (RTE_MAX_LCORE 128 - 1), far from the engine's configured lcores.
-pub const CLIENT_LCORE: u32 = 127;
+/// The lcore ids client processes take, one each (the engine refuses a
+/// config that uses one).
+pub use udpdemux::client_proto::CLIENT_LCORES;
 
 /// Why [`Client::attach`] failed: one line, naming the fix.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +89,26 @@ pub enum AttachError {
     NotAnEngine { prefix: String, dir: String },
     #[error("the EAL is already initialised in this process: attach once per process (DPDK allows one rte_eal_init per process, even after a detach)")]
     AlreadyInitialised,
+    #[error("every client lcore id ({first}..={last}) of the engine on file prefix {prefix:?} is taken by a live client (slot locks in {dir}{holders}): detach or stop a client, then attach again")]
+    NoLcoreSlot {
+        prefix: String,
+        first: u32,
+        last: u32,
+        dir: String,
+        holders: String,
+    },
+    #[error("cannot take a client lcore slot of the engine on file prefix {prefix:?} ({path}: {reason}): run as the engine's user (root)")]
+    Slot {
+        prefix: String,
+        path: String,
+        reason: String,
+    },
+    #[error("the engine on file prefix {prefix:?} did not accept this client on lcore {lcore} ({reason}): is it still running, and a udpdemux engine of this version?")]
+    NotAccepted {
+        prefix: String,
+        lcore: u32,
+        reason: String,
+    },
     #[error("the EAL refused to attach as a secondary to file prefix {prefix:?}: {reason}{hint}")]
     Eal {
         prefix: String,
@@ -139,9 +165,13 @@ pub enum CloseError {
 /// An attached client: the EAL up as a secondary process of the engine.
 #[derive(Debug)]
 pub struct Client {
-    eal: SecondaryEal,
+    /// Taken at detach or drop (the EAL cleaned up) before the slot lock goes.
+    eal: Option<SecondaryEal>,
     prefix: String,
     runtime_dir: PathBuf,
+    lcore: u32,
+    /// The locked slot file of `lcore`: held for the life of the process.
+    _slot: std::fs::File,
 }
 
 impl Client {
@@ -153,7 +183,8 @@ impl Client {
         }
         let runtime_dir = runtime_base().join(file_prefix);
         preflight(file_prefix, &runtime_dir)?;
-        let args = eal_args(file_prefix);
+        let (slot, lcore) = take_slot(file_prefix, &runtime_dir)?;
+        let args = eal_args(file_prefix, lcore);
         // The EAL's log explains a failure only while it initialises.
         let capture = Capture::start_with(|l| log::debug!("EAL: {l}"));
         let res = SecondaryEal::init(&args);
@@ -172,15 +203,44 @@ impl Client {
                 ));
             }
         };
+        // Before any mempool is touched: the engine settles what a dead
+        // client left in this lcore's caches before it answers.
+        let req = Request::Attach {
+            lcore,
+            pid: std::process::id(),
+        }
+        .encode();
+        let accepted = mp::request_sync(client_proto::ACTION, req.as_bytes(), REQUEST_TIMEOUT)
+            .map_err(|e| e.to_string())
+            .and_then(|rep| {
+                client_proto::parse_reply(&rep)
+                    .map(|_| ())
+                    .map_err(|(_, r)| r)
+            });
+        if let Err(reason) = accepted {
+            return Err(AttachError::NotAccepted {
+                prefix: file_prefix.into(),
+                lcore,
+                reason,
+            });
+        }
         log::info!(
-            "attached to {file_prefix:?} as a secondary (lcore {CLIENT_LCORE}); the engine's vdevs, not probed here: {:?}",
+            "attached to {file_prefix:?} as a secondary (lcore {lcore}); the engine's vdevs, not probed here: {:?}",
             eal.primary_vdevs()
         );
         Ok(Client {
-            eal,
+            eal: Some(eal),
             prefix: file_prefix.to_string(),
             runtime_dir,
+            lcore,
+            _slot: slot,
         })
+    }
+
+    /// This process's EAL lcore id (one of [`CLIENT_LCORES`], no other
+    /// live client's).
+    pub fn lcore(&self) -> u32 {
+        self.lcore
     }
 
     /// The engine's file prefix.
@@ -196,12 +256,12 @@ impl Client {
     /// The engine's vdevs (announced by the primary, deliberately not
     /// probed in this process).
     pub fn engine_vdevs(&self) -> &[String] {
-        self.eal.primary_vdevs()
+        self.eal.as_ref().map_or(&[], |e| e.primary_vdevs())
     }
 
     /// Whether the engine (the primary) is still running.
     pub fn engine_alive(&self) -> bool {
-        self.eal.primary_alive()
+        self.eal.as_ref().is_some_and(|e| e.primary_alive())
     }
 
     /// Open the engine's socket `name` (a `[[socket]]` of its config): from
@@ -316,9 +376,38 @@ impl Client {
     /// closes no device (none was probed), so the engine's ports run on.
     /// Whether the EAL cleaned up (`false` only if a port had appeared in
     /// this process after all: the cleanup is then skipped, not to close it).
-    pub fn detach(self) -> bool {
-        flush_caches();
-        self.eal.detach()
+    pub fn detach(mut self) -> bool {
+        match self.eal.take() {
+            Some(eal) => {
+                leave();
+                eal.detach()
+            }
+            None => false,
+        }
+    }
+}
+
+impl Drop for Client {
+    /// A client dropped without [`Client::detach`] leaves as cleanly: its
+    /// caches flushed, the engine told, the EAL cleaned up; then the slot
+    /// lock goes (the fields after `eal`).
+    fn drop(&mut self) {
+        if let Some(eal) = self.eal.take() {
+            leave();
+            drop(eal);
+        }
+    }
+}
+
+/// Flush this lcore's caches and tell the engine this client leaves.
+fn leave() {
+    flush_caches();
+    let req = Request::Detach {
+        pid: std::process::id(),
+    }
+    .encode();
+    if let Err(e) = mp::request_sync(client_proto::ACTION, req.as_bytes(), REQUEST_TIMEOUT) {
+        log::warn!("detach: the engine did not answer ({e}); it notices this process's exit");
     }
 }
 
@@ -427,7 +516,7 @@ impl Drop for ClientSocket<'_> {
 /// (nothing but a later client on the same lcore id would otherwise).
 fn flush_caches() {
     let n = dpdk_sys::mempool::flush_lcore_caches();
-    log::debug!("flushed lcore {CLIENT_LCORE}'s cache of {n} pool(s)");
+    log::debug!("flushed {n} object(s) from this lcore's mempool caches");
 }
 
 /// [`ClientSocket::recv_burst`] as a function, spelled as
@@ -611,11 +700,62 @@ fn preflight(prefix: &str, dir: &Path) -> Result<(), AttachError> {
     Ok(())
 }
 
+/// Lock the first free lcore slot of the engine in `dir` (its runtime
+/// directory): the locked file (its pid written in it) and the lcore id.
+fn take_slot(prefix: &str, dir: &Path) -> Result<(std::fs::File, u32), AttachError> {
+    use std::io::Write;
+    let slots = client_proto::slot_dir(dir);
+    let err = |path: &Path, e: std::io::Error| AttachError::Slot {
+        prefix: prefix.into(),
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    };
+    if !slots.is_dir() {
+        std::fs::create_dir_all(&slots).map_err(|e| err(&slots, e))?;
+    }
+    let mut holders = Vec::new();
+    for lcore in CLIENT_LCORES {
+        let path = client_proto::slot_lock_path(dir, lcore);
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| err(&path, e))?;
+        match dpdk_sys::os::try_lock_exclusive(&f) {
+            Ok(()) => {
+                let write = |f: &mut std::fs::File| -> std::io::Result<()> {
+                    f.set_len(0)?;
+                    writeln!(f, "{}", std::process::id())
+                };
+                // The pid is for people reading the file; the lock is the claim.
+                let _ = write(&mut f);
+                return Ok((f, lcore));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if holders.len() < 4 {
+                    let pid = std::fs::read_to_string(&path).unwrap_or_default();
+                    holders.push(pid.trim().to_string());
+                }
+            }
+            Err(e) => return Err(err(&path, e)),
+        }
+    }
+    Err(AttachError::NoLcoreSlot {
+        prefix: prefix.into(),
+        first: *CLIENT_LCORES.start(),
+        last: *CLIENT_LCORES.end(),
+        dir: slots.display().to_string(),
+        holders: format!("; pids {} ...", holders.join(", ")),
+    })
+}
+
 /// The EAL arguments of a client: a secondary on the engine's prefix that
 /// scans no PCI bus, opens no telemetry socket of its own, and runs its one
-/// lcore on [`CLIENT_LCORE`], allowed on every CPU this thread may use (no
-/// pinning of the application's thread).
-pub fn eal_args(prefix: &str) -> Vec<String> {
+/// lcore on `lcore` (one of [`CLIENT_LCORES`]), allowed on every CPU this
+/// thread may use (no pinning of the application's thread).
+pub fn eal_args(prefix: &str, lcore: u32) -> Vec<String> {
     let cpus = dpdk_sys::os::allowed_cpus();
     let set = if cpus.is_empty() {
         "0".to_string()
@@ -630,7 +770,7 @@ pub fn eal_args(prefix: &str) -> Vec<String> {
         format!("--file-prefix={prefix}"),
         "--no-pci".into(),
         "--no-telemetry".into(),
-        format!("--lcores={CLIENT_LCORE}@({set})"),
+        format!("--lcores={lcore}@({set})"),
     ]
 }
 
@@ -681,9 +821,9 @@ mod tests {
 
     #[test]
     fn the_client_lcore_runs_unpinned() {
-        let a = eal_args("x");
+        let a = eal_args("x", 64);
         assert!(a.contains(&"--proc-type=secondary".to_string()));
         assert!(a.contains(&"--no-pci".to_string()));
-        assert!(a.iter().any(|s| s.starts_with("--lcores=127@(")));
+        assert!(a.iter().any(|s| s.starts_with("--lcores=64@(")));
     }
 }

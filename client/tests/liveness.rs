@@ -14,6 +14,18 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// Mbufs of the RX pool in client lcores' caches at exit.
+fn client_cached(j: &Value) -> u64 {
+    j["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "rx_pool_s0")
+        .unwrap()["client_cached"]
+        .as_u64()
+        .unwrap()
+}
+
 /// The RX pool's size and free mbufs at exit.
 fn rx_pool(j: &Value) -> (u64, u64) {
     let p = j["pools"]
@@ -40,7 +52,9 @@ fn baseline(j: &Value) -> u64 {
 /// receiving; at exit the books balance, `clients.reaped` is 1, dns4's
 /// `reclaimed_from_client` is exactly the batch the client held (counted
 /// in `freed_at_close`: delivered, never consumed), nothing was lost in a
-/// free, and the RX pool has every mbuf back that a client-less run has.
+/// free, the mbufs it had freed into its lcore's mempool cache were given
+/// back to the pool when it was reaped (none left in a client lcore's
+/// cache), and the RX pool has every mbuf back that a client-less run has.
 #[test]
 fn a_client_killed_holding_a_batch_is_reaped_within_a_second() {
     hugepages_ready(64).unwrap();
@@ -90,6 +104,22 @@ fn a_client_killed_holding_a_batch_is_reaped_within_a_second() {
     );
     assert_eq!(s["rmem"], 0, "{s}");
     assert_eq!(socket_named(&j, "dns6")["reclaimed_from_client"], 0);
+    // It received for 0.3 s before holding: it freed batches into its
+    // lcore's cache, which the reap gave back.
+    assert!(
+        j["clients"]["cache_flushed"].as_u64().unwrap() > 0,
+        "{}",
+        j["clients"]
+    );
+    assert_eq!(j["clients"]["cache_discarded"], 0, "{}", j["clients"]);
+    assert_eq!(client_cached(&j), 0, "{}", j["pools"]);
+    assert!(
+        engine
+            .log_text()
+            .contains(&format!("client pid {pid} (dead): ")),
+        "{}",
+        engine.log_text()
+    );
     let (_, avail) = rx_pool(&j);
     assert_eq!(avail, baseline(&j), "the RX pool at exit: {}", j["pools"]);
 }

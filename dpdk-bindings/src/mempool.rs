@@ -157,42 +157,95 @@ impl Drop for Mempool {
     }
 }
 
+/// What [`cache_walk`] does to one lcore's cache in every pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheOp {
+    /// Give the objects back to their pool's store, a chunk at a time, each
+    /// chunk taken off the cache (its `len` lowered) before it is put into
+    /// the store: a process that dies in between loses that chunk (at most
+    /// [`FLUSH_CHUNK`] objects) to the pool, and never puts an object in
+    /// twice.
+    Flush,
+    /// Forget the objects (`len = 0`): for the cache of a process that died
+    /// while it was changing it (its contents cannot be trusted; flushing
+    /// them could put an object into the store twice).
+    Discard,
+}
+
+/// Objects a [`CacheOp::Flush`] takes off a cache per step.
+pub const FLUSH_CHUNK: usize = 32;
+
+/// Apply `op` to lcore `lcore`'s default cache of every mempool of the EAL
+/// (the primary's too, from a secondary): how many objects it held, in
+/// total. Nothing for an lcore id out of range.
+///
+/// # Safety
+/// No thread may use lcore `lcore`'s caches meanwhile: the calling thread
+/// is that lcore, or the process that was (an out-of-process client) is
+/// gone or blocked, and no other can take its lcore id (udpdemux: the
+/// client's slot lock, held by the caller).
+pub unsafe fn cache_walk(lcore: u32, op: CacheOp) -> u64 {
+    struct Walk {
+        lcore: u32,
+        op: CacheOp,
+        objs: u64,
+    }
+    unsafe extern "C" fn one(mp: *mut ffi::rte_mempool, arg: *mut std::ffi::c_void) {
+        // SAFETY: `arg` is the `&mut Walk` passed below, alive for the walk
+        // and touched by nothing else.
+        let w = unsafe { &mut *(arg as *mut Walk) };
+        // SAFETY: the walk passes a live pool; the cache of `w.lcore` (NULL
+        // without caches) is used by no one else meanwhile (the caller's
+        // promise). Volatile accesses: another process reads what is left.
+        unsafe {
+            let c = ffi::rte_mempool_default_cache(mp, w.lcore);
+            if c.is_null() {
+                return;
+            }
+            let len = std::ptr::addr_of_mut!((*c).len);
+            let n = std::ptr::read_volatile(len).min((*c).objs.len() as u32);
+            w.objs += u64::from(n);
+            match w.op {
+                CacheOp::Discard => std::ptr::write_volatile(len, 0),
+                CacheOp::Flush => {
+                    let mut left = n as usize;
+                    let mut chunk = [std::ptr::null_mut::<std::ffi::c_void>(); FLUSH_CHUNK];
+                    while left > 0 {
+                        let k = left.min(FLUSH_CHUNK);
+                        let from = std::ptr::addr_of!((*c).objs[left - k]);
+                        std::ptr::copy_nonoverlapping(from, chunk.as_mut_ptr(), k);
+                        left -= k;
+                        std::ptr::write_volatile(len, left as u32);
+                        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+                        ffi::rte_mempool_ops_enqueue_bulk(mp, chunk.as_ptr(), k as u32);
+                    }
+                }
+            }
+        }
+    }
+    if lcore >= ffi::RTE_MAX_LCORE || !crate::eal::is_up() {
+        return 0;
+    }
+    let mut w = Walk { lcore, op, objs: 0 };
+    // SAFETY: the EAL is up; the callback only touches `w` and lcore
+    // `lcore`'s caches (the caller's promise); the walk holds the mempool
+    // list's read lock.
+    unsafe { ffi::rte_mempool_walk(Some(one), &mut w as *mut Walk as *mut std::ffi::c_void) };
+    w.objs
+}
+
 /// Give back to their pools the objects the calling lcore's caches hold,
 /// in every mempool of the EAL (the primary's too, from a secondary): for
 /// a process that frees into another process's pools and then leaves (an
 /// out-of-process client). What stays in its cache slot could otherwise
 /// only be allocated by a later process on the same lcore id. Only the
 /// cache's own lcore may touch it: a no-op on a thread that is no lcore.
-/// How many pools had objects cached here.
-pub fn flush_lcore_caches() -> usize {
-    struct Walk {
-        lcore: u32,
-        flushed: usize,
-    }
-    unsafe extern "C" fn one(mp: *mut ffi::rte_mempool, arg: *mut std::ffi::c_void) {
-        // SAFETY: `arg` is the `&mut Walk` passed below, alive for the walk
-        // and touched by nothing else.
-        let w = unsafe { &mut *(arg as *mut Walk) };
-        // SAFETY: the walk passes a live pool; the default cache of this
-        // thread's lcore (NULL without caches) is only ever used by this
-        // thread, and flushing puts its objects back into the pool's store.
-        unsafe {
-            let c = ffi::rte_mempool_default_cache(mp, w.lcore);
-            if !c.is_null() && (*c).len > 0 {
-                ffi::rte_mempool_cache_flush(c, mp);
-                w.flushed += 1;
-            }
-        }
-    }
+/// A death part-way loses at most one chunk, never puts an object back
+/// twice ([`CacheOp::Flush`]). How many objects went back.
+pub fn flush_lcore_caches() -> u64 {
     let Some(lcore) = crate::lcore::current() else {
         return 0;
     };
-    if !crate::eal::is_up() {
-        return 0;
-    }
-    let mut w = Walk { lcore, flushed: 0 };
-    // SAFETY: the EAL is up; the callback only touches `w` and this lcore's
-    // caches; the walk holds the mempool list's read lock.
-    unsafe { ffi::rte_mempool_walk(Some(one), &mut w as *mut Walk as *mut std::ffi::c_void) };
-    w.flushed
+    // SAFETY: this thread is lcore `lcore`: the only user of its caches.
+    unsafe { cache_walk(lcore, CacheOp::Flush) }
 }

@@ -19,7 +19,13 @@ const HANDOVER_WAIT: Duration = Duration::from_secs(1);
 
 /// Register the engine's IPC action. `None` (logged) when the EAL shares no
 /// memory (`eal.no_huge`: `--no-shconf` disables DPDK's IPC) or refuses.
-pub fn register(shared: &Arc<Shared>) -> Option<MpAction> {
+///
+/// `runtime_dir` is the engine's EAL runtime directory, where clients lock
+/// their lcore slots (`client_proto::slot_lock_path`).
+pub fn register(shared: &Arc<Shared>, runtime_dir: Option<&std::path::Path>) -> Option<MpAction> {
+    if let Some(d) = runtime_dir {
+        let _ = shared.clients.runtime_dir.set(d.to_path_buf());
+    }
     let s = Arc::clone(shared);
     match mp::register(client_proto::ACTION, move |req| {
         let c = &s.clients;
@@ -82,7 +88,119 @@ fn answer(shared: &Shared, r: &MpRequest) -> String {
             Ok(()) => client_proto::reply_ok(None),
             Err((k, e)) => client_proto::reply_err(k, &e),
         },
+        Ok(Request::Attach { lcore, pid }) => {
+            attach(shared, lcore, pid);
+            client_proto::reply_ok(None)
+        }
+        Ok(Request::Detach { pid }) => {
+            detach(shared, pid);
+            client_proto::reply_ok(None)
+        }
     }
+}
+
+fn attached(shared: &Shared) -> std::sync::MutexGuard<'_, Vec<super::shared::AttachedClient>> {
+    shared
+        .clients
+        .attached
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+/// Client `pid` took lcore id `lcore` (its slot locked, no mempool touched
+/// yet: it waits for this reply). A client recorded on that lcore before
+/// must be gone (it let go of the slot): it is reaped now if it was not,
+/// and its cache settled before the new client may use it.
+fn attach(shared: &Shared, lcore: u32, pid: u32) {
+    let old = attached(shared)
+        .iter()
+        .find(|a| a.lcore == lcore && a.pid != pid)
+        .copied();
+    if let Some(old) = old {
+        if old.dead.is_none() {
+            if dpdk_sys::os::process_alive(old.pid) {
+                log::warn!("client pid {pid} took lcore {lcore} from client pid {} (alive, but it let go of the slot)", old.pid);
+            } else {
+                reap(shared, old.pid);
+            }
+        }
+        // Listed still: its cache is to settle, and the new client, which
+        // holds the slot, waits for this reply: settle it here.
+        let left = attached(shared)
+            .iter()
+            .find(|a| a.lcore == lcore && a.pid == old.pid)
+            .copied();
+        if let Some(a) = left {
+            settle_cache(shared, a.pid, lcore, a.dead.unwrap_or(false), false);
+            attached(shared).retain(|x| !(x.lcore == lcore && x.pid == a.pid));
+        }
+    }
+    attached(shared).push(super::shared::AttachedClient {
+        pid,
+        lcore,
+        dead: None,
+    });
+    log::info!("client pid {pid} attached on lcore {lcore}");
+}
+
+/// Client `pid` flushed its caches and leaves.
+fn detach(shared: &Shared, pid: u32) {
+    attached(shared).retain(|a| a.pid != pid || a.dead.is_some());
+    log::info!("client pid {pid} detached");
+}
+
+/// Settle lcore `lcore`'s mempool caches after its client `pid` died:
+/// give what they hold back to the pools, or forget it (`discard`: the
+/// client died while changing them). With `lock`, under the slot's lock
+/// (no new client can take the lcore meanwhile): `false` when another
+/// process holds it (the dead one's descriptors not closed yet, or a new
+/// client, whose `attach` then settles it). Without, the caller knows no
+/// process uses the lcore (a new client waits for its attach reply).
+fn settle_cache(shared: &Shared, pid: u32, lcore: u32, discard: bool, lock: bool) -> bool {
+    let _slot = if lock {
+        let Some(dir) = shared.clients.runtime_dir.get() else {
+            return true;
+        };
+        let path = client_proto::slot_lock_path(dir, lcore);
+        let f = match std::fs::OpenOptions::new().read(true).open(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                log::warn!("client pid {pid}: cannot open its lcore slot {}: {e}; its lcore {lcore} cache is left as it is", path.display());
+                return true;
+            }
+        };
+        match dpdk_sys::os::try_lock_exclusive(&f) {
+            Ok(()) => Some(f),
+            Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => return false,
+            Err(e) => {
+                log::warn!("client pid {pid}: cannot lock its lcore slot {}: {e}; its lcore {lcore} cache is left as it is", path.display());
+                return true;
+            }
+        }
+    } else {
+        None
+    };
+    let op = if discard {
+        dpdk_sys::mempool::CacheOp::Discard
+    } else {
+        dpdk_sys::mempool::CacheOp::Flush
+    };
+    // SAFETY: no process uses lcore `lcore`'s caches: its client is dead,
+    // and either this thread holds the slot's lock (no new client can take
+    // the lcore id) or the new client that holds it waits for this
+    // thread's reply before it touches a mempool (`client_proto`).
+    let n = unsafe { dpdk_sys::mempool::cache_walk(lcore, op) };
+    let c = &shared.clients;
+    if discard {
+        c.cache_discarded.fetch_add(n, Ordering::Relaxed);
+        if n > 0 {
+            log::warn!("client pid {pid} died changing its lcore {lcore} caches: {n} object(s) in them forgotten (at most that many lost to the pools)");
+        }
+    } else {
+        c.cache_flushed.fetch_add(n, Ordering::Relaxed);
+        log::info!("client pid {pid} (dead): {n} object(s) of its lcore {lcore} caches given back to the pools");
+    }
+    true
 }
 
 type Refused = (Refusal, String);
@@ -308,7 +426,7 @@ fn remove(shared: &Shared, e: &SocketEntry, pid: u32) -> Result<(), Refused> {
 
 /// Client pids the liveness check looks at, at most (more are looked at
 /// on the next check).
-const MAX_PIDS: usize = 64;
+const MAX_PIDS: usize = 128;
 
 /// The main lcore's liveness check (every `client_proto::LIVENESS_MS`):
 /// every pid that has a socket open or holds rows of a socket's in-flight
@@ -334,9 +452,30 @@ pub fn check_liveness(shared: &Shared) {
             note(p, &mut pids, &mut n);
         }
     }
+    // Attached clients (their lcore caches), and dead ones whose cache is
+    // still to settle. `try_lock`: the IPC thread never holds it long.
+    let mut unsettled = [(0u32, 0u32, false); MAX_PIDS];
+    let mut u = 0;
+    if let Ok(v) = shared.clients.attached.try_lock() {
+        for a in v.iter() {
+            match a.dead {
+                None => note(a.pid, &mut pids, &mut n),
+                Some(discard) if u < MAX_PIDS => {
+                    unsettled[u] = (a.pid, a.lcore, discard);
+                    u += 1;
+                }
+                Some(_) => {}
+            }
+        }
+    }
     for &p in &pids[..n] {
         if !dpdk_sys::os::process_alive(p) {
             reap(shared, p);
+        }
+    }
+    for &(pid, lcore, discard) in &unsettled[..u] {
+        if settle_cache(shared, pid, lcore, discard, true) {
+            attached(shared).retain(|a| !(a.pid == pid && a.lcore == lcore && a.dead.is_some()));
         }
     }
 }
@@ -378,6 +517,19 @@ pub fn reap(shared: &Shared, pid: u32) {
         };
         if let Err((_, why)) = done {
             log::warn!("reaping client pid {pid}: closing {name:?}: {why}");
+        }
+    }
+    // Its lcore's mempool caches: what it freed last sits there.
+    let mine = attached(shared)
+        .iter()
+        .find(|a| a.pid == pid && a.dead.is_none())
+        .copied();
+    if let Some(a) = mine {
+        let discard = lost > 0;
+        if settle_cache(shared, pid, a.lcore, discard, true) {
+            attached(shared).retain(|x| x.pid != pid);
+        } else if let Some(x) = attached(shared).iter_mut().find(|x| x.pid == pid) {
+            x.dead = Some(discard);
         }
     }
     let c = &shared.clients;

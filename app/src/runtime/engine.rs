@@ -126,7 +126,11 @@ impl Engine {
         e.instance = Some(instance);
         // Telemetry reads the same snapshot the exit JSON is made from.
         telemetry::start(&e.shared);
-        e.client_ipc = clients::register(&e.shared);
+        let dir = e
+            .instance
+            .as_ref()
+            .and_then(|i| i.path().parent().map(|d| d.to_path_buf()));
+        e.client_ipc = clients::register(&e.shared, dir.as_deref());
         Ok(e)
     }
 

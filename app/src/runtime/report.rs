@@ -384,6 +384,20 @@ fn summarize_inner(
                 .clients
                 .lost_in_free
                 .load(std::sync::atomic::Ordering::Relaxed),
+            attached: shared
+                .clients
+                .attached
+                .lock()
+                .map(|v| v.iter().filter(|a| a.dead.is_none()).count() as u64)
+                .unwrap_or(0),
+            cache_flushed: shared
+                .clients
+                .cache_flushed
+                .load(std::sync::atomic::Ordering::Relaxed),
+            cache_discarded: shared
+                .clients
+                .cache_discarded
+                .load(std::sync::atomic::Ordering::Relaxed),
         },
         peak_rss_kb: 0,
         pool_avail_samples: Vec::new(),

@@ -194,6 +194,11 @@ fn register_dynfield() -> Result<(), EngineError> {
 /// Every configured lcore is enabled and none is the main lcore.
 fn check_lcores(cfg: &Config) -> Result<(), EngineError> {
     let main = lcore::main_lcore();
+    // eal.extra_args can enable lcores the config check does not parse.
+    let mut client = crate::client_proto::CLIENT_LCORES;
+    if let Some(l) = client.find(|&l| lcore::is_enabled(l)) {
+        return Err(EngineError::Setup(config::client_lcore_problem(l, &cfg.eal.lcores)));
+    }
     for l in &cfg.lcores {
         if !lcore::is_enabled(l.id) {
             return Err(EngineError::Setup(format!(

@@ -54,6 +54,25 @@ pub struct Clients {
     pub reclaimed: std::sync::atomic::AtomicU64,
     /// Mbufs dead clients were freeing when they died (not freed again).
     pub lost_in_free: std::sync::atomic::AtomicU64,
+    /// Attached client processes (`attach` requests) and their lcore ids.
+    pub attached: Mutex<Vec<AttachedClient>>,
+    /// The engine's runtime directory (client slot files), once known.
+    pub runtime_dir: std::sync::OnceLock<std::path::PathBuf>,
+    /// Objects dead clients' lcore caches held, given back to the pools.
+    pub cache_flushed: std::sync::atomic::AtomicU64,
+    /// Objects in the caches of clients that died changing them, forgotten.
+    pub cache_discarded: std::sync::atomic::AtomicU64,
+}
+
+/// A client process that said `attach` (`client_proto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttachedClient {
+    pub pid: u32,
+    /// Its EAL lcore id (one of `client_proto::CLIENT_LCORES`).
+    pub lcore: u32,
+    /// Reaped, its lcore cache still to settle (its slot lock was still
+    /// held when the engine tried): `Some(discard)`.
+    pub dead: Option<bool>,
 }
 
 /// A socket and who consumes it.

@@ -99,6 +99,9 @@ pub fn stop(mut t: Stopping<'_>) -> Result<Summary, EngineError> {
                 name: format!("{name}_s{sock}"),
                 size: mp.size(),
                 avail: mp.avail(),
+                client_cached: crate::client_proto::CLIENT_LCORES
+                    .map(|l| mp.cached(l))
+                    .sum(),
             });
         }
     }
