@@ -237,6 +237,8 @@ pub struct ReasmStats {
     pub bytes_held: Counter,
     /// The most bytes ever held at once.
     pub bytes_peak: Counter,
+    /// Fragments freed by [`Reassembler::clear`] (also in `frags_dropped`).
+    pub cleared: Counter,
 }
 
 impl ReasmStats {
@@ -379,6 +381,15 @@ impl<B> Reassembler<B> {
     pub fn mem(&self) -> usize {
         self.mem
     }
+    /// The earliest deadline of a datagram in progress; 0 when none.
+    pub fn next_deadline(&self) -> u64 {
+        if self.live == 0 || self.next_deadline == u64::MAX {
+            0
+        } else {
+            self.next_deadline.max(1)
+        }
+    }
+
     /// True when a datagram in progress has passed its deadline at `now`:
     /// one compare, for the poll loop.
     #[inline]
@@ -575,6 +586,7 @@ impl<B> Reassembler<B> {
 
     /// Frees everything held (teardown), counted as dropped fragments.
     pub fn clear<F: FnMut(B)>(&mut self, stats: &ReasmStats, release: &mut F) {
+        stats.cleared.add(stats.frags_held.get());
         for i in 0..self.slots.len() {
             if self.slots[i].used {
                 self.kill(i, stats, release);
@@ -699,11 +711,20 @@ pub fn assemble_frame<B>(
     for (k, p) in a.pieces.enumerate() {
         let f = frame_of(&p.buf);
         if k == 0 {
-            let l3 = usize::from(p.l3_off);
-            let unfrag = usize::from(p.unfrag_len);
-            out.extend_from_slice(f.get(..l3 + unfrag)?);
-            let len = fixup_header(&mut out[..], l3, unfrag, family, total, f)?;
-            debug_assert_eq!(len, out.len());
+            let hdr = usize::from(p.l3_off) + usize::from(p.unfrag_len);
+            let fh = match family {
+                Family::V4 => 0,
+                Family::V6 => ipv6::FRAG_HEADER_LEN,
+            };
+            out.extend_from_slice(f.get(..hdr + fh)?);
+            fixup_header(
+                &mut out,
+                usize::from(p.l3_off),
+                usize::from(p.unfrag_len),
+                family,
+                total,
+            )?;
+            out.truncate(hdr);
         }
         let d = usize::from(p.data_off);
         out.extend_from_slice(f.get(d..d + p.len as usize)?);
@@ -711,26 +732,23 @@ pub fn assemble_frame<B>(
     Some(out)
 }
 
-/// Rewrites the reassembled datagram's IP header, in `hdr` (the first
-/// fragment's bytes up to the end of the unfragmentable part, at least):
-/// IPv4 total length, flags and offset cleared, header checksum; IPv6
-/// payload length and the Next Header that named the fragment header now
-/// names what it carried (the caller removes the 8-byte fragment header:
-/// `hdr` must not contain it). `first` is the first fragment's frame (to
-/// read the fragment header's Next Header). Returns the header bytes'
-/// length (l3 + unfragmentable part).
+/// Rewrites the first fragment's IP header, in `frame`, into the
+/// reassembled datagram's: IPv4 total length, flags and offset cleared
+/// (DF kept), header checksum; IPv6 payload length, and the Next Header
+/// that named the fragment header (at `l3 + unfrag`, which `frame` must
+/// hold) now names what it carried. The caller then removes IPv6's 8-byte
+/// fragment header. `None`, `frame` possibly half written, when the
+/// headers are not what `classify` found.
 pub fn fixup_header(
-    hdr: &mut [u8],
+    frame: &mut [u8],
     l3: usize,
     unfrag: usize,
     family: Family,
     total: u32,
-    first: &[u8],
-) -> Option<usize> {
-    let len = l3 + unfrag;
-    let ip = hdr.get_mut(l3..len)?;
+) -> Option<()> {
     match family {
         Family::V4 => {
+            let ip = frame.get_mut(l3..l3 + unfrag)?;
             let tl = u16::try_from(unfrag as u32 + total).ok()?;
             let mut p = ipv4::Ipv4Packet::new_checked(ip).ok()?;
             p.set_total_len(tl);
@@ -740,9 +758,11 @@ pub fn fixup_header(
         }
         Family::V6 => {
             use ipv6::next_header as nh;
-            let fh = first.get(l3 + unfrag..)?;
-            let carried = ipv6::FragmentHeader::new_checked(fh).ok()?.next_header();
-            let pl = u16::try_from((unfrag - ipv6::HEADER_LEN) as u32 + total).ok()?;
+            let ip = frame.get_mut(l3..l3 + unfrag + ipv6::FRAG_HEADER_LEN)?;
+            let carried = ipv6::FragmentHeader::new_checked(ip.get(unfrag..)?)
+                .ok()?
+                .next_header();
+            let pl = u16::try_from((unfrag.checked_sub(ipv6::HEADER_LEN)?) as u32 + total).ok()?;
             // Find the Next Header field that names the fragment header.
             let mut at = ipv6::field::NEXT_HEADER;
             let mut off = ipv6::HEADER_LEN;
@@ -766,7 +786,7 @@ pub fn fixup_header(
             p.set_payload_len(pl);
         }
     }
-    Some(len)
+    Some(())
 }
 
 /// Splits an unfragmented IPv4/IPv6 frame (Ethernet, IP, UDP) into

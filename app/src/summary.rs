@@ -40,6 +40,10 @@ pub struct Summary {
     pub ports: Vec<PortSummary>,
     /// The small-buffer cache, summed over RX lcores.
     pub small_cache: SmallCacheSummary,
+    /// Kernel-named IP reassembly counters (`IpReasmReqds` ... `Ip6ReasmOverlaps`).
+    pub ip: BTreeMap<String, u64>,
+    /// Fragment reassembly's books, summed over RX lcores.
+    pub reassembly: ReassemblySummary,
     /// Every mempool: size and free mbufs (at exit, after teardown's frees).
     pub pools: Vec<PoolSummary>,
     /// Out-of-process clients: sockets open now, dead clients reaped and
@@ -77,6 +81,20 @@ pub struct ClientsSummary {
     /// Mbufs they died while freeing (not freed again: at most that many
     /// lost to the pool).
     pub lost_in_free: u64,
+}
+
+/// Where the fragments the reassembler took went: merged into a reassembled
+/// datagram, dropped (duplicates, failed, evicted or expired datagrams),
+/// still held, or freed at exit (also in `dropped`).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ReassemblySummary {
+    pub fragments: u64,
+    pub merged: u64,
+    pub dropped: u64,
+    pub held: u64,
+    pub freed_at_exit: u64,
+    /// The most bytes (truesize) one lcore's table held at once.
+    pub bytes_peak: u64,
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
