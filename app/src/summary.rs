@@ -305,6 +305,26 @@ pub(crate) fn print_summary(s: &Summary) {
             p.name, p.driver, p.ipackets, p.imissed, p.ierrors, p.rx_nombuf
         );
     }
+    let r = &s.reassembly;
+    if r.fragments > 0 {
+        let ip = |k: &str| s.ip.get(k).copied().unwrap_or(0);
+        println!(
+            "  reassembly: {} fragments ({} merged, {} dropped, {} freed at exit), peak {} B; IPv4 {} ok {} failed ({} timeout, {} overlap); IPv6 {} ok {} failed ({} timeout, {} overlap)",
+            r.fragments,
+            r.merged,
+            r.dropped,
+            r.freed_at_exit,
+            r.bytes_peak,
+            ip("IpReasmOKs"),
+            ip("IpReasmFails"),
+            ip("IpReasmTimeout"),
+            ip("IpReasmOverlaps"),
+            ip("Ip6ReasmOKs"),
+            ip("Ip6ReasmFails"),
+            ip("Ip6ReasmTimeout"),
+            ip("Ip6ReasmOverlaps"),
+        );
+    }
     let p = &s.rx_pool;
     println!(
         "  rx pool: free {} of {} (low-water {}, lowest {}): below low-water for {} ms, {} RX polls, {} episode(s); {} warning(s)",

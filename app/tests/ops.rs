@@ -246,12 +246,14 @@ fn telemetry_from_a_running_instance_equals_the_exit_json_and_the_traffic() {
         valid
     );
     for (r, v) in m["per_reason"].as_object().unwrap() {
+        // The generator's fragments (UDP first fragments) go to reassembly.
         let got: u64 = j["reasons"]
             .as_object()
             .unwrap()
             .values()
             .filter_map(|f| f[r].as_u64())
-            .sum();
+            .sum::<u64>()
+            + reassembled_reason(&j, r);
         assert_eq!(got, u(v), "reason {r}");
     }
     let csum = u(&m["per_reason"]["udp_checksum"]) + u(&m["per_reason"]["udp6_zero_checksum"]);
