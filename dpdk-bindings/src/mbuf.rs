@@ -40,6 +40,30 @@ impl RawMbuf {
     }
 }
 
+impl RawMbuf {
+    /// A `struct rte_mbuf` over the caller's `buf` (not of any pool), one
+    /// segment holding `len` bytes at `data_off`: for tests of code that
+    /// reads, narrows and chains segments (never freed through DPDK).
+    /// `None` unless the data fits the buffer.
+    #[doc(hidden)]
+    pub fn over(buf: &mut [u8], data_off: u16, len: u16) -> Option<RawMbuf> {
+        let buf_len = u16::try_from(buf.len()).ok()?;
+        if u32::from(data_off) + u32::from(len) > u32::from(buf_len) {
+            return None;
+        }
+        let mut m = ffi::rte_mbuf {
+            buf_addr: buf.as_mut_ptr().cast(),
+            buf_len,
+            ..Default::default()
+        };
+        m.data_off = data_off;
+        m.data_len = len;
+        m.pkt_len = u32::from(len);
+        m.nb_segs = 1;
+        Some(RawMbuf(m))
+    }
+}
+
 /// Bytes of `struct rte_mbuf` (two cache lines); the private area starts here.
 pub const MBUF_SIZE: usize = std::mem::size_of::<ffi::rte_mbuf>();
 /// Headroom DPDK leaves before the data of a fresh mbuf (`RTE_PKTMBUF_HEADROOM`).

@@ -127,55 +127,16 @@ unsafe fn offer_locked(
         }
     };
     let family = a.family;
-    let total = a.total;
-    // Link the pieces: the head keeps its headers, the others only data.
-    let mut head: Option<MbufMut<'_>> = None;
-    let mut broken = false;
-    for p in a.pieces {
-        let seg = p.buf.0.as_ptr();
-        if broken {
-            // SAFETY: a piece the table gave up, ours.
-            unsafe { free.push(seg) };
-            continue;
-        }
-        match head.as_mut() {
-            None => {
-                // SAFETY: the first piece, ours alone.
-                let mut h = unsafe { MbufMut::from_ptr(seg) };
-                if fix_head(&mut h, &p, family, total) {
-                    head = Some(h);
-                } else {
-                    broken = true;
-                    // SAFETY: ours.
-                    unsafe { free.push(seg) };
-                }
-            }
-            Some(h) => {
-                // SAFETY: a later piece, ours alone; chained below.
-                let mut s = unsafe { MbufMut::from_ptr(seg) };
-                let len = u16::try_from(p.len).unwrap_or(u16::MAX);
-                // SAFETY: `s` is ours, not in the head's chain.
-                if !s.set_window(p.data_off, len) || !unsafe { h.chain(seg) } {
-                    broken = true;
-                    // SAFETY: ours (not chained: chain refused it).
-                    unsafe { free.push(seg) };
-                }
-            }
-        }
-    }
-    let Some(head) = head else {
-        count_error(me, family, parse::Reason::Truncated);
-        return Offered::Taken;
-    };
-    let hp = head.as_ptr();
-    if broken {
+    // SAFETY: the pieces' mbufs are the table's, now ours; what is not
+    // linked is freed through `free`.
+    let linked = unsafe { link(a.pieces, family, a.total, &mut |seg| free.push(seg)) };
+    let Some(hp) = linked else {
         // Cannot happen for a datagram the table completed (its pieces fit
         // their frames); counted, never delivered half.
         count_error(me, family, parse::Reason::Truncated);
-        // SAFETY: the chain is ours; free_bulk frees every segment.
-        unsafe { free.push(hp) };
         return Offered::Taken;
-    }
+    };
+    let mut broken = false;
     // The ordinary parse over the whole datagram, from the scratch copy.
     // SAFETY: the chain is ours; read only while the view lives.
     let chain = unsafe { MbufRef::from_ptr(hp) };
@@ -205,6 +166,60 @@ unsafe fn offer_locked(
             Offered::Taken
         }
     }
+}
+
+/// Links a completed datagram's pieces into one mbuf chain: the first
+/// keeps its headers, fixed up ([`fix_head`]), the others are narrowed to
+/// their data. Returns the head; `None` when a piece does not fit its
+/// frame (then every piece, linked or not, went to `drop`).
+///
+/// # Safety
+/// Every piece's mbuf is live and the caller's alone; each is either part
+/// of the returned chain or handed to `drop` (once).
+pub unsafe fn link<I: Iterator<Item = reasm::Piece<FragMbuf>>>(
+    pieces: I,
+    family: Family,
+    total: u32,
+    drop: &mut impl FnMut(*mut RawMbuf),
+) -> Option<*mut RawMbuf> {
+    let mut head: Option<MbufMut<'_>> = None;
+    let mut broken = false;
+    for p in pieces {
+        let seg = p.buf.0.as_ptr();
+        if broken {
+            drop(seg);
+            continue;
+        }
+        match head.as_mut() {
+            None => {
+                // SAFETY: the first piece, ours alone (the contract).
+                let mut h = unsafe { MbufMut::from_ptr(seg) };
+                if fix_head(&mut h, &p, family, total) {
+                    head = Some(h);
+                } else {
+                    broken = true;
+                    drop(seg);
+                }
+            }
+            Some(h) => {
+                // SAFETY: a later piece, ours alone; chained below.
+                let mut s = unsafe { MbufMut::from_ptr(seg) };
+                let len = u16::try_from(p.len).unwrap_or(u16::MAX);
+                // SAFETY: `s` is ours, not in the head's chain.
+                if !s.set_window(p.data_off, len) || !unsafe { h.chain(seg) } {
+                    broken = true;
+                    drop(seg);
+                }
+            }
+        }
+    }
+    let hp = head?.as_ptr();
+    if broken {
+        // The chain so far goes as one (free_bulk frees every segment).
+        drop(hp);
+        return None;
+    }
+    Some(hp)
 }
 
 fn count_error(me: &RxLcore, family: Family, r: parse::Reason) {
@@ -278,4 +293,104 @@ pub fn clear(me: &RxLcore) {
         free.flush();
     }
     me.reasm_deadline.set(0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::build::{self, CsumMode, FragSpec, FrameSpec, L3Spec};
+    use crate::reasm::{fragment_frame, ReasmStats};
+    use dpdk_sys::mbuf::RawMbuf;
+
+    fn frame(v6: bool, len: usize) -> Vec<u8> {
+        let payload: Vec<u8> = (0..len).map(|i| (i * 5 + 1) as u8).collect();
+        let l3 = if v6 {
+            L3Spec::V6 {
+                src: "fd00::1".parse().unwrap(),
+                dst: "fd00::2".parse().unwrap(),
+                hop_limit: 64,
+                ext: &[],
+            }
+        } else {
+            L3Spec::V4 {
+                src: "198.18.0.1".parse().unwrap(),
+                dst: "198.18.0.2".parse().unwrap(),
+                ttl: 64,
+                options: &[],
+                ident: 3,
+                frag: FragSpec::default(),
+            }
+        };
+        build::to_vec(&FrameSpec {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            vlans: &[],
+            l3,
+            sport: 1,
+            dport: 2,
+            payload: &payload,
+            udp_csum: CsumMode::Correct,
+        })
+        .unwrap()
+    }
+
+    /// Fragments in mbufs over plain buffers, reassembled by the table
+    /// and linked: the chain's segments read back the original frame, and
+    /// it parses as one datagram (no EAL: `rte_pktmbuf_chain` only writes
+    /// fields).
+    #[test]
+    fn linked_chain_reads_back_the_original_frame() {
+        for v6 in [false, true] {
+            let orig = frame(v6, 4000);
+            let fs = fragment_frame(&orig, &[1480, 2960], 3).unwrap();
+            let mut bufs: Vec<Vec<u8>> = fs
+                .iter()
+                .map(|f| {
+                    let mut b = vec![0u8; 2176];
+                    b[128..128 + f.len()].copy_from_slice(f);
+                    b
+                })
+                .collect();
+            let mut mbufs: Vec<Box<RawMbuf>> = bufs
+                .iter_mut()
+                .zip(&fs)
+                .map(|(b, f)| Box::new(RawMbuf::over(b, 128, f.len() as u16).unwrap()))
+                .collect();
+            let mut table = Reassembler::new(ReasmConf {
+                max_datagrams: 4,
+                max_frags: 8,
+                high_thresh: 1 << 20,
+                timeout: 100,
+            });
+            let stats = ReasmStats::default();
+            let mut head = None;
+            // Out of order: last, first, middle.
+            for k in [2usize, 0, 1] {
+                let m: *mut RawMbuf = &mut *mbufs[k];
+                // SAFETY: a live RawMbuf over a live buffer, ours.
+                let info = reasm::classify(unsafe { MbufRef::from_ptr(m) }.data()).unwrap();
+                let buf = FragMbuf(NonNull::new(m).unwrap());
+                let mut released = |_b: FragMbuf| panic!("nothing is dropped");
+                if let Verdict::Complete(a) = table.insert(0, &info, buf, 2176, &stats, &mut released)
+                {
+                    let (fam, total) = (a.family, a.total);
+                    // SAFETY: the pieces' mbufs are ours (the buffers above).
+                    head = unsafe { link(a.pieces, fam, total, &mut |_| panic!("all link")) };
+                }
+            }
+            let h = head.expect("complete and linked");
+            // SAFETY: the chain over our buffers.
+            let v = unsafe { MbufRef::from_ptr(h) };
+            assert_eq!(v.nb_segs(), 3);
+            assert_eq!(v.pkt_len() as usize, orig.len());
+            let bytes: Vec<u8> = v.segments().flatten().copied().collect();
+            assert_eq!(bytes, orig, "v6={v6}");
+            let d = parse::parse(&bytes, Offload::default()).unwrap();
+            assert_eq!(usize::from(d.payload_len), 4000);
+            // Every segment's buffer is charged.
+            let one = dpdk_sys::mbuf::MBUF_SIZE as u32 + 2176;
+            assert_eq!(v.truesize(), 3 * one);
+            assert!(stats.balanced());
+        }
+    }
 }
