@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzz every cargo-fuzz target (parse, demux, control, reload).
+# Fuzz every cargo-fuzz target (parse, demux, control, reload, reasm).
 #
 #   scripts/fuzz.sh [SECS]         bounded run: SECS seconds each (CI: 40; the long runs are in docs/testing.md)
 #   scripts/fuzz.sh --long [RUNS]  each target until it has done RUNS
@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export RUSTC_BOOTSTRAP=1
-TARGETS=${FUZZ_TARGETS:-parse demux control reload}
+TARGETS=${FUZZ_TARGETS:-parse demux control reload reasm}
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
   echo "fuzz: installing cargo-fuzz from crates.io"
   cargo install --locked cargo-fuzz >/dev/null

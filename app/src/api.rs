@@ -32,7 +32,7 @@ use std::sync::Arc;
 use dpdk_sys::MbufBurst;
 
 use crate::config::SocketConf;
-use crate::handlers::{addrs, datagram_of};
+use crate::handlers::addrs;
 use crate::meta::MbufMeta;
 use crate::parse::{Datagram, Family};
 use crate::runtime::engine::Engine;
@@ -194,6 +194,7 @@ impl<R: Release> Drop for RecvBatch<R> {
 /// One received datagram, borrowed from its batch.
 #[derive(Debug, Clone, Copy)]
 pub struct Received<'a> {
+    m: dpdk_sys::MbufRef<'a>,
     frame: &'a [u8],
     meta: &'a MbufMeta,
     d: Datagram,
@@ -205,16 +206,50 @@ impl<'a> Received<'a> {
     /// `udpdemux-client` reads the mbufs it takes from a delivery ring.
     pub fn of(m: dpdk_sys::MbufRef<'a>) -> Option<Received<'a>> {
         let (frame, meta) = (m.data(), MbufMeta::view(m)?);
-        let d = datagram_of(frame, meta)?;
-        Some(Received { frame, meta, d })
+        let d = crate::handlers::datagram_of_mbuf(m, meta)?;
+        Some(Received { m, frame, meta, d })
     }
-    /// The UDP payload.
+    /// The UDP payload, when it lies in one buffer: always, except for a
+    /// datagram reassembled from fragments, whose payload spans several
+    /// segments; then this is empty and [`payload_segments`](Self::payload_segments)
+    /// or [`copy_payload`](Self::copy_payload) read it whole.
     pub fn payload(&self) -> &'a [u8] {
         self.d.payload(self.frame).unwrap_or_default()
     }
-    /// The whole frame as received (Ethernet header first).
+    /// True when the payload is in one segment ([`payload`](Self::payload) holds it).
+    pub fn is_contiguous(&self) -> bool {
+        self.m.nb_segs() == 1
+    }
+    /// The UDP payload's length (every segment).
+    pub fn payload_len(&self) -> usize {
+        usize::from(self.d.payload_len)
+    }
+    /// The UDP payload, segment by segment (one slice unless reassembled).
+    pub fn payload_segments(&self) -> impl Iterator<Item = &'a [u8]> {
+        crate::handlers::payload_segments(self.m, &self.d)
+    }
+    /// Copies the payload (every segment) into `out`; returns the bytes
+    /// copied (`payload_len()`, or less if `out` is shorter).
+    pub fn copy_payload(&self, out: &mut [u8]) -> usize {
+        let mut n = 0;
+        for seg in self.payload_segments() {
+            let k = seg.len().min(out.len() - n);
+            out[n..n + k].copy_from_slice(&seg[..k]);
+            n += k;
+            if n == out.len() {
+                break;
+            }
+        }
+        n
+    }
+    /// The first segment of the frame as received (Ethernet header first):
+    /// the whole frame unless reassembled.
     pub fn frame(&self) -> &'a [u8] {
         self.frame
+    }
+    /// The frame's length over every segment.
+    pub fn frame_len(&self) -> usize {
+        self.m.pkt_len() as usize
     }
     pub fn src(&self) -> SocketAddr {
         addrs(&self.d).0

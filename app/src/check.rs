@@ -133,6 +133,21 @@ pub fn check_static(cfg: &Config) -> Vec<Problem> {
         }
     }
 
+    // Fragments held for reassembly are mbufs out of the RX pool: a table
+    // filled to its byte bound must leave the NIC rings theirs.
+    let r = &cfg.reassembly;
+    if r.enabled {
+        let held = r.high_thresh / ts.max(1) * rx_lcores.max(1);
+        if held * 2 > cfg.mempool.mbufs as u64 {
+            out.push(Problem::warning(format!(
+                "reassembly.high_thresh = {} holds up to {held} mbufs of truesize {ts} across {} RX lcore(s), more than half of mempool.mbufs = {}: a fragment flood can starve RX (rx_nombuf) before the table evicts",
+                r.high_thresh,
+                rx_lcores.max(1),
+                cfg.mempool.mbufs
+            )));
+        }
+    }
+
     // DPDK's usual sizing rule (l3fwd, skeleton): every RX descriptor holds an
     // mbuf, and every lcore cache may hold `cache` more, before one datagram
     // is queued for a socket.
@@ -470,6 +485,26 @@ queues = ["net_null0:0"]
             "{:?}",
             errors(&c)
         );
+    }
+
+    #[test]
+    fn reassembly_bound_against_the_pool() {
+        let warned = |c: &Config| {
+            check_static(c)
+                .into_iter()
+                .any(|p| p.severity == Severity::Warning && p.msg.starts_with("reassembly.high_thresh"))
+        };
+        // 4 MiB of 2368-byte mbufs is 1771 of them: fine in a pool of 8191.
+        let c = cfg("").tap(|c| c.mempool.mbufs = 8191);
+        assert!(!warned(&c));
+        // More than half of a 2047-mbuf pool.
+        let small = cfg("").tap(|c| {
+            c.mempool.mbufs = 2047;
+            c.mempool.cache = 32;
+        });
+        assert!(warned(&small));
+        // Off: nothing held, nothing to warn about.
+        assert!(!warned(&small.clone().tap(|c| c.reassembly.enabled = false)));
     }
 
     #[test]

@@ -36,6 +36,57 @@ pub struct Config {
     pub sockets: Vec<SocketConf>,
     #[serde(default)]
     pub small_cache: SmallCacheConf,
+    #[serde(default)]
+    pub reassembly: ReassemblyConf,
+}
+
+/// IPv4/IPv6 fragment reassembly, one table per RX lcore (`reasm`), with
+/// the kernel's knobs where it has one.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReassemblyConf {
+    /// Off: fragments are dropped and counted (`fragment_first` /
+    /// `fragment_later`), as before reassembly existed.
+    #[serde(default = "d_true")]
+    pub enabled: bool,
+    /// Datagrams in progress per RX lcore; a new one evicts the oldest.
+    #[serde(default = "d_reasm_datagrams")]
+    pub max_datagrams: u32,
+    /// Fragments per datagram.
+    #[serde(default = "d_reasm_frags")]
+    pub max_frags: u32,
+    /// Bytes of buffer truesize held per RX lcore (`ipfrag_high_thresh`,
+    /// 4 MiB); over it, the oldest datagrams are evicted.
+    #[serde(default = "d_reasm_high_thresh")]
+    pub high_thresh: u64,
+    /// Seconds a datagram waits for its fragments (`ipfrag_time`).
+    #[serde(default = "d_reasm_timeout")]
+    pub timeout_secs: u32,
+}
+
+fn d_reasm_datagrams() -> u32 {
+    256
+}
+fn d_reasm_frags() -> u32 {
+    64
+}
+fn d_reasm_high_thresh() -> u64 {
+    4 << 20
+}
+fn d_reasm_timeout() -> u32 {
+    30
+}
+
+impl Default for ReassemblyConf {
+    fn default() -> Self {
+        ReassemblyConf {
+            enabled: true,
+            max_datagrams: d_reasm_datagrams(),
+            max_frags: d_reasm_frags(),
+            high_thresh: d_reasm_high_thresh(),
+            timeout_secs: d_reasm_timeout(),
+        }
+    }
 }
 
 /// The per-lcore cache of small buffers used under pressure (seed 003).
@@ -530,6 +581,33 @@ impl Config {
                 out.push(format!(
                     "small_cache.data_room = {}: must be at least 192 (128 headroom + a 64-byte frame) and below mempool.data_room",
                     self.small_cache.data_room
+                ));
+            }
+        }
+        let r = &self.reassembly;
+        if r.enabled {
+            if r.max_datagrams == 0 || r.max_datagrams > 65_536 {
+                out.push(format!(
+                    "reassembly.max_datagrams = {}: must be 1..=65536",
+                    r.max_datagrams
+                ));
+            }
+            if r.max_frags < 2 || r.max_frags > 8192 {
+                out.push(format!(
+                    "reassembly.max_frags = {}: must be 2..=8192 (65 535 bytes in 8-byte fragments)",
+                    r.max_frags
+                ));
+            }
+            if r.high_thresh < 64 * 1024 || r.high_thresh > 1 << 32 {
+                out.push(format!(
+                    "reassembly.high_thresh = {}: must be 65536..=4294967296 bytes",
+                    r.high_thresh
+                ));
+            }
+            if r.timeout_secs == 0 || r.timeout_secs > 3600 {
+                out.push(format!(
+                    "reassembly.timeout_secs = {}: must be 1..=3600",
+                    r.timeout_secs
                 ));
             }
         }

@@ -18,6 +18,8 @@ pub mod flow_table;
 pub mod latency;
 pub mod parse;
 pub mod pcap;
+/// IPv4/IPv6 fragment reassembly (one bounded table per RX lcore).
+pub mod reasm;
 
 /// Declares the DPDK side's modules behind one gate: the loom build leaves
 /// them out, because loom replaces the atomics the mbuf metadata is made of.

@@ -59,6 +59,21 @@ pub fn counters(s: &Summary) -> Counters {
             }
         }
     }
+    // The IP reassembly MIB (kernel names, Ip then Ip6).
+    for pre in ["Ip", "Ip6"] {
+        for name in [
+            "ReasmReqds",
+            "ReasmOKs",
+            "ReasmFails",
+            "ReasmTimeout",
+            "ReasmOverlaps",
+        ] {
+            let k = format!("{pre}{name}");
+            if let Some(v) = s.ip.get(&k) {
+                out.push((k, *v));
+            }
+        }
+    }
     out.push(("UdpDemuxRxPackets".into(), s.rx_packets));
     out.push(("UdpDemuxRxBytes".into(), s.rx_bytes));
     out.push(("UdpDemuxLookups".into(), s.lookups));

@@ -134,11 +134,23 @@ impl<W: Write> PcapWriter<W> {
 
     /// Appends one record; `ts_ns` is nanoseconds since the Unix epoch.
     pub fn write_packet(&mut self, ts_ns: u64, data: &[u8]) -> Result<Written, PcapError> {
+        self.write_segments(ts_ns, data.len(), std::iter::once(data))
+    }
+
+    /// [`write_packet`](Self::write_packet) for a packet in several
+    /// segments (a reassembled datagram's mbuf chain): `len` bytes in all,
+    /// written as one record.
+    pub fn write_segments<'s>(
+        &mut self,
+        ts_ns: u64,
+        len: usize,
+        segs: impl Iterator<Item = &'s [u8]>,
+    ) -> Result<Written, PcapError> {
         if self.limit_hit {
             self.refused += 1;
             return Ok(Written::LimitReached);
         }
-        let orig_len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+        let orig_len = u32::try_from(len).unwrap_or(u32::MAX);
         let caplen = orig_len.min(self.snaplen);
         let rec_len = RECORD_HEADER_LEN as u64 + u64::from(caplen);
         if let Some(limit) = self.limit {
@@ -161,8 +173,22 @@ impl<W: Write> PcapWriter<W> {
         h[8..12].copy_from_slice(&caplen.to_le_bytes());
         h[12..16].copy_from_slice(&orig_len.to_le_bytes());
         self.out.write_all(&h)?;
-        // caplen <= data.len() by construction.
-        self.out.write_all(&data[..caplen as usize])?;
+        // Exactly caplen bytes (<= len): the segments' first caplen, then
+        // zeros should they hold less than they said.
+        let mut left = caplen as usize;
+        for seg in segs {
+            let k = seg.len().min(left);
+            self.out.write_all(&seg[..k])?;
+            left -= k;
+            if left == 0 {
+                break;
+            }
+        }
+        while left != 0 {
+            let k = left.min(64);
+            self.out.write_all(&[0u8; 64][..k])?;
+            left -= k;
+        }
         self.bytes += rec_len;
         self.packets += 1;
         Ok(Written::Yes)

@@ -40,6 +40,10 @@ pub struct Summary {
     pub ports: Vec<PortSummary>,
     /// The small-buffer cache, summed over RX lcores.
     pub small_cache: SmallCacheSummary,
+    /// Kernel-named IP reassembly counters (`IpReasmReqds` ... `Ip6ReasmOverlaps`).
+    pub ip: BTreeMap<String, u64>,
+    /// Fragment reassembly's books, summed over RX lcores.
+    pub reassembly: ReassemblySummary,
     /// Every mempool: size and free mbufs (at exit, after teardown's frees).
     pub pools: Vec<PoolSummary>,
     /// Out-of-process clients: sockets open now, dead clients reaped and
@@ -84,6 +88,20 @@ pub struct ClientsSummary {
     /// Objects in the lcore caches of clients that died while changing
     /// them, forgotten (at most that many lost to the pools).
     pub cache_discarded: u64,
+}
+
+/// Where the fragments the reassembler took went: merged into a reassembled
+/// datagram, dropped (duplicates, failed, evicted or expired datagrams),
+/// still held, or freed at exit (also in `dropped`).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ReassemblySummary {
+    pub fragments: u64,
+    pub merged: u64,
+    pub dropped: u64,
+    pub held: u64,
+    pub freed_at_exit: u64,
+    /// The most bytes (truesize) one lcore's table held at once.
+    pub bytes_peak: u64,
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -296,6 +314,26 @@ pub(crate) fn print_summary(s: &Summary) {
         println!(
             "  port {} ({}): ipackets {} imissed {} ierrors {} rx_nombuf {}",
             p.name, p.driver, p.ipackets, p.imissed, p.ierrors, p.rx_nombuf
+        );
+    }
+    let r = &s.reassembly;
+    if r.fragments > 0 {
+        let ip = |k: &str| s.ip.get(k).copied().unwrap_or(0);
+        println!(
+            "  reassembly: {} fragments ({} merged, {} dropped, {} freed at exit), peak {} B; IPv4 {} ok {} failed ({} timeout, {} overlap); IPv6 {} ok {} failed ({} timeout, {} overlap)",
+            r.fragments,
+            r.merged,
+            r.dropped,
+            r.freed_at_exit,
+            r.bytes_peak,
+            ip("IpReasmOKs"),
+            ip("IpReasmFails"),
+            ip("IpReasmTimeout"),
+            ip("IpReasmOverlaps"),
+            ip("Ip6ReasmOKs"),
+            ip("Ip6ReasmFails"),
+            ip("Ip6ReasmTimeout"),
+            ip("Ip6ReasmOverlaps"),
         );
     }
     let p = &s.rx_pool;

@@ -109,6 +109,12 @@ fn cases() -> Vec<Case> {
         case("small_cache.entries 0", "small_cache.entries = 0", add("[small_cache]\nentries = 0")),
         case("small_cache.data_room 100", "small_cache.data_room = 100", add("[small_cache]\ndata_room = 100")),
         case("small data_room >= pool's", "small_cache.data_room = 4000", add("[small_cache]\ndata_room = 4000")),
+        // [reassembly].
+        case("reassembly.max_datagrams 0", "reassembly.max_datagrams = 0", add("[reassembly]\nmax_datagrams = 0")),
+        case("reassembly.max_frags 1", "reassembly.max_frags = 1", add("[reassembly]\nmax_frags = 1")),
+        case("reassembly.high_thresh 1000", "reassembly.high_thresh = 1000", add("[reassembly]\nhigh_thresh = 1000")),
+        case("reassembly.timeout_secs 0", "reassembly.timeout_secs = 0", add("[reassembly]\ntimeout_secs = 0")),
+        case("reassembly unknown key", "unknown field `ipfrag_time`", add("[reassembly]\nipfrag_time = 30")),
         // [eal]: memory, prefix.
         case("memory_mb 1", "eal.memory_mb = 1 is too small", swap("memory_mb = 256", "memory_mb = 1")),
         case("memory_mb 16", "eal.memory_mb = 16 is too small", swap("memory_mb = 256", "memory_mb = 16")),

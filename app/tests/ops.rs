@@ -246,12 +246,14 @@ fn telemetry_from_a_running_instance_equals_the_exit_json_and_the_traffic() {
         valid
     );
     for (r, v) in m["per_reason"].as_object().unwrap() {
+        // The generator's fragments (UDP first fragments) go to reassembly.
         let got: u64 = j["reasons"]
             .as_object()
             .unwrap()
             .values()
             .filter_map(|f| f[r].as_u64())
-            .sum();
+            .sum::<u64>()
+            + reassembled_reason(&j, r);
         assert_eq!(got, u(v), "reason {r}");
     }
     let csum = u(&m["per_reason"]["udp_checksum"]) + u(&m["per_reason"]["udp6_zero_checksum"]);
@@ -295,6 +297,36 @@ fn nstat_format_prints_kernel_names_with_rates() {
     assert_eq!(value("UdpDemuxPoolSize"), u(&j["rx_pool"]["size"]));
     assert_eq!(value("UdpDemuxPoolLowWater"), u(&j["rx_pool"]["low_water"]));
     assert_eq!(value("UdpDemuxMemzones"), u(&j["memzones"]));
+    // The IP reassembly MIB under the kernel's names, as in the JSON's `ip`
+    // (non-zero counters only, like nstat; the generator's first
+    // fragments make the Reqds ones non-zero).
+    let value0 = |name: &str| -> u64 {
+        final_block
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    assert!(value0("IpReasmReqds") + value0("Ip6ReasmReqds") > 0);
+    for k in [
+        "IpReasmReqds",
+        "IpReasmOKs",
+        "IpReasmFails",
+        "IpReasmTimeout",
+        "IpReasmOverlaps",
+        "Ip6ReasmReqds",
+        "Ip6ReasmOKs",
+        "Ip6ReasmFails",
+        "Ip6ReasmTimeout",
+        "Ip6ReasmOverlaps",
+    ] {
+        assert_eq!(value0(k), u(&j["ip"][k]), "{k}");
+    }
+    assert_eq!(
+        value0("IpReasmReqds") + value0("Ip6ReasmReqds"),
+        u(&j["reassembly"]["fragments"])
+    );
     assert!(u(&j["rx_pool"]["samples"]) > 0, "{}", j["rx_pool"]);
     assert!(
         text.contains("@consumer_us[dns4]:"),

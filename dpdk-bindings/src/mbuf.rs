@@ -40,6 +40,30 @@ impl RawMbuf {
     }
 }
 
+impl RawMbuf {
+    /// A `struct rte_mbuf` over the caller's `buf` (not of any pool), one
+    /// segment holding `len` bytes at `data_off`: for tests of code that
+    /// reads, narrows and chains segments (never freed through DPDK).
+    /// `None` unless the data fits the buffer.
+    #[doc(hidden)]
+    pub fn over(buf: &mut [u8], data_off: u16, len: u16) -> Option<RawMbuf> {
+        let buf_len = u16::try_from(buf.len()).ok()?;
+        if u32::from(data_off) + u32::from(len) > u32::from(buf_len) {
+            return None;
+        }
+        let mut m = ffi::rte_mbuf {
+            buf_addr: buf.as_mut_ptr().cast(),
+            buf_len,
+            ..Default::default()
+        };
+        m.data_off = data_off;
+        m.data_len = len;
+        m.pkt_len = u32::from(len);
+        m.nb_segs = 1;
+        Some(RawMbuf(m))
+    }
+}
+
 /// Bytes of `struct rte_mbuf` (two cache lines); the private area starts here.
 pub const MBUF_SIZE: usize = std::mem::size_of::<ffi::rte_mbuf>();
 /// Headroom DPDK leaves before the data of a fresh mbuf (`RTE_PKTMBUF_HEADROOM`).
@@ -116,6 +140,32 @@ impl<'a> MbufRef<'a> {
         }
     }
 
+    /// The next segment of a chain, if any.
+    #[inline]
+    pub fn next(self) -> Option<MbufRef<'a>> {
+        // SAFETY: a plain field of a live mbuf; a chained segment is a live
+        // mbuf owned with this one (nobody writes it during 'a either).
+        let n = unsafe { (*self.r()).next };
+        NonNull::new(n.cast::<RawMbuf>()).map(|m| MbufRef {
+            m,
+            _life: PhantomData,
+        })
+    }
+
+    /// Every segment's bytes, in order (one slice for a single segment).
+    #[inline]
+    pub fn segments(self) -> impl Iterator<Item = &'a [u8]> {
+        std::iter::successors(Some(self), |s| s.next()).map(|s| s.data())
+    }
+
+    /// The sum of every segment's truesize.
+    #[cold]
+    pub fn chain_truesize(self) -> u32 {
+        std::iter::successors(Some(self), |s| s.next())
+            .map(|s| s.seg_truesize())
+            .sum()
+    }
+
     /// Bytes of the first segment.
     #[inline(always)]
     pub fn data_len(self) -> u16 {
@@ -164,9 +214,20 @@ impl<'a> MbufRef<'a> {
         unsafe { (*self.r()).priv_size }
     }
 
-    /// What the mbuf costs its pool: struct, private area and data room.
+    /// What the packet costs its pools: struct, private area and data room
+    /// of each of its segments (a reassembled datagram has several).
     #[inline(always)]
     pub fn truesize(self) -> u32 {
+        if self.nb_segs() == 1 {
+            self.seg_truesize()
+        } else {
+            self.chain_truesize()
+        }
+    }
+
+    /// One segment's struct, private area and data room.
+    #[inline(always)]
+    fn seg_truesize(self) -> u32 {
         MBUF_SIZE as u32 + u32::from(self.priv_size()) + u32::from(self.buf_len())
     }
 
@@ -275,6 +336,40 @@ impl<'a> MbufMut<'a> {
             (*m).pkt_len = u32::from(len);
         }
         true
+    }
+
+    /// Narrow the first segment to `len` bytes from `start` (relative to
+    /// the current data start): `data_off += start`, `data_len` and
+    /// `pkt_len = len`. False, and nothing changed, unless the window lies
+    /// inside the current data.
+    #[inline]
+    #[must_use]
+    pub fn set_window(&mut self, start: u16, len: u16) -> bool {
+        let m = self.r();
+        // SAFETY: plain fields of a live mbuf we use exclusively.
+        unsafe {
+            if u32::from(start) + u32::from(len) > u32::from((*m).data_len) {
+                return false;
+            }
+            (*m).data_off += start;
+            (*m).data_len = len;
+            (*m).pkt_len = u32::from(len);
+        }
+        true
+    }
+
+    /// Append `tail` (a single segment or a chain) to this packet's chain
+    /// (`rte_pktmbuf_chain`): false, and nothing changed, when the segment
+    /// count would pass `RTE_MBUF_MAX_NB_SEGS` or the length u32.
+    ///
+    /// # Safety
+    /// `tail` is a live mbuf we own exclusively, not part of this chain; on
+    /// success it belongs to this packet (freed with it).
+    #[inline]
+    #[must_use]
+    pub unsafe fn chain(&mut self, tail: *mut RawMbuf) -> bool {
+        // SAFETY: both are live mbufs we own exclusively (the contract).
+        unsafe { ffi::rte_pktmbuf_chain(self.r(), raw(tail)) == 0 }
     }
 
     /// Set the port field (a copy keeps its original's).

@@ -45,6 +45,9 @@ pub fn reply_source(d: &Datagram, iface: &Iface) -> Option<Option<IpAddr>> {
 /// Build the reply to `m` in a new mbuf from `m`'s pool. `None`: not
 /// answerable or no buffer.
 fn build_reply(m: MbufRef<'_>, iface: &Iface) -> Option<Mbuf> {
+    if m.nb_segs() != 1 {
+        return build_reply_gathered(m, iface);
+    }
     let frame = m.data();
     let d = datagram_of(frame, MbufMeta::view(m)?)?;
     let src = reply_source(&d, iface)?;
@@ -58,6 +61,39 @@ fn build_reply(m: MbufRef<'_>, iface: &Iface) -> Option<Mbuf> {
     };
     let out = r.append(len)?;
     let written = build::write_udp_reply(frame, &d, payload, opts, out).ok();
+    (written == Some(usize::from(len))).then_some(r)
+}
+
+/// Largest reassembled payload echoed: the reply must fit one segment
+/// and a 1500-byte MTU (fragmenting replies is not done here); larger ones
+/// are counted in `tx_errors`, like every datagram that gets no reply.
+const GATHER_MAX: usize = 1500 - 40 - 8;
+
+/// [`build_reply`] for a reassembled datagram (several segments): the
+/// payload is gathered into one buffer when the reply fits one frame.
+#[cold]
+fn build_reply_gathered(m: MbufRef<'_>, iface: &Iface) -> Option<Mbuf> {
+    let d = crate::handlers::datagram_of_mbuf(m, MbufMeta::view(m)?)?;
+    if usize::from(d.payload_len) > GATHER_MAX {
+        return None;
+    }
+    let src = reply_source(&d, iface)?;
+    let mut buf = [0u8; GATHER_MAX];
+    let mut n = 0;
+    for seg in crate::handlers::payload_segments(m, &d) {
+        buf.get_mut(n..n + seg.len())?.copy_from_slice(seg);
+        n += seg.len();
+    }
+    let payload = &buf[..n];
+    let len = u16::try_from(build::reply_len(&d, payload.len())).ok()?;
+    let mut r = m.alloc_from_pool()?;
+    let opts = ReplyOpts {
+        src,
+        ..ReplyOpts::default()
+    };
+    let out = r.append(len)?;
+    // The request's headers are all in its first segment.
+    let written = build::write_udp_reply(m.data(), &d, payload, opts, out).ok();
     (written == Some(usize::from(len))).then_some(r)
 }
 

@@ -10,6 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use crate::config::{Handler, SocketConf};
 use crate::control::Ifaces;
 use crate::meta::MbufMeta;
+use dpdk_sys::MbufRef;
 use crate::parse::ether::{self, EthernetFrame};
 use crate::parse::ipv4::Ipv4Packet;
 use crate::parse::ipv6::Ipv6Packet;
@@ -74,6 +75,32 @@ pub struct TxCtx<'a> {
 /// frame (the RX lcore validated both; this only re-reads addresses and
 /// ports at the stored offsets). `None` if they disagree.
 pub fn datagram_of(frame: &[u8], meta: &MbufMeta) -> Option<Datagram> {
+    datagram_within(frame, frame.len(), meta)
+}
+
+/// [`datagram_of`] for a delivered mbuf of one segment or several (a
+/// reassembled datagram): the headers are in the first segment, the
+/// payload ends within the packet's length.
+pub fn datagram_of_mbuf(m: MbufRef<'_>, meta: &MbufMeta) -> Option<Datagram> {
+    datagram_within(m.data(), m.pkt_len() as usize, meta)
+}
+
+/// The bytes of `d`'s UDP payload in `m`, segment by segment (one slice
+/// for a single-segment mbuf).
+pub fn payload_segments<'a>(m: MbufRef<'a>, d: &Datagram) -> impl Iterator<Item = &'a [u8]> {
+    let start = usize::from(d.payload_off);
+    let end = start + usize::from(d.payload_len);
+    let mut at = 0usize;
+    m.segments().filter_map(move |seg| {
+        let (a, b) = (at, at + seg.len());
+        at = b;
+        let lo = start.max(a);
+        let hi = end.min(b);
+        (lo < hi).then(|| &seg[lo - a..hi - a])
+    })
+}
+
+fn datagram_within(frame: &[u8], total_len: usize, meta: &MbufMeta) -> Option<Datagram> {
     let l3 = usize::from(meta.l3_off);
     let l4 = usize::from(meta.l4_off);
     let vlans = l3.checked_sub(ether::HEADER_LEN)? / ether::VLAN_TAG_LEN;
@@ -93,7 +120,7 @@ pub fn datagram_of(frame: &[u8], meta: &MbufMeta) -> Option<Datagram> {
     // The IP header was read past l3 >= 14: the Ethernet header is there.
     let eth = EthernetFrame::new_checked(frame).ok()?;
     let payload_end = usize::from(meta.payload_off).checked_add(usize::from(meta.payload_len))?;
-    if payload_end > frame.len() {
+    if payload_end > total_len {
         return None;
     }
     Some(Datagram {

@@ -77,7 +77,10 @@ impl PcapSink {
                 refused += 1;
                 continue;
             };
-            match self.w.write_packet(self.ts_ns(meta.rx_tsc), m.data()) {
+            match self
+                .w
+                .write_segments(self.ts_ns(meta.rx_tsc), m.pkt_len() as usize, m.segments())
+            {
                 Ok(Written::Yes) => ok += 1,
                 Ok(Written::LimitReached) => refused += 1,
                 Err(e) => {

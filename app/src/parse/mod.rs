@@ -235,7 +235,7 @@ impl ParseError {
 /// | `BadIpHeader` | `IpInHdrErrors` / `Ip6InHdrErrors` |
 /// | `BadIpChecksum` | `IpInCsumErrors` and `IpInHdrErrors` |
 /// | `ExtHeaderLimit` | `Ip6InHdrErrors` (Linux bounds options, not headers; closest counter) |
-/// | `FragmentFirst`, `FragmentLater` | `IpReasmReqds` / `Ip6ReasmReqds` (Linux reassembles; this engine does not, so they are dropped) |
+/// | `FragmentFirst`, `FragmentLater` | fragments the reassembler does not take (reassembly off, not UDP); those it takes count `IpReasmReqds` / `Ip6ReasmReqds` (`reasm`) |
 /// | `NotUdp` | not a UDP error: another protocol's handler, or `IpInUnknownProtos` / `Ip6InUnknownProtos` when none |
 /// | `BadUdpLength` | `UdpInErrors` / `Udp6InErrors` |
 /// | `UdpChecksum` | `UdpInCsumErrors` and `UdpInErrors` (v6: `Udp6InCsumErrors`, `Udp6InErrors`) |
@@ -295,6 +295,12 @@ impl Reason {
             Reason::UdpChecksum => "udp_checksum",
             Reason::Udp6ZeroChecksum => "udp6_zero_checksum",
         }
+    }
+
+    /// A fragment (first or later): the reassembler's, when it takes it.
+    #[inline]
+    pub const fn is_fragment(self) -> bool {
+        matches!(self, Reason::FragmentFirst | Reason::FragmentLater)
     }
 
     /// True for the reasons Linux counts as UDP errors (`UdpInErrors`).

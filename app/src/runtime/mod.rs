@@ -12,6 +12,8 @@ pub mod clients;
 pub mod consumer;
 pub mod engine;
 pub mod error;
+/// Fragments on the RX lcore: the reassembly table and the chain it builds.
+pub mod frag;
 pub mod main_loop;
 pub mod registry;
 pub mod reload;

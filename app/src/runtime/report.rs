@@ -271,8 +271,38 @@ fn summarize_inner(
         })
         .collect();
 
-    // The books: every frame in exactly one place.
-    let classified: u64 = shared.rx.iter().map(|l| l.mib.total()).sum();
+    // Reassembly: the kernel's Ip/Ip6 counters and the fragments' books.
+    let rsum = |f: &dyn Fn(&crate::reasm::ReasmStats) -> u64| -> u64 {
+        shared.rx.iter().map(|l| f(&l.reasm_stats)).sum()
+    };
+    let mut ip = BTreeMap::new();
+    for (fi, pre) in [(0usize, "Ip"), (1, "Ip6")] {
+        ip.insert(format!("{pre}ReasmReqds"), rsum(&|r| r.reqds[fi].get()));
+        ip.insert(format!("{pre}ReasmOKs"), rsum(&|r| r.oks[fi].get()));
+        ip.insert(format!("{pre}ReasmFails"), rsum(&|r| r.fails[fi].get()));
+        ip.insert(format!("{pre}ReasmTimeout"), rsum(&|r| r.timeout[fi].get()));
+        ip.insert(format!("{pre}ReasmOverlaps"), rsum(&|r| r.overlaps[fi].get()));
+    }
+    let reassembly = crate::summary::ReassemblySummary {
+        fragments: rsum(&|r| r.reqds[0].get() + r.reqds[1].get()),
+        merged: rsum(&|r| r.frags_merged[0].get() + r.frags_merged[1].get()),
+        dropped: rsum(&|r| r.frags_dropped[0].get() + r.frags_dropped[1].get()),
+        held: rsum(&|r| r.frags_held.get()),
+        freed_at_exit: rsum(&|r| r.cleared.get()),
+        bytes_peak: shared
+            .rx
+            .iter()
+            .map(|l| l.reasm_stats.bytes_peak.get())
+            .max()
+            .unwrap_or(0),
+    };
+    let reasm_oks = ip["IpReasmOKs"] + ip["Ip6ReasmOKs"];
+
+    // The books: every frame in exactly one place. A fragment the
+    // reassembler took is in its books (merged, dropped or held); each
+    // reassembled datagram is classified once by the MIB like any frame.
+    let classified: u64 = shared.rx.iter().map(|l| l.mib.total()).sum::<u64>() - reasm_oks
+        + reassembly.fragments;
     if at_exit {
         // The bare loop and the floor free every frame unparsed: their books
         // are rx = freed.
@@ -330,6 +360,16 @@ fn summarize_inner(
                 ));
             }
         }
+        let r = &reassembly;
+        if r.fragments != r.merged + r.dropped + r.held {
+            problems.push(format!(
+                "reassembly took {} fragments but merged {}, dropped {} and holds {}",
+                r.fragments, r.merged, r.dropped, r.held
+            ));
+        }
+        if r.held != 0 {
+            problems.push(format!("reassembly still holds {} fragments", r.held));
+        }
         if rx_packets > 0 && !shared.sockets.load().is_empty() {
             // Every stage and ring is empty (checked above by drain_closed / free_ring).
         }
@@ -375,6 +415,8 @@ fn summarize_inner(
                 .map(|l| l.cache_stats.bytes_saved.get())
                 .sum(),
         },
+        ip,
+        reassembly,
         pools: Vec::new(),
         clients: ClientsSummary {
             open: shared.clients.open.load(std::sync::atomic::Ordering::Relaxed) as u64,

@@ -49,6 +49,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
             let n = port::rx_into(q.port, q.queue, &mut bufs, burst);
             if n == 0 {
                 me.lstats.idle_polls.add(1);
+                super::frag::idle(me, &mut free);
                 continue;
             }
             let t0 = eal::rdtsc();
@@ -254,6 +255,20 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
                 nd += 1;
             }
             Err(e) => {
+                // Fragments go to this lcore's reassembly table (cold); a
+                // completed datagram comes back parsed, as a chain.
+                if e.reason().is_fragment() {
+                    // SAFETY: ours alone (the contract); given up unless NotTaken.
+                    match unsafe { super::frag::offer(me, m, tsc, free, &mut dgrams[nd]) } {
+                        super::frag::Offered::NotTaken => {}
+                        super::frag::Offered::Taken => continue,
+                        super::frag::Offered::Complete(head) => {
+                            mbufs[nd] = head;
+                            nd += 1;
+                            continue;
+                        }
+                    }
+                }
                 // ARP and ICMP may be for the control path (replies on this
                 // lcore's TX queue); what it does not take is counted as now.
                 let mut m = m;

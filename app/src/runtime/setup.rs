@@ -284,6 +284,14 @@ fn plan_rx_lcores(cfg: &Config, port_ids: &[u16]) -> (Vec<u32>, Vec<RxLcore>) {
             ),
             small: Mutex::new(None),
             cache_stats: CachePadded::default(),
+            // Preallocated now: the loop must not allocate.
+            reasm: Mutex::new(
+                cfg.reassembly
+                    .enabled
+                    .then(|| super::frag::LcoreReasm::new(&cfg.reassembly, eal::tsc_hz())),
+            ),
+            reasm_stats: CachePadded::default(),
+            reasm_deadline: Default::default(),
         });
     }
     (node_ids, rx_lcores)

@@ -146,6 +146,14 @@ pub struct RxLcore {
     /// lock per packet), given back when it ends so teardown can check it.
     pub small: Mutex<Option<crate::small_cache::SmallCache>>,
     pub cache_stats: CachePadded<crate::small_cache::CacheStats>,
+    /// The fragment reassembly table (`None`: reassembly off), used by this
+    /// lcore only (an uncontended lock, taken per fragment: they are rare),
+    /// and its counters.
+    pub reasm: super::frag::Slot,
+    pub reasm_stats: CachePadded<crate::reasm::ReasmStats>,
+    /// The table's next deadline in TSC cycles (0: nothing held), read by
+    /// the idle poll without the lock.
+    pub reasm_deadline: counters::Counter,
 }
 
 /// A consumer lcore and the sockets it was given by name (empty: any).

@@ -90,6 +90,11 @@ pub fn stop(mut t: Stopping<'_>) -> Result<Summary, EngineError> {
             }
         }
     }
+    // Fragments still waiting for the rest of their datagram are freed
+    // (counted as dropped, and as freed at exit) before the books close.
+    for l in &shared.rx {
+        super::frag::clear(l);
+    }
     let mut summary = summarize(&shared, t.ports, t.port_names, seconds, problems);
     // The cache gives its entries back: the small pools must be full again.
     release_small_caches(&shared);

@@ -148,3 +148,14 @@ pub fn socket_toml(name: &str, local: &str, extra: &str) -> String {
         toml_str(name)
     )
 }
+
+/// Frames of parse reason `reason` that the engine's reassembler took
+/// instead (`traffic gen`'s "fragment" kind is a UDP first fragment: with
+/// reassembly on it counts in `reassembly.fragments`, not in `reasons`).
+pub fn reassembled_reason(j: &serde_json::Value, reason: &str) -> u64 {
+    if reason == "fragment_first" {
+        j["reassembly"]["fragments"].as_u64().unwrap_or(0)
+    } else {
+        0
+    }
+}

@@ -166,8 +166,16 @@ int udx_recv_burst(udx_socket *sock, udx_batch *batch);
 /* Datagram i's UDP payload: *data points into the engine's mbuf (zero
  * copy), *len bytes; valid until the batch's next udx_recv_burst,
  * udx_batch_release or udx_batch_free. UDX_ERANGE if i >= the batch's
- * length. */
+ * length; UDX_EINVAL for a datagram reassembled from IP fragments (its
+ * payload spans several buffers: see udx_dgram_copy_payload). */
 int udx_dgram_payload(const udx_batch *batch, size_t i, const uint8_t **data, size_t *len);
+
+/* Datagram i's UDP payload copied into buf (cap bytes; buf may be NULL
+ * when cap is 0), every segment of it; *len is the payload's whole length
+ * (more than cap when the copy was cut). The only way to read a datagram
+ * the engine reassembled from IP fragments, whose payload spans several
+ * buffers: udx_dgram_payload refuses those with UDX_EINVAL. */
+int udx_dgram_copy_payload(const udx_batch *batch, size_t i, uint8_t *buf, size_t cap, size_t *len);
 
 /* Datagram i's source address and port, written into *addr as a struct
  * sockaddr_in (AF_INET) or struct sockaddr_in6 (AF_INET6), network byte

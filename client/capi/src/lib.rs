@@ -539,12 +539,58 @@ pub unsafe extern "C" fn udx_dgram_payload(
             return Err(null("len"));
         }
         // SAFETY: NULL or a live batch handle, by the contract.
-        let p = unsafe { datagram(batch, i) }?.payload();
+        let d = unsafe { datagram(batch, i) }?;
+        if !d.is_contiguous() {
+            return Err(failure(
+                UDX_EINVAL,
+                format!(
+                    "datagram {i} was reassembled from fragments: its {} bytes span several buffers (use udx_dgram_copy_payload)",
+                    d.payload_len()
+                ),
+            ));
+        }
+        let p = d.payload();
         // SAFETY: both not NULL and, by the contract, writable.
         unsafe {
             put(data, p.as_ptr());
             put(len, p.len());
         }
+        Ok(UDX_OK)
+    })
+}
+
+/// Copies datagram i's UDP payload, every segment of it, into `buf` (`cap`
+/// bytes); `*len` is the payload's whole length (more than `cap` when cut).
+///
+/// # Safety
+/// `batch` is NULL or a live handle; `buf` is NULL or valid for `cap`
+/// bytes of writes; `len` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn udx_dgram_copy_payload(
+    batch: *const BatchHandle,
+    i: usize,
+    buf: *mut u8,
+    cap: usize,
+    len: *mut usize,
+) -> c_int {
+    guard(|| {
+        if buf.is_null() && cap != 0 {
+            return Err(null("buf"));
+        }
+        if len.is_null() {
+            return Err(null("len"));
+        }
+        // SAFETY: NULL or a live batch handle, by the contract.
+        let d = unsafe { datagram(batch, i) }?;
+        let out: &mut [u8] = if cap == 0 {
+            &mut []
+        } else {
+            // SAFETY: not NULL and valid for cap bytes of writes (the contract).
+            unsafe { std::slice::from_raw_parts_mut(buf, cap) }
+        };
+        d.copy_payload(out);
+        // SAFETY: not NULL and, by the contract, writable.
+        unsafe { put(len, d.payload_len()) };
         Ok(UDX_OK)
     })
 }

@@ -154,6 +154,7 @@ int main(int argc, char **argv) {
             /* The accessors refuse NULL outputs and an index past the end. */
             CHECK_ERR(udx_dgram_payload(b, 0, NULL, &len), UDX_ENULL, "data is NULL");
             CHECK_ERR(udx_dgram_payload(b, 0, &data, NULL), UDX_ENULL, "len is NULL");
+            CHECK_ERR(udx_dgram_copy_payload(b, 0, NULL, 8, &len), UDX_ENULL, "buf is NULL");
             CHECK_ERR(udx_dgram_src(b, 0, NULL, &addrlen), UDX_ENULL, "addr is NULL");
             CHECK_ERR(udx_dgram_dst(b, 0, &addr, NULL), UDX_ENULL, "addrlen is NULL");
             CHECK_ERR(udx_dgram_rx_tsc(b, 0, NULL), UDX_ENULL, "tsc is NULL");
@@ -165,6 +166,15 @@ int main(int argc, char **argv) {
             char text[INET6_ADDRSTRLEN + 16];
             CHECK(udx_dgram_payload(b, (size_t)i, &data, &len) == UDX_OK);
             CHECK(len == 0 || data != NULL);
+            /* The copying accessor gives the same bytes, and the whole
+             * length even when the buffer is short. */
+            {
+                uint8_t copy[2048];
+                size_t clen = 0;
+                CHECK(udx_dgram_copy_payload(b, (size_t)i, copy, sizeof copy, &clen) == UDX_OK);
+                CHECK(clen == len && (len == 0 || memcmp(copy, data, len) == 0));
+                CHECK(udx_dgram_copy_payload(b, (size_t)i, NULL, 0, &clen) == UDX_OK && clen == len);
+            }
             CHECK(udx_dgram_dst(b, (size_t)i, &addr, &addrlen) == UDX_OK);
             CHECK(addrlen == (addr.ss_family == AF_INET ? sizeof(struct sockaddr_in)
                                                         : sizeof(struct sockaddr_in6)));
