@@ -60,6 +60,9 @@ pub struct Summary {
     /// The DPDK malloc heap: bytes and elements allocated (memzones included).
     pub heap_alloc_bytes: u64,
     pub heap_alloc_count: u64,
+    /// `send_burst`: datagrams taken, sent, dropped by reason, and the
+    /// neighbour table's counters (`None`: no port has an address).
+    pub send: Option<crate::send::SendSummary>,
     pub books_balanced: bool,
     pub problems: Vec<String>,
 }

@@ -50,6 +50,9 @@ pub struct Iface {
     /// TX queues configured on the port: an lcore whose TX slot is below
     /// this may transmit on it.
     pub tx_queues: u16,
+    /// The engine's neighbour table (`send`), learned from the ARP and ND
+    /// frames this port receives; `None`: nothing is sent from this engine.
+    pub neigh: Option<std::sync::Arc<crate::send::Neigh>>,
 }
 
 impl Iface {
@@ -67,6 +70,7 @@ impl Iface {
             v4,
             v6,
             tx_queues,
+            neigh: None,
         }
     }
 
@@ -380,6 +384,11 @@ pub fn handle(
     if m.view().nb_segs() != 1 {
         return Err(m);
     }
+    // The neighbour table learns from ARP and ND frames (its lock is taken
+    // for those only), whether or not they are answered below.
+    if let Some(n) = &iface.neigh {
+        crate::send::learn(n, iface, m.data(), err, now);
+    }
     let st = &ctl.stats;
     let plan = match classify(m.data(), err, iface) {
         Ok(p) => p,
@@ -462,6 +471,7 @@ mod tests {
             v4: vec![(US4, 24)],
             v6: vec![(us6(), 64)],
             tx_queues: 1,
+            neigh: None,
         }
     }
 

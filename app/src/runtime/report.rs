@@ -200,6 +200,12 @@ fn summarize_inner(
         udp.insert(format!("{pre}RcvbufErrors"), rcvbuf);
         udp.insert(format!("{pre}MemErrors"), mem);
     }
+    let send = shared.send.as_ref().map(crate::send::SendSummary::of);
+    if let Some(s) = &send {
+        for (k, v) in s.mib() {
+            udp.insert(k, v);
+        }
+    }
     let lookups = sum(&|m| m.lookups.get());
     let demux_only_freed = sum(&|m| m.demux_only_freed.get());
     let floor_no_socket: u64 = shared
@@ -330,6 +336,9 @@ fn summarize_inner(
                 ));
             }
         }
+        if let Some(s) = send.as_ref().filter(|s| !s.balanced()) {
+            problems.push(format!("send_burst books do not balance: {s:?}"));
+        }
         if rx_packets > 0 && !shared.sockets.load().is_empty() {
             // Every stage and ring is empty (checked above by drain_closed / free_ring).
         }
@@ -391,6 +400,7 @@ fn summarize_inner(
         memzones: dpdk_sys::memory::memzone_count().unwrap_or(0),
         heap_alloc_bytes: heap.alloc_bytes,
         heap_alloc_count: heap.alloc_count,
+        send,
         books_balanced: problems.is_empty(),
         problems,
     }

@@ -131,12 +131,13 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
     let main_tx_queue = Some((rx_lcores.len() + consumers.len()) as u16);
     let pools = rx_pools(cfg, &rx_lcores)?;
     let small_pools = small_pools(cfg, &rx_lcores)?;
-    let (ports, ifaces) = start_ports(cfg, &port_ids, &rx_lcores, &pools, consumers.len())?;
+    let (ports, mut ifaces) = start_ports(cfg, &port_ids, &rx_lcores, &pools, consumers.len())?;
 
     let numa = rx_lcores
         .first()
         .map(|l| lcore::socket_id(l.lcore) as i32)
         .unwrap_or(0);
+    let send = send_path(&mut ifaces, numa)?;
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         consumers_stop: AtomicBool::new(false),
@@ -158,6 +159,7 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
         mode,
         pool_watch: Default::default(),
         clients: Default::default(),
+        send,
     });
     let pool_marks = pool_marks(cfg, &shared, &pools);
     create_sockets(cfg, &shared)?;
@@ -176,6 +178,25 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
         small_pools,
         pool_marks,
     })
+}
+
+/// `send_burst`'s ring, pool and neighbour table, when a port has an
+/// address to send from; every such port learns neighbours into the table.
+fn send_path(
+    ifaces: &mut [Iface],
+    numa: i32,
+) -> Result<Option<crate::send::TxPath>, EngineError> {
+    if ifaces.iter().all(|i| i.v4.is_empty() && i.v6.is_empty()) {
+        return Ok(None);
+    }
+    let tx = crate::send::TxPath::new(numa, eal::tsc_hz())
+        .map_err(|e| EngineError::Setup(format!("send path: {e}: raise eal.memory_mb")))?;
+    for i in ifaces.iter_mut() {
+        if !(i.v4.is_empty() && i.v6.is_empty()) {
+            i.neigh = Some(Arc::clone(&tx.neigh));
+        }
+    }
+    Ok(Some(tx))
 }
 
 /// The mbuf dynfield, before any pool, RX lcore or consumer exists: its
