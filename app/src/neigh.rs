@@ -308,7 +308,8 @@ impl<T> Table<T> {
     }
 
     /// Hand every datagram held for a now-resolved neighbour to `out`
-    /// (port, MAC, datagram).
+    /// (port, MAC, datagram). Call it before resolving new datagrams, so
+    /// that none overtakes those held for the same neighbour.
     pub fn take_ready(&mut self, mut out: impl FnMut(u16, [u8; 6], T)) {
         for s in &mut self.slots {
             if s.state == State::Incomplete || s.queue.is_empty() {

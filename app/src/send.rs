@@ -405,6 +405,9 @@ pub fn service(tx: &TxPath, ifaces: &Ifaces, queue: Option<u16>, now: u64) {
     let mut solicits = Solicits::default();
     let mut burst = MbufBurst::<64>::new();
     let mut table = tx.table();
+    // What an RX lcore resolved since the last pass goes first: a datagram
+    // sent after those were held must not overtake them.
+    table.take_ready(|port, mac, m| out.push(port, mac, m));
     loop {
         let n = tx.ring.dequeue(&mut burst, 64);
         for m in burst.drain() {
@@ -430,7 +433,6 @@ pub fn service(tx: &TxPath, ifaces: &Ifaces, queue: Option<u16>, now: u64) {
             break;
         }
     }
-    table.take_ready(|port, mac, m| out.push(port, mac, m));
     // Expired datagrams are freed (counted in the table).
     table.tick(now, |port, ip| solicits.push(port, ip), drop);
     drop(table);
@@ -720,23 +722,6 @@ impl SendSummary {
             + self.freed_at_stop
             + self.in_flight;
         accepted == ended
-    }
-
-    /// The kernel-named counters: `UdpOutDatagrams`, `UdpSndbufErrors`
-    /// (no buffer or ring room, NIC refused) and their `Udp6` twins.
-    pub fn mib(&self) -> [(String, u64); 4] {
-        [
-            ("UdpOutDatagrams".into(), self.out_datagrams[0]),
-            (
-                "UdpSndbufErrors".into(),
-                self.no_buffer[0] + self.tx_errors[0],
-            ),
-            ("Udp6OutDatagrams".into(), self.out_datagrams[1]),
-            (
-                "Udp6SndbufErrors".into(),
-                self.no_buffer[1] + self.tx_errors[1],
-            ),
-        ]
     }
 }
 

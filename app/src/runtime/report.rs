@@ -201,10 +201,23 @@ fn summarize_inner(
         udp.insert(format!("{pre}MemErrors"), mem);
     }
     let send = shared.send.as_ref().map(crate::send::SendSummary::of);
+    // UdpOutDatagrams / UdpSndbufErrors: what send_burst handed to the NIC
+    // or lost for want of a buffer, plus the echo handlers' replies (sent
+    // from consumer lcores or the main lcore), by the socket's family.
+    let mut out = [(0u64, 0u64); 2];
     if let Some(s) = &send {
-        for (k, v) in s.mib() {
-            udp.insert(k, v);
+        for (fi, o) in out.iter_mut().enumerate() {
+            *o = (s.out_datagrams[fi], s.no_buffer[fi] + s.tx_errors[fi]);
         }
+    }
+    for s in &sockets {
+        let fi = usize::from(s.local.starts_with('['));
+        out[fi].0 += s.tx;
+        out[fi].1 += s.tx_errors;
+    }
+    for (pre, (o, e)) in ["Udp", "Udp6"].iter().zip(out) {
+        udp.insert(format!("{pre}OutDatagrams"), o);
+        udp.insert(format!("{pre}SndbufErrors"), e);
     }
     let lookups = sum(&|m| m.lookups.get());
     let demux_only_freed = sum(&|m| m.demux_only_freed.get());
