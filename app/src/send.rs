@@ -24,7 +24,6 @@
 //! (`UdpSndbufErrors`), too big for the MTU, without an on-link port, or
 //! dropped by the neighbour table (queue overflow, never resolved, table
 //! full); the books are checked at exit.
-use std::mem::ManuallyDrop;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -91,8 +90,9 @@ pub struct DrainStats {
 /// The send path's state, in `Shared`.
 pub struct TxPath {
     ring: MbufRing,
-    /// Freed only while the EAL is up (after it the memory is gone).
-    pool: ManuallyDrop<Mempool>,
+    /// Always `Some` until dropped; freed only while the EAL is up (after
+    /// it the memory is gone, and the handle is forgotten).
+    pool: Option<Mempool>,
     pub neigh: Arc<Neigh>,
     pub senders: SenderStats,
     pub drain: DrainStats,
@@ -120,10 +120,11 @@ impl Drop for TxPath {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .drain(drop);
-            // SAFETY: dropped once, here; no mbuf of it is held any more
-            // (the ring and the table were emptied above, the engine's
-            // teardown stopped the ports).
-            unsafe { ManuallyDrop::drop(&mut self.pool) };
+            // No mbuf of it is held any more: the ring and the table were
+            // emptied above, the engine's teardown stopped the ports.
+            drop(self.pool.take());
+        } else {
+            std::mem::forget(self.pool.take());
         }
     }
 }
@@ -144,7 +145,7 @@ impl TxPath {
         let ring = MbufRing::create("tx_ring", RING_SIZE, numa, dpdk_sys::ring::SC_DEQ)?;
         Ok(TxPath {
             ring,
-            pool: ManuallyDrop::new(pool),
+            pool: Some(pool),
             neigh: Arc::new(Mutex::new(Table::new(Params::defaults(hz)))),
             senders: SenderStats::default(),
             drain: DrainStats::default(),
@@ -153,7 +154,7 @@ impl TxPath {
     }
 
     pub fn pool(&self) -> &Mempool {
-        &self.pool
+        self.pool.as_ref().expect("the pool lives as long as the path")
     }
 
     fn table(&self) -> MutexGuard<'_, Table<Mbuf>> {
@@ -282,7 +283,7 @@ pub fn send_burst(
             add(&tx.senders.no_route, fam, 1);
             continue;
         };
-        let Some(mut m) = tx.pool.alloc() else {
+        let Some(mut m) = tx.pool().alloc() else {
             add(&tx.senders.no_buffer, fam, 1);
             continue;
         };
