@@ -32,6 +32,7 @@ use dpdk_sys::{port, Mbuf, MbufBurst, MbufRing, Mempool};
 
 use crate::control::{solicited_node, Iface, Ifaces};
 use crate::counters::Counter;
+use crate::runtime::shared::{ConsumedBy, Shared};
 use crate::neigh::{Learn, NeighStats, Params, Resolve, Table};
 use crate::parse::arp::{self, operation, ArpPacket};
 use crate::parse::build::{self, CsumMode, FragSpec, FrameSpec, L3Spec};
@@ -99,6 +100,15 @@ pub struct TxPath {
     /// Datagrams in the ring or the neighbour table when the engine stopped
     /// (freed; in the neighbour table's `expired` when held there).
     pub freed_at_stop: AtomicU64,
+    /// Out-of-process clients' TX rings (`udx_tx<pid>`), found by the main
+    /// lcore (the only one that takes this lock).
+    clients: Mutex<Vec<(u32, MbufRing)>>,
+    /// Requests taken from clients' rings (also in `accepted` when valid).
+    pub client_requests: AtomicU64,
+    /// Client requests that were not a valid request (freed).
+    pub bad_requests: AtomicU64,
+    /// Left in a client's ring when it closed its last socket or died (freed).
+    pub client_freed: AtomicU64,
 }
 
 impl std::fmt::Debug for TxPath {
@@ -150,6 +160,10 @@ impl TxPath {
             senders: SenderStats::default(),
             drain: DrainStats::default(),
             freed_at_stop: AtomicU64::new(0),
+            clients: Mutex::new(Vec::new()),
+            client_requests: AtomicU64::new(0),
+            bad_requests: AtomicU64::new(0),
+            client_freed: AtomicU64::new(0),
         })
     }
 
@@ -347,6 +361,178 @@ fn frame_dst(f: &[u8]) -> Option<IpAddr> {
     }
 }
 
+/// An out-of-process client's send request, at the start of an mbuf of
+/// `tx_pool`'s, the payload after it: the engine builds the frame in place
+/// from the socket's bound address (`udpdemux-client`'s
+/// `ClientSocket::send_burst` writes it).
+pub mod request {
+    use std::ops::Range;
+    /// "UDTX".
+    pub const MAGIC: u32 = 0x5544_5458;
+    pub const MAGIC_AT: Range<usize> = 0..4;
+    /// The engine's socket id (`ClientSocket::id`).
+    pub const SOCKET: Range<usize> = 4..8;
+    pub const PORT: Range<usize> = 8..10;
+    /// 4 for IPv4 (the address in the first 4 bytes of ADDR), 6 for IPv6.
+    pub const FAMILY: usize = 10;
+    pub const ADDR: Range<usize> = 12..28;
+    pub const LEN: usize = ADDR.end;
+}
+
+/// Write a request header for `socket` to `dst` into `out` (at least
+/// [`request::LEN`] bytes).
+pub fn encode_request(out: &mut [u8], socket: u32, dst: SocketAddr) -> Option<()> {
+    let h = out.get_mut(..request::LEN)?;
+    h.fill(0);
+    h[request::MAGIC_AT].copy_from_slice(&request::MAGIC.to_be_bytes());
+    h[request::SOCKET].copy_from_slice(&socket.to_be_bytes());
+    h[request::PORT].copy_from_slice(&dst.port().to_be_bytes());
+    match dst.ip() {
+        IpAddr::V4(a) => {
+            h[request::FAMILY] = 4;
+            h[request::ADDR.start..request::ADDR.start + 4].copy_from_slice(&a.octets());
+        }
+        IpAddr::V6(a) => {
+            h[request::FAMILY] = 6;
+            h[request::ADDR].copy_from_slice(&a.octets());
+        }
+    }
+    Some(())
+}
+
+/// The socket id and destination of a request, and its payload.
+pub fn decode_request(b: &[u8]) -> Option<(u32, SocketAddr, &[u8])> {
+    let h = b.get(..request::LEN)?;
+    let be32 = |r: std::ops::Range<usize>| u32::from_be_bytes(h[r].try_into().unwrap_or([0; 4]));
+    if be32(request::MAGIC_AT) != request::MAGIC {
+        return None;
+    }
+    let port = u16::from_be_bytes([h[request::PORT.start], h[request::PORT.start + 1]]);
+    let a: [u8; 16] = h[request::ADDR].try_into().ok()?;
+    let ip = match h[request::FAMILY] {
+        4 => IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3])),
+        6 => IpAddr::V6(Ipv6Addr::from(a)),
+        _ => return None,
+    };
+    Some((
+        be32(request::SOCKET),
+        SocketAddr::new(ip, port),
+        &b[request::LEN..],
+    ))
+}
+
+/// The TX ring of the client with `pid` (it creates it, single producer
+/// and single consumer; the engine's main lcore drains it).
+pub fn client_ring_name(pid: u32) -> String {
+    format!("udx_tx{pid}")
+}
+
+/// Slots of a client's TX ring.
+pub const CLIENT_RING_SIZE: u32 = 1024;
+
+/// The TX ring of this process as a client (`udpdemux-client`): made on
+/// first use (one consumer: the engine's main lcore; producers enqueue
+/// with the multi-producer protocol), or found when a process with the
+/// same pid made it before.
+pub fn client_ring() -> dpdk_sys::Result<MbufRing> {
+    let name = client_ring_name(std::process::id());
+    MbufRing::create(&name, CLIENT_RING_SIZE, -1, dpdk_sys::ring::SC_DEQ).or_else(|_| {
+        // SAFETY: a ring of this name is only made here, as an MbufRing of
+        // mbufs of the engine's TX pool, and nobody frees it.
+        unsafe { MbufRing::lookup(&name) }
+    })
+}
+
+/// Turn a client's request in `m` into a frame in place: `None` when it
+/// was refused (freed here and counted).
+fn finish_request(tx: &TxPath, shared: &Shared, mut m: Mbuf) -> Option<Mbuf> {
+    tx.client_requests.fetch_add(1, Ordering::Relaxed);
+    let Some((id, dst, payload)) = decode_request(m.data()) else {
+        tx.bad_requests.fetch_add(1, Ordering::Relaxed);
+        return None;
+    };
+    let fam = family(dst.ip());
+    let mut buf = [0u8; MTU];
+    let Some(body) = buf.get_mut(..payload.len()) else {
+        add(&tx.senders.too_big, fam, 1);
+        return None;
+    };
+    if payload.len() > max_payload(fam) {
+        add(&tx.senders.too_big, fam, 1);
+        return None;
+    }
+    body.copy_from_slice(payload);
+    let body = &buf[..payload.len()];
+    let local = shared
+        .sockets
+        .load()
+        .iter()
+        .find(|e| e.sock.id == id)
+        .map(|e| e.sock.conf.local);
+    let Some(local) = local else {
+        tx.bad_requests.fetch_add(1, Ordering::Relaxed);
+        return None;
+    };
+    let Some((iface, src)) = route(&shared.ifaces, local.ip(), dst.ip()) else {
+        add(&tx.senders.no_route, fam, 1);
+        return None;
+    };
+    let spec = frame_spec(iface.mac, SocketAddr::new(src, local.port()), dst, body)?;
+    let mut v = m.view_mut();
+    v.reset();
+    let written = build::frame_len(&spec)
+        .ok()
+        .and_then(|n| u16::try_from(n).ok())
+        .and_then(|n| v.append(n))
+        .and_then(|out| build::write_frame(&spec, out).ok());
+    if written.is_none() {
+        add(&tx.senders.no_buffer, fam, 1);
+        return None;
+    }
+    v.set_port(iface.port);
+    v.clear_ol_flags();
+    add(&tx.senders.accepted, fam, 1);
+    Some(m)
+}
+
+/// Keep the list of clients' TX rings current (main lcore): a client with
+/// a socket open whose ring exists is drained; one that has none open any
+/// more (closed, or reaped when it died) has what is left freed and counted.
+fn refresh_clients(tx: &TxPath, shared: &Shared, rings: &mut Vec<(u32, MbufRing)>) {
+    let socks = shared.sockets.load();
+    let live = |pid: u32| {
+        socks
+            .iter()
+            .any(|e| e.consumed_by == ConsumedBy::Client(pid))
+    };
+    rings.retain(|(pid, r)| {
+        if live(*pid) {
+            return true;
+        }
+        let mut b = MbufBurst::<64>::new();
+        while r.dequeue(&mut b, 64) > 0 {
+            tx.client_freed
+                .fetch_add(b.len() as u64, Ordering::Relaxed);
+            b.clear();
+        }
+        false
+    });
+    for e in socks.iter() {
+        let ConsumedBy::Client(pid) = e.consumed_by else {
+            continue;
+        };
+        if rings.iter().any(|(p, _)| *p == pid) {
+            continue;
+        }
+        // SAFETY: a ring of this name is made by `udpdemux-client` as an
+        // MbufRing of mbufs from our TX pool, and lives while the client's
+        // process does (it is never freed by the client).
+        if let Ok(r) = unsafe { MbufRing::lookup(&client_ring_name(pid)) } {
+            rings.push((pid, r));
+        }
+    }
+}
+
 /// Frames with their MAC, waiting for one `tx_burst` on one port.
 struct Out<'a> {
     tx: &'a TxPath,
@@ -392,10 +578,14 @@ impl Out<'_> {
     }
 }
 
-/// The main lcore's part, at TSC `now` on TX queue `queue`: drain the
-/// ring through the neighbour table, send what is resolved, run the
-/// table's timers (solicit retries, expiry).
-pub fn service(tx: &TxPath, ifaces: &Ifaces, queue: Option<u16>, now: u64) {
+/// The main lcore's part, at TSC `now`, on its TX queue: drain the
+/// senders' ring and the clients' rings through the neighbour table, send
+/// what is resolved, run the table's timers (solicit retries, expiry).
+pub fn service(shared: &Shared, now: u64) {
+    let Some(tx) = shared.send.as_ref() else {
+        return;
+    };
+    let (ifaces, queue) = (&shared.ifaces, shared.main_tx_queue);
     let mut out = Out {
         tx,
         queue,
@@ -405,35 +595,54 @@ pub fn service(tx: &TxPath, ifaces: &Ifaces, queue: Option<u16>, now: u64) {
     };
     let mut solicits = Solicits::default();
     let mut burst = MbufBurst::<64>::new();
+    let mut rings = tx.clients.lock().unwrap_or_else(|p| p.into_inner());
+    refresh_clients(tx, shared, &mut rings);
     let mut table = tx.table();
     // What an RX lcore resolved since the last pass goes first: a datagram
     // sent after those were held must not overtake them.
     table.take_ready(|port, mac, m| out.push(port, mac, m));
+    let mut resolve = |m: Mbuf, table: &mut Table<Mbuf>, out: &mut Out<'_>| {
+        let port = m.view().port();
+        let Some(dst) = frame_dst(m.data()) else {
+            tx.drain.tx_errors[frame_family(m.data()).index()].add(1);
+            return;
+        };
+        match table.resolve(port, dst, m, now) {
+            Resolve::Send(mac, m) => out.push(port, mac, m),
+            Resolve::Queued { solicit, dropped } => {
+                if solicit {
+                    solicits.push(port, dst);
+                }
+                // The oldest held datagram gave way: freed (counted in the table).
+                drop(dropped);
+            }
+            // No entry could be made: freed (counted in the table).
+            Resolve::Full(m) => drop(m),
+        }
+    };
     loop {
         let n = tx.ring.dequeue(&mut burst, 64);
         for m in burst.drain() {
-            let port = m.view().port();
-            let Some(dst) = frame_dst(m.data()) else {
-                tx.drain.tx_errors[frame_family(m.data()).index()].add(1);
-                continue;
-            };
-            match table.resolve(port, dst, m, now) {
-                Resolve::Send(mac, m) => out.push(port, mac, m),
-                Resolve::Queued { solicit, dropped } => {
-                    if solicit {
-                        solicits.push(port, dst);
-                    }
-                    // The oldest held datagram gave way: freed (counted in the table).
-                    drop(dropped);
-                }
-                // No entry could be made: freed (counted in the table).
-                Resolve::Full(m) => drop(m),
-            }
+            resolve(m, &mut table, &mut out);
         }
         if n < 64 {
             break;
         }
     }
+    for (_, r) in rings.iter() {
+        loop {
+            let n = r.dequeue(&mut burst, 64);
+            for m in burst.drain() {
+                if let Some(m) = finish_request(tx, shared, m) {
+                    resolve(m, &mut table, &mut out);
+                }
+            }
+            if n < 64 {
+                break;
+            }
+        }
+    }
+    drop(rings);
     // Expired datagrams are freed (counted in the table).
     table.tick(now, |port, ip| solicits.push(port, ip), drop);
     drop(table);
@@ -662,13 +871,22 @@ fn learn_nd(iface: &Iface, f: &[u8], l3: usize, l4: usize) -> Option<(IpAddr, [u
 /// At stop, after the ports' last use by the main lcore: send what can be
 /// sent, then free what is left (held datagrams count as expired, ring
 /// leftovers in `freed_at_stop`).
-pub fn finish(tx: &TxPath, ifaces: &Ifaces, queue: Option<u16>, now: u64) {
-    service(tx, ifaces, queue, now);
+pub fn finish(shared: &Shared, now: u64) {
+    let Some(tx) = shared.send.as_ref() else {
+        return;
+    };
+    service(shared, now);
     let mut b = MbufBurst::<64>::new();
     while tx.ring.dequeue(&mut b, 64) > 0 {
         tx.freed_at_stop
             .fetch_add(b.len() as u64, Ordering::Relaxed);
         b.clear();
+    }
+    for (_, r) in tx.clients.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+        while r.dequeue(&mut b, 64) > 0 {
+            tx.client_freed.fetch_add(b.len() as u64, Ordering::Relaxed);
+            b.clear();
+        }
     }
     tx.table().drain(drop);
 }
@@ -685,6 +903,11 @@ pub struct SendSummary {
     pub solicits_sent: u64,
     pub solicits_failed: u64,
     pub freed_at_stop: u64,
+    /// Requests out-of-process clients put on their TX rings, those that
+    /// were not valid, and those left when a client went.
+    pub client_requests: u64,
+    pub bad_requests: u64,
+    pub client_freed: u64,
     pub neigh: NeighStats,
     /// Held in the neighbour table or the ring when the summary was taken.
     pub in_flight: u64,
@@ -705,6 +928,9 @@ impl SendSummary {
             solicits_sent: tx.drain.solicits_sent.get(),
             solicits_failed: tx.drain.solicits_failed.get(),
             freed_at_stop: tx.freed_at_stop.load(Ordering::Relaxed),
+            client_requests: tx.client_requests.load(Ordering::Relaxed),
+            bad_requests: tx.bad_requests.load(Ordering::Relaxed),
+            client_freed: tx.client_freed.load(Ordering::Relaxed),
             neigh: t.stats,
             in_flight: t.held() as u64 + u64::from(tx.ring.count()),
         }
@@ -908,5 +1134,24 @@ mod tests {
         f[60] ^= 1;
         learn(&t2, &i, &f, &err6, 4);
         assert_eq!(t2.lock().unwrap().get(3, IpAddr::V6(p6)).unwrap().0, crate::neigh::State::Incomplete);
+    }
+
+    #[test]
+    fn client_requests_round_trip_and_garbage_is_refused() {
+        let mut b = [0u8; request::LEN + 3];
+        for dst in ["198.18.0.2:7000", "[fd00::2]:53"] {
+            let dst: SocketAddr = dst.parse().unwrap();
+            encode_request(&mut b, 42, dst).unwrap();
+            b[request::LEN..].copy_from_slice(b"abc");
+            assert_eq!(decode_request(&b), Some((42, dst, &b"abc"[..])));
+        }
+        assert!(encode_request(&mut [0u8; request::LEN - 1], 1, "198.18.0.2:1".parse().unwrap()).is_none());
+        assert_eq!(decode_request(&b[..request::LEN - 1]), None);
+        let mut bad = b;
+        bad[0] ^= 1;
+        assert_eq!(decode_request(&bad), None);
+        let mut bad = b;
+        bad[request::FAMILY] = 5;
+        assert_eq!(decode_request(&bad), None);
     }
 }

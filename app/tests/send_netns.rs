@@ -58,8 +58,11 @@ names = {s: k for k, s in socks.items()}
 while time.time() < t0 + dur:
     now = time.time()
     if echo_sent < echo_n and now >= next_echo:
-        echo.sendto(b"echo%05d" % echo_sent, ("198.18.0.1", 7))
-        echo_sent += 1
+        try:
+            echo.sendto(b"echo%05d" % echo_sent, ("198.18.0.1", 7))
+            echo_sent += 1
+        except BlockingIOError:
+            pass  # still resolving the engine's MAC: again at the next tick
         next_echo = now + 0.003
     r, _, _ = select.select(list(socks.values()) + [echo], [], [], 0.001)
     for s in r:

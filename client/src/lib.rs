@@ -54,6 +54,9 @@ pub use udpdemux::api::SocketOptions;
 pub use udpdemux::api::Received;
 
 use dpdk_sys::secondary::{self, SecondaryEal};
+
+/// `ClientSocket::send_burst` (issue 17).
+mod send;
 use udpdemux::eal_log::Capture;
 
 /// The lcore id this process's EAL main thread takes: the last one

@@ -74,9 +74,7 @@ pub fn stop(mut t: Stopping<'_>) -> Result<Summary, EngineError> {
     super::clients::check_liveness(&shared);
     // send_burst: what is still on the ring goes out (or is freed), then
     // what waits for a neighbour is freed and counted as expired.
-    if let Some(tx) = &shared.send {
-        crate::send::finish(tx, &shared.ifaces, shared.main_tx_queue, lcore_tsc());
-    }
+    crate::send::finish(&shared, lcore_tsc());
     // External consumers: whatever they did not take is freed and counted
     // (what clients freed is folded in first).
     for e in shared.sockets.load().iter() {
