@@ -109,6 +109,11 @@ pub struct TxPath {
     pub bad_requests: AtomicU64,
     /// Left in a client's ring when it closed its last socket or died (freed).
     pub client_freed: AtomicU64,
+    /// TSC of the next full pass (timers, client ring discovery, releases):
+    /// at most one a millisecond; between them a pass with empty rings
+    /// returns at once (main lcore only).
+    next_full: Counter,
+    ms_ticks: u64,
 }
 
 impl std::fmt::Debug for TxPath {
@@ -164,6 +169,8 @@ impl TxPath {
             client_requests: AtomicU64::new(0),
             bad_requests: AtomicU64::new(0),
             client_freed: AtomicU64::new(0),
+            next_full: Counter::default(),
+            ms_ticks: (hz / 1000).max(1),
         })
     }
 
@@ -596,7 +603,16 @@ pub fn service(shared: &Shared, now: u64) {
     let mut solicits = Solicits::default();
     let mut burst = MbufBurst::<64>::new();
     let mut rings = tx.clients.lock().unwrap_or_else(|p| p.into_inner());
-    refresh_clients(tx, shared, &mut rings);
+    let full = now >= tx.next_full.get();
+    if !full && tx.ring.looks_empty() && rings.iter().all(|(_, r)| r.looks_empty()) {
+        // Nothing to send, no timer due: what an RX lcore resolved since
+        // goes out at the next full pass (within a millisecond).
+        return;
+    }
+    if full {
+        tx.next_full.set(now + tx.ms_ticks);
+        refresh_clients(tx, shared, &mut rings);
+    }
     let mut table = tx.table();
     // What an RX lcore resolved since the last pass goes first: a datagram
     // sent after those were held must not overtake them.
@@ -875,6 +891,8 @@ pub fn finish(shared: &Shared, now: u64) {
     let Some(tx) = shared.send.as_ref() else {
         return;
     };
+    // A full pass: what was resolved goes out before the rest is freed.
+    tx.next_full.set(0);
     service(shared, now);
     let mut b = MbufBurst::<64>::new();
     while tx.ring.dequeue(&mut b, 64) > 0 {
