@@ -40,7 +40,9 @@ use crate::parse::ether::{self, EthernetFrame};
 use crate::parse::icmp::{self, nd_flags, nd_option, types, IcmpPacket, NdOption};
 use crate::parse::ipv4::{self, Ipv4Packet};
 use crate::parse::ipv6::{self, Ipv6Packet};
-use crate::parse::{udp, Family, ParseError, PROTO_ICMPV6};
+use crate::parse::checksum;
+use crate::parse::udp::{self, UdpPacket};
+use crate::parse::{Family, ParseError, PROTO_ICMPV6, PROTO_UDP};
 
 /// The link MTU (Ethernet's; DPDK's default port MTU): larger datagrams
 /// are refused (fragmentation is issue 18).
@@ -270,6 +272,52 @@ pub fn frame_spec<'a>(
     })
 }
 
+/// Leave a built frame's checksums to the NIC: IPv4 header checksum 0, UDP
+/// checksum the folded pseudo-header sum (what DPDK's
+/// `rte_ipv4_phdr_cksum` / `rte_ipv6_phdr_cksum` give, as the TX checksum
+/// offload requires). The L3 header length and the `RTE_MBUF_F_TX_*` flags.
+pub fn prepare_offload(f: &mut [u8]) -> Option<(u16, u64)> {
+    use dpdk_sys::mbuf::tx_cksum;
+    let l3 = ether::HEADER_LEN;
+    let (l3_len, sum, flags) = match frame_family(f) {
+        Family::V4 => {
+            let mut ip = Ipv4Packet::new_checked(f.get_mut(l3..)?).ok()?;
+            ip.set_header_checksum(0);
+            let hl = ip.header_len();
+            let (s, d) = (ip.src_addr(), ip.dst_addr());
+            let len = u16::try_from(f.len().checked_sub(l3 + hl)?).ok()?;
+            (
+                hl,
+                checksum::pseudo_v4(s, d, PROTO_UDP, len),
+                tx_cksum::IPV4 | tx_cksum::IP_CKSUM | tx_cksum::UDP_CKSUM,
+            )
+        }
+        Family::V6 => {
+            let ip = Ipv6Packet::new_checked(f.get(l3..)?).ok()?;
+            let len = u32::try_from(f.len().checked_sub(l3 + ipv6::HEADER_LEN)?).ok()?;
+            (
+                ipv6::HEADER_LEN,
+                checksum::pseudo_v6(&ip.src_addr(), &ip.dst_addr(), PROTO_UDP, len),
+                tx_cksum::IPV6 | tx_cksum::UDP_CKSUM,
+            )
+        }
+    };
+    let mut u = UdpPacket::new_checked(f.get_mut(l3 + l3_len..)?, Family::V4).ok()?;
+    u.set_checksum(sum.fold());
+    Some((u16::try_from(l3_len).ok()?, flags))
+}
+
+/// Hand a written frame's checksums to the NIC when `iface` offers it
+/// (they were computed in software already otherwise).
+fn offload_if_offered(iface: &Iface, m: &mut Mbuf) -> Option<()> {
+    if iface.tx_csum {
+        let (l3_len, flags) = prepare_offload(m.data_mut())?;
+        m.view_mut()
+            .set_tx_offload(ether::HEADER_LEN as u8, l3_len, flags);
+    }
+    Some(())
+}
+
 /// The largest UDP payload of one unfragmented datagram of `fam`.
 pub fn max_payload(fam: Family) -> usize {
     MTU - udp::HEADER_LEN
@@ -318,6 +366,10 @@ pub fn send_burst(
             continue;
         }
         m.view_mut().set_port(iface.port);
+        if offload_if_offered(iface, &mut m).is_none() {
+            add(&tx.senders.no_buffer, fam, 1);
+            continue;
+        }
         if burst.spare() == 0 {
             taken += flush(tx, &mut burst);
         }
@@ -498,6 +550,10 @@ fn finish_request(tx: &TxPath, shared: &Shared, mut m: Mbuf) -> Option<Mbuf> {
     }
     v.set_port(iface.port);
     v.clear_ol_flags();
+    if offload_if_offered(iface, &mut m).is_none() {
+        add(&tx.senders.no_buffer, fam, 1);
+        return None;
+    }
     add(&tx.senders.accepted, fam, 1);
     Some(m)
 }
@@ -1070,6 +1126,7 @@ mod tests {
             v6: vec![("fd00::1".parse().unwrap(), 64)],
             tx_queues: 1,
             neigh: None,
+            tx_csum: false,
         }
     }
 
@@ -1171,5 +1228,43 @@ mod tests {
         let mut bad = b;
         bad[request::FAMILY] = 5;
         assert_eq!(decode_request(&bad), None);
+    }
+
+    /// What a NIC does with an offloaded frame: the IPv4 header checksum
+    /// over the header, the UDP checksum over the segment whose checksum
+    /// field holds the pseudo-header sum. The result must be the frame
+    /// computed in software.
+    #[test]
+    fn offload_preparation_completes_to_the_software_frame() {
+        use dpdk_sys::mbuf::tx_cksum;
+        for (src, dst, want_l3, want_flags) in [
+            (
+                "198.18.0.1:1000",
+                "198.18.0.2:2000",
+                20,
+                tx_cksum::IPV4 | tx_cksum::IP_CKSUM | tx_cksum::UDP_CKSUM,
+            ),
+            (
+                "[fd00::1]:1000",
+                "[fd00::2]:2000",
+                40,
+                tx_cksum::IPV6 | tx_cksum::UDP_CKSUM,
+            ),
+        ] {
+            let soft = frame(src, dst, b"hello");
+            let mut f = soft.clone();
+            let (l3_len, flags) = prepare_offload(&mut f).unwrap();
+            assert_eq!((l3_len, flags), (want_l3, want_flags));
+            let l4 = 14 + usize::from(l3_len);
+            assert_ne!(f, soft, "the checksums were handed over");
+            if l3_len == 20 {
+                assert_eq!(&f[24..26], &[0, 0]);
+                let c = checksum::checksum(&f[14..34]);
+                f[24..26].copy_from_slice(&c.to_be_bytes());
+            }
+            let c = checksum::checksum(&f[l4..]);
+            f[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
+            assert_eq!(f, soft);
+        }
     }
 }

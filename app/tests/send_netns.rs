@@ -17,7 +17,7 @@ mod common;
 #[path = "common/netns.rs"]
 mod netns;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -28,11 +28,12 @@ use udpdemux::runtime::engine::{Engine, RunOptions};
 
 /// The kernel side: receivers on 198.18.0.2 / fd00::2 ports 7000 (the
 /// resolution test) and 7001 (the concurrent senders), and an echo client
-/// to the engine's echo socket. Runs for argv[1] seconds, prints JSON.
+/// to the engine's echo socket, started by a line on stdin. Runs for
+/// argv[1] seconds, prints JSON.
 const KERNEL: &str = r#"
 import json, select, socket, sys, time
 SO_RCVBUFFORCE = 33  # Linux; the socket module does not name it
-dur, echo_n, echo_at = float(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+dur, echo_n = float(sys.argv[1]), int(sys.argv[2])
 def rx(fam, addr, port):
     s = socket.socket(fam, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 8 << 20)
@@ -53,18 +54,22 @@ frm = {k: [] for k in socks}
 echo_sent, echo_got = 0, []
 print("ready", flush=True)
 t0 = time.time()
-next_echo = t0 + echo_at
+next_echo = None  # set by a line on stdin: after the resolution checks
 names = {s: k for k, s in socks.items()}
 while time.time() < t0 + dur:
     now = time.time()
-    if echo_sent < echo_n and now >= next_echo:
+    if next_echo is not None and echo_sent < echo_n and now >= next_echo:
         try:
             echo.sendto(b"echo%05d" % echo_sent, ("198.18.0.1", 7))
             echo_sent += 1
         except BlockingIOError:
             pass  # still resolving the engine's MAC: again at the next tick
         next_echo = now + 0.003
-    r, _, _ = select.select(list(socks.values()) + [echo], [], [], 0.001)
+    r, _, _ = select.select(list(socks.values()) + [echo, sys.stdin], [], [], 0.001)
+    if sys.stdin in r:
+        sys.stdin.readline()
+        next_echo = time.time()
+        r.remove(sys.stdin)
     for s in r:
         while True:
             try:
@@ -113,11 +118,13 @@ fn send_burst_resolves_delivers_expires_and_counts_every_sender() {
     let t_start = Instant::now();
     let net = netns::Net::create("snd", "198.18.0.2/24", "fd00::2/64");
     let mut kernel = net
-        .command(&["python3", "-c", KERNEL, "13", "300", "2.5"])
+        .command(&["python3", "-c", KERNEL, "13", "300"])
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .expect("python3 in the namespace");
+    let mut go = kernel.stdin.take().unwrap();
     let mut out = BufReader::new(kernel.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
@@ -200,8 +207,9 @@ rcvbuf = 4194304
             0
         );
         // Three application threads at once, while the kernel's echo
-        // traffic is answered from the consumer lcore.
-        std::thread::sleep(Duration::from_millis(800));
+        // traffic (started only now, so the kernel spoke first to neither
+        // address above) is answered from the consumer lcore.
+        writeln!(go, "go").unwrap();
         let many: Vec<_> = [
             ("m", &tx4, "198.18.0.2:7001"),
             ("n", &tx4, "198.18.0.2:7001"),

@@ -13,7 +13,7 @@ use common::*;
 #[path = "../../app/tests/common/netns.rs"]
 mod netns;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::Duration;
@@ -21,11 +21,12 @@ use std::time::Duration;
 use udpdemux_client::Client;
 
 /// Receivers on 198.18.0.2:7000 and [fd00::2]:7000, and an echo client to
-/// the engine's echo socket (198.18.0.1:7); argv: seconds, echoes, start.
+/// the engine's echo socket (198.18.0.1:7), started by a line on stdin;
+/// argv: seconds, echoes.
 const KERNEL: &str = r#"
 import json, select, socket, sys, time
 SO_RCVBUFFORCE = 33  # Linux; the socket module does not name it
-dur, echo_n, echo_at = float(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+dur, echo_n = float(sys.argv[1]), int(sys.argv[2])
 def rx(fam, addr, port):
     s = socket.socket(fam, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 8 << 20)
@@ -41,17 +42,21 @@ frm = {k: [] for k in socks}
 echo_sent, echo_got = 0, 0
 print("ready", flush=True)
 t0 = time.time()
-next_echo = t0 + echo_at
+next_echo = None  # set by a line on stdin: after the resolution checks
 while time.time() < t0 + dur:
     now = time.time()
-    if echo_sent < echo_n and now >= next_echo:
+    if next_echo is not None and echo_sent < echo_n and now >= next_echo:
         try:
             echo.sendto(b"echo%05d" % echo_sent, ("198.18.0.1", 7))
             echo_sent += 1
         except BlockingIOError:
             pass  # still resolving the engine's MAC: again at the next tick
         next_echo = now + 0.003
-    r, _, _ = select.select(list(socks.values()) + [echo], [], [], 0.001)
+    r, _, _ = select.select(list(socks.values()) + [echo, sys.stdin], [], [], 0.001)
+    if sys.stdin in r:
+        sys.stdin.readline()
+        next_echo = time.time()
+        r.remove(sys.stdin)
     for s in r:
         while True:
             try:
@@ -91,10 +96,12 @@ fn a_client_sends_through_the_engine_to_kernel_sockets() {
     hugepages_ready(64).unwrap();
     let net = netns::Net::create("csd", "198.18.0.2/24", "fd00::2/64");
     let mut kernel = net
-        .command(&["python3", "-c", KERNEL, "11", "300", "2.5"])
+        .command(&["python3", "-c", KERNEL, "11", "300"])
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .expect("python3 in the namespace");
+    let mut go = kernel.stdin.take().unwrap();
     let mut out = BufReader::new(kernel.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
@@ -152,8 +159,10 @@ rcvbuf = 4194304
     assert_eq!(send(&s4, "198.18.0.2:7000", &payloads("c", 0..3)), 3);
     assert_eq!(send(&s6, "[fd00::2]:7000", &payloads("d", 0..3)), 3);
     std::thread::sleep(Duration::from_millis(1000));
-    // Resolved by now; sent while the kernel's echo traffic is answered
-    // from the consumer lcore.
+    // Resolved by now (the kernel spoke first to neither address: its echo
+    // traffic starts only now); sent while that traffic is answered from
+    // the consumer lcore.
+    writeln!(go, "go").unwrap();
     for k in 0..20 {
         let r = k * 10 + 3..k * 10 + 13;
         assert_eq!(send(&s4, "198.18.0.2:7000", &payloads("c", r.clone())), 10);

@@ -53,6 +53,8 @@ pub struct Iface {
     /// The engine's neighbour table (`send`), learned from the ARP and ND
     /// frames this port receives; `None`: nothing is sent from this engine.
     pub neigh: Option<std::sync::Arc<crate::send::Neigh>>,
+    /// The port fills IPv4 header and UDP checksums on TX (`send` asks it to).
+    pub tx_csum: bool,
 }
 
 impl Iface {
@@ -71,6 +73,7 @@ impl Iface {
             v6,
             tx_queues,
             neigh: None,
+            tx_csum: false,
         }
     }
 
@@ -472,6 +475,7 @@ mod tests {
             v6: vec![(us6(), 64)],
             tx_queues: 1,
             neigh: None,
+            tx_csum: false,
         }
     }
 

@@ -132,6 +132,7 @@ mod tests {
             v6: vec![],
             tx_queues: 1,
             neigh: None,
+            tx_csum: false,
         }
     }
 

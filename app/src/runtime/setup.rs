@@ -470,12 +470,17 @@ fn start_ports(
             rss: pc.rss,
             promiscuous: pc.promiscuous,
             rx_checksum_offload: pc.rx_checksum_offload,
+            // send_burst's frames ask for it where the port has it.
+            tx_checksum_offload: true,
         };
         let mut p = Port::configure(id, &conf, &qpools)?;
         p.start()?;
         let (up, speed) = p.link();
         let mac = p.mac();
-        ifaces.push(crate::control::Iface::new(id, mac, pc, tx_queues));
+        let mut iface = crate::control::Iface::new(id, mac, pc, tx_queues);
+        let both = dpdk_sys::mbuf::tx_cksum::PORT_OFFLOADS;
+        iface.tx_csum = p.tx_offloads & both == both;
+        ifaces.push(iface);
         if !pc.addresses.is_empty() {
             let a: Vec<String> = pc.addresses.iter().map(|a| a.to_string()).collect();
             log::info!(
