@@ -842,10 +842,19 @@ pub fn write_solicitation(
 }
 
 /// The control path's hook: learn a neighbour from an ARP or ND frame an RX
-/// lcore received on `iface` (the parser rejected it with `err`). Takes the
+/// lcore received on `iface` (the parser rejected it with `err`). Tries the
 /// table's lock only for an ARP packet or an ND message that carries a
-/// link-layer address of a neighbour on one of the port's subnets.
-pub fn learn<T>(neigh: &Mutex<Table<T>>, iface: &Iface, frame: &[u8], err: &ParseError, now: u64) {
+/// link-layer address of a neighbour on one of the port's subnets, and
+/// never waits for it: an RX lcore does not stall behind the main lcore's
+/// pass. False when the lock was busy and the frame taught nothing (the
+/// neighbour's next answer or the next solicit retry will).
+pub fn learn<T>(
+    neigh: &Mutex<Table<T>>,
+    iface: &Iface,
+    frame: &[u8],
+    err: &ParseError,
+    now: u64,
+) -> bool {
     let found = match *err {
         ParseError::NotIp {
             ethertype: ether::ethertype::ARP,
@@ -859,12 +868,16 @@ pub fn learn<T>(neigh: &Mutex<Table<T>>, iface: &Iface, frame: &[u8], err: &Pars
         } => learn_nd(iface, frame, usize::from(l3_off), usize::from(l4_off)),
         _ => None,
     };
-    if let Some((ip, mac, how)) = found {
-        neigh
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .learn(iface.port, ip, mac, how, now);
-    }
+    let Some((ip, mac, how)) = found else {
+        return true;
+    };
+    let mut t = match neigh.try_lock() {
+        Ok(t) => t,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return false,
+    };
+    t.learn(iface.port, ip, mac, how, now);
+    true
 }
 
 fn unicast_mac(mac: &[u8; 6]) -> bool {

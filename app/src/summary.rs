@@ -306,6 +306,14 @@ pub(crate) fn print_summary(s: &Summary) {
             c.condensed, c.busy, c.too_big, c.bytes_saved
         );
     }
+    if let Some(t) = s.send.as_ref().filter(|t| t.accepted.iter().sum::<u64>() > 0) {
+        let n = &t.neigh;
+        println!(
+            "  send_burst: accepted {:?} sent {:?} nic refused {:?} no buffer {:?} too big {:?} no route {:?}; neighbours: {} resolved, {} queued, {} released, {} discarded, {} expired, {} table full, {} solicits",
+            t.accepted, t.out_datagrams, t.tx_errors, t.no_buffer, t.too_big, t.no_route,
+            n.resolved, n.queued, n.released, n.unres_discards, n.expired, n.table_full, n.solicits
+        );
+    }
     println!(
         "  books: {}",
         if s.books_balanced {

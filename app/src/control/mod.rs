@@ -178,6 +178,9 @@ pub struct ControlStats {
     /// Replies the NIC refused, or that had no TX queue on this lcore (freed).
     pub tx_errors: Counter,
     pub in_csum_errors: Counter,
+    /// ARP / ND frames the neighbour table did not learn from because the
+    /// main lcore held its lock (the frame was handled as usual otherwise).
+    pub neigh_busy: Counter,
 }
 
 impl ControlStats {
@@ -200,6 +203,7 @@ impl ControlStats {
             ("rate_limited", &self.rate_limited),
             ("tx_errors", &self.tx_errors),
             ("in_csum_errors", &self.in_csum_errors),
+            ("neigh_busy", &self.neigh_busy),
         ] {
             *m.entry(k.to_string()).or_default() += c.get();
         }
@@ -390,7 +394,9 @@ pub fn handle(
     // The neighbour table learns from ARP and ND frames (its lock is taken
     // for those only), whether or not they are answered below.
     if let Some(n) = &iface.neigh {
-        crate::send::learn(n, iface, m.data(), err, now);
+        if !crate::send::learn(n, iface, m.data(), err, now) {
+            ctl.stats.neigh_busy.add(1);
+        }
     }
     let st = &ctl.stats;
     let plan = match classify(m.data(), err, iface) {
