@@ -49,11 +49,12 @@ use crate::parse::{Family, ParseError, PROTO_ICMPV6, PROTO_UDP};
 pub const MTU: usize = 1500;
 /// Frames queued between senders and the main lcore.
 pub const RING_SIZE: u32 = 1024;
-/// Mbufs of the TX pool: the ring, the neighbour queues and the NIC's TX
-/// descriptors in flight.
-pub const POOL_MBUFS: u32 = 4095;
-/// A frame's data room (the largest frame, 1514 bytes, fits).
-const DATA_ROOM: u16 = 2048 + 128;
+/// Mbufs of the TX pool (about 5 MB): the ring, the neighbour queues, the
+/// clients' rings and the NIC's TX descriptors in flight; when it runs dry
+/// a send is refused and counted (`UdpSndbufErrors`, as `ENOBUFS`).
+pub const POOL_MBUFS: u32 = 2047;
+/// A frame's data room, headroom included (the largest frame, 1514 bytes, fits).
+pub const DATA_ROOM: u16 = 2048 + 128;
 /// Hop limit / TTL of what we send (Linux's default).
 const TTL: u8 = 64;
 /// RFC 4861 §7.1: ND messages travel one hop only.
