@@ -17,75 +17,20 @@ mod common;
 #[path = "common/netns.rs"]
 mod netns;
 
-use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
-use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use udpdemux::api::{self, SocketOptions};
 use udpdemux::config::Config;
+use udpdemux::runtime::alloc_guard::{thread_hot_allocations, CountingAlloc, HotSection};
 use udpdemux::runtime::engine::{Engine, RunOptions};
 
-/// The kernel side: receivers on 198.18.0.2 / fd00::2 ports 7000 (the
-/// resolution test) and 7001 (the concurrent senders), and an echo client
-/// to the engine's echo socket, started by a line on stdin. Runs for
-/// argv[1] seconds, prints JSON.
-const KERNEL: &str = r#"
-import json, select, socket, sys, time
-SO_RCVBUFFORCE = 33  # Linux; the socket module does not name it
-dur, echo_n = float(sys.argv[1]), int(sys.argv[2])
-def rx(fam, addr, port):
-    s = socket.socket(fam, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 8 << 20)
-    s.bind((addr, port))
-    s.setblocking(False)
-    return s
-socks = {
-    "v4": rx(socket.AF_INET, "198.18.0.2", 7000),
-    "v6": rx(socket.AF_INET6, "fd00::2", 7000),
-    "many4": rx(socket.AF_INET, "198.18.0.2", 7001),
-    "many6": rx(socket.AF_INET6, "fd00::2", 7001),
-}
-echo = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-echo.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 8 << 20)
-echo.setblocking(False)
-got = {k: [] for k in socks}
-frm = {k: [] for k in socks}
-echo_sent, echo_got = 0, []
-print("ready", flush=True)
-t0 = time.time()
-next_echo = None  # set by a line on stdin: after the resolution checks
-names = {s: k for k, s in socks.items()}
-while time.time() < t0 + dur:
-    now = time.time()
-    if next_echo is not None and echo_sent < echo_n and now >= next_echo:
-        try:
-            echo.sendto(b"echo%05d" % echo_sent, ("198.18.0.1", 7))
-            echo_sent += 1
-        except BlockingIOError:
-            pass  # still resolving the engine's MAC: again at the next tick
-        next_echo = now + 0.003
-    r, _, _ = select.select(list(socks.values()) + [echo, sys.stdin], [], [], 0.001)
-    if sys.stdin in r:
-        sys.stdin.readline()
-        next_echo = time.time()
-        r.remove(sys.stdin)
-    for s in r:
-        while True:
-            try:
-                data, src = s.recvfrom(65535)
-            except BlockingIOError:
-                break
-            if s is echo:
-                echo_got.append(data.decode())
-            else:
-                k = names[s]
-                got[k].append(data.decode())
-                a = "%s:%d" % (src[0], src[1])
-                if a not in frm[k]:
-                    frm[k].append(a)
-print(json.dumps({"got": got, "from": frm, "echo_sent": echo_sent, "echo_got": echo_got}), flush=True)
-"#;
+// The binary's counting allocator: send_burst must allocate nothing, and
+// the engine's lcore loops (the RX lcore learning neighbours among them)
+// report `hot_path_allocations` through it.
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
 
 const PEER4: &str = "198.18.0.2:7000";
 const PEER6: &str = "[fd00::2]:7000";
@@ -100,10 +45,16 @@ fn payloads(tag: &str, range: std::ops::Range<usize>) -> Vec<String> {
     range.map(|i| format!("{tag}{i:04}")).collect()
 }
 
-/// Send `p` to `to` from `sock`; how many send_burst took.
+/// Send `p` to `to` from `sock`; how many send_burst took. It must not
+/// allocate (this thread is marked hot around the call alone).
 fn send(tx: &api::Sender, sock: &udpdemux::socket::Socket, to: &str, p: &[String]) -> usize {
     let d: Vec<(SocketAddr, &[u8])> = p.iter().map(|x| (addr(to), x.as_bytes())).collect();
-    api::send_burst(tx, sock, &d)
+    let before = thread_hot_allocations();
+    let hot = HotSection::enter();
+    let n = api::send_burst(tx, sock, &d);
+    drop(hot);
+    assert_eq!(thread_hot_allocations() - before, 0, "send_burst allocated");
+    n
 }
 
 fn n(v: &serde_json::Value) -> u64 {
@@ -117,18 +68,17 @@ fn send_burst_resolves_delivers_expires_and_counts_every_sender() {
     }
     let t_start = Instant::now();
     let net = netns::Net::create("snd", "198.18.0.2/24", "fd00::2/64");
-    let mut kernel = net
-        .command(&["python3", "-c", KERNEL, "13", "300"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("python3 in the namespace");
-    let mut go = kernel.stdin.take().unwrap();
-    let mut out = BufReader::new(kernel.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
+    let mut kernel = netns::Kernel::start(
+        &net,
+        &[
+            "v4=198.18.0.2:7000",
+            "v6=fd00::2:7000",
+            "many4=198.18.0.2:7001",
+            "many6=fd00::2:7001",
+            "--echo",
+            "198.18.0.1:7:300",
+        ],
+    );
 
     let dir = common::scratch("send-netns");
     // Three TX queues: the RX lcore (ARP/ND/ICMP replies), the consumer
@@ -177,8 +127,12 @@ rcvbuf = 4194304
     let tx6 = api::open(&engine, SocketOptions::new("tx6", addr("[::]:5001"))).unwrap();
     let tx = api::sender(&engine).expect("the port has addresses");
     let shared = std::sync::Arc::clone(engine.shared());
+    let watch = std::sync::Arc::clone(engine.shared());
+    let go = std::sync::Arc::new(AtomicBool::new(false));
+    let go_flag = std::sync::Arc::clone(&go);
 
     let driver = std::thread::spawn(move || {
+        let go = go_flag;
         let path = shared.send.as_ref().unwrap();
         let mut taken = 0usize;
         // Unresolved: at most unres_qlen (3) wait per neighbour; exactly 3
@@ -209,7 +163,7 @@ rcvbuf = 4194304
         // Three application threads at once, while the kernel's echo
         // traffic (started only now, so the kernel spoke first to neither
         // address above) is answered from the consumer lcore.
-        writeln!(go, "go").unwrap();
+        go.store(true, Ordering::SeqCst);
         let many: Vec<_> = [
             ("m", &tx4, "198.18.0.2:7001"),
             ("n", &tx4, "198.18.0.2:7001"),
@@ -234,20 +188,35 @@ rcvbuf = 4194304
         taken
     });
     // The main lcore's loop (it drains the TX ring and runs the neighbour
-    // timers) for 9 s from start: long enough for the silent neighbours to
-    // fail (three solicits a second apart).
-    engine.main_loop(Some(9.0));
+    // timers), in slices, until the senders are done, the silent
+    // neighbours have failed (three solicits a second apart), the kernel
+    // has everything and the echo traffic had its second.
+    let t0 = Instant::now();
+    let mut go_at: Option<Instant> = None;
+    loop {
+        engine.main_loop(Some(t0.elapsed().as_secs_f64() + 0.05));
+        if go_at.is_none() && go.load(Ordering::SeqCst) {
+            kernel.say("go");
+            go_at = Some(Instant::now());
+        }
+        let failed = watch.send.as_ref().unwrap().neigh_stats().failed;
+        let got = kernel.wait_total(20 + 20 + 900, 0);
+        let echo_done = go_at.is_some_and(|t| t.elapsed() > Duration::from_millis(1500));
+        if (driver.is_finished() && failed >= 2 && got >= 940 && echo_done)
+            || t0.elapsed() > Duration::from_secs(60)
+        {
+            break;
+        }
+    }
+    drop(watch);
     let taken = driver.join().expect("driver");
     let summary = engine.stop().expect("engine stops");
-    let status = kernel.wait().unwrap();
-    let mut json = String::new();
-    out.read_line(&mut json).unwrap();
-    assert!(status.success(), "kernel side failed");
-    let k: serde_json::Value = serde_json::from_str(&json).expect("kernel JSON");
+    let k = kernel.finish();
     let j = serde_json::to_value(&summary).unwrap();
     eprintln!("took {:?}", t_start.elapsed());
 
     assert!(summary.books_balanced, "{:?}", summary.problems);
+    assert_eq!(summary.hot_path_allocations, 0);
     // Resolved and delivered, exactly, in order, from the right sources.
     let strs = |v: &serde_json::Value| -> Vec<String> {
         v.as_array()
@@ -298,7 +267,7 @@ rcvbuf = 4194304
 
     // The MIB: UdpOutDatagrams is what the kernel received, echo replies
     // from the consumer lcore included.
-    let echo_got = k["echo_got"].as_array().unwrap().len() as u64;
+    let echo_got = n(&k["echo_got"]);
     assert_eq!(n(&k["echo_sent"]), 300);
     let echo = common::socket_named(&j, "echo4");
     assert!(echo_got > 0, "no echo reply: {echo} {}", j["ports"]);

@@ -13,66 +13,10 @@ use common::*;
 #[path = "../../app/tests/common/netns.rs"]
 mod netns;
 
-use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
-use std::process::Stdio;
 use std::time::Duration;
 
 use udpdemux_client::Client;
-
-/// Receivers on 198.18.0.2:7000 and [fd00::2]:7000, and an echo client to
-/// the engine's echo socket (198.18.0.1:7), started by a line on stdin;
-/// argv: seconds, echoes.
-const KERNEL: &str = r#"
-import json, select, socket, sys, time
-SO_RCVBUFFORCE = 33  # Linux; the socket module does not name it
-dur, echo_n = float(sys.argv[1]), int(sys.argv[2])
-def rx(fam, addr, port):
-    s = socket.socket(fam, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 8 << 20)
-    s.bind((addr, port))
-    s.setblocking(False)
-    return s
-socks = {"v4": rx(socket.AF_INET, "198.18.0.2", 7000), "v6": rx(socket.AF_INET6, "fd00::2", 7000)}
-names = {s: k for k, s in socks.items()}
-echo = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-echo.setblocking(False)
-got = {k: [] for k in socks}
-frm = {k: [] for k in socks}
-echo_sent, echo_got = 0, 0
-print("ready", flush=True)
-t0 = time.time()
-next_echo = None  # set by a line on stdin: after the resolution checks
-while time.time() < t0 + dur:
-    now = time.time()
-    if next_echo is not None and echo_sent < echo_n and now >= next_echo:
-        try:
-            echo.sendto(b"echo%05d" % echo_sent, ("198.18.0.1", 7))
-            echo_sent += 1
-        except BlockingIOError:
-            pass  # still resolving the engine's MAC: again at the next tick
-        next_echo = now + 0.003
-    r, _, _ = select.select(list(socks.values()) + [echo, sys.stdin], [], [], 0.001)
-    if sys.stdin in r:
-        sys.stdin.readline()
-        next_echo = time.time()
-        r.remove(sys.stdin)
-    for s in r:
-        while True:
-            try:
-                data, src = s.recvfrom(65535)
-            except BlockingIOError:
-                break
-            if s is echo:
-                echo_got += 1
-                continue
-            k = names[s]
-            got[k].append(data.decode())
-            a = "%s:%d" % (src[0], src[1])
-            if a not in frm[k]:
-                frm[k].append(a)
-print(json.dumps({"got": got, "from": frm, "echo_sent": echo_sent, "echo_got": echo_got}), flush=True)
-"#;
 
 fn payloads(tag: &str, r: std::ops::Range<usize>) -> Vec<String> {
     r.map(|i| format!("{tag}{i:04}")).collect()
@@ -95,17 +39,15 @@ fn a_client_sends_through_the_engine_to_kernel_sockets() {
     }
     hugepages_ready(64).unwrap();
     let net = netns::Net::create("csd", "198.18.0.2/24", "fd00::2/64");
-    let mut kernel = net
-        .command(&["python3", "-c", KERNEL, "11", "300"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3 in the namespace");
-    let mut go = kernel.stdin.take().unwrap();
-    let mut out = BufReader::new(kernel.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
+    let mut kernel = netns::Kernel::start(
+        &net,
+        &[
+            "v4=198.18.0.2:7000",
+            "v6=fd00::2:7000",
+            "--echo",
+            "198.18.0.1:7:300",
+        ],
+    );
 
     // Three queue pairs: the RX lcore, the consumer lcore (echo) and the
     // main lcore (the clients' TX rings) each transmit on their own.
@@ -158,29 +100,26 @@ rcvbuf = 4194304
     // Unresolved: three each (unres_qlen), none gives way.
     assert_eq!(send(&s4, "198.18.0.2:7000", &payloads("c", 0..3)), 3);
     assert_eq!(send(&s6, "[fd00::2]:7000", &payloads("d", 0..3)), 3);
-    std::thread::sleep(Duration::from_millis(1000));
-    // Resolved by now (the kernel spoke first to neither address: its echo
-    // traffic starts only now); sent while that traffic is answered from
-    // the consumer lcore.
-    writeln!(go, "go").unwrap();
+    // Resolved and delivered (the kernel spoke first to neither address:
+    // its echo traffic starts only now).
+    assert_eq!(kernel.wait_total(6, 20), 6, "the first six arrive");
+    kernel.say("go");
+    // Sent while the kernel's echo traffic is answered from the consumer lcore.
     for k in 0..20 {
         let r = k * 10 + 3..k * 10 + 13;
         assert_eq!(send(&s4, "198.18.0.2:7000", &payloads("c", r.clone())), 10);
         assert_eq!(send(&s6, "[fd00::2]:7000", &payloads("d", r)), 10);
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(50));
     }
-    // Let the main lcore drain the rings before the sockets close (a
-    // closed client's ring is freed, counted as `client_freed`).
+    // Everything arrived before the sockets close (a closed client's
+    // ring is freed, counted as `client_freed`).
+    assert_eq!(kernel.wait_total(406, 30), 406);
     std::thread::sleep(Duration::from_millis(500));
     s4.close().expect("close ctx4");
     s6.close().expect("close ctx6");
     client.detach();
-    let status = kernel.wait().unwrap();
-    let mut json = String::new();
-    out.read_line(&mut json).unwrap();
-    assert!(status.success(), "kernel side failed");
     let j = engine.stop();
-    let k: serde_json::Value = serde_json::from_str(&json).expect("kernel JSON");
+    let k = kernel.finish();
 
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
     let strs = |v: &serde_json::Value| -> Vec<String> {
