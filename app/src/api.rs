@@ -290,3 +290,51 @@ pub fn recv_burst(sock: &Arc<Socket>, batch: &mut RecvBatch) -> usize {
         |s, bufs| s.dequeue(bufs, BATCH),
     )
 }
+
+/// What `send_burst` sends with: the engine's TX ring, pool, neighbour
+/// table and ports. Cheap to clone, `Send + Sync`: every application
+/// thread may hold one (no TX queue is involved on the caller's side).
+#[derive(Clone)]
+pub struct Sender {
+    shared: Arc<crate::runtime::shared::Shared>,
+}
+
+impl std::fmt::Debug for Sender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sender").finish_non_exhaustive()
+    }
+}
+
+/// A [`Sender`] for `engine`; `None` when no port has an address (there is
+/// nothing to send from).
+pub fn sender(engine: &Engine) -> Option<Sender> {
+    engine.shared().send.as_ref()?;
+    Some(Sender {
+        shared: Arc::clone(engine.shared()),
+    })
+}
+
+/// Send datagrams from `sock` (its bound address and port; a wildcard
+/// address sends from the outgoing port's address on the destination's
+/// subnet), like `sendmmsg(2)`: each `(destination, payload)` becomes one
+/// Ethernet/IP/UDP frame in an engine mbuf, put on the engine's TX ring;
+/// the main lcore gives it the next hop's MAC (resolving it by ARP or
+/// neighbour discovery first, holding up to `unres_qlen` datagrams per
+/// neighbour meanwhile) and transmits it on its own TX queue. Returns how
+/// many were taken; the others were refused and counted (payload above
+/// the MTU, no on-link port, no mbuf or ring room). No lock, no heap
+/// allocation; callable from any thread.
+pub fn send_burst(tx: &Sender, sock: &Socket, dgrams: &[(SocketAddr, &[u8])]) -> usize {
+    send_from(tx, sock.conf.local, dgrams)
+}
+
+/// As [`send_burst`], from an address and port given by the caller.
+pub fn send_from(tx: &Sender, local: SocketAddr, dgrams: &[(SocketAddr, &[u8])]) -> usize {
+    if !dpdk_sys::eal::is_up() {
+        return 0;
+    }
+    let Some(path) = tx.shared.send.as_ref() else {
+        return 0;
+    };
+    crate::send::send_burst(path, &tx.shared.ifaces, local, dgrams)
+}

@@ -966,6 +966,11 @@ impl Config {
             .iter()
             .map(|s| u64::from(s.ring_size.max(2)).next_power_of_two() * 8)
             .sum::<u64>();
+        // send_burst's TX pool and ring, made when a port has an address.
+        if self.ports.iter().any(|p| !p.addresses.is_empty()) {
+            bytes += u64::from(crate::send::POOL_MBUFS) * mbuf_bytes(crate::send::DATA_ROOM)
+                + u64::from(crate::send::RING_SIZE) * 8;
+        }
         bytes.div_ceil(1 << 20) + EAL_OVERHEAD_MB
     }
 

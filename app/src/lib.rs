@@ -16,6 +16,8 @@ pub mod client_proto;
 pub mod config;
 pub mod flow_table;
 pub mod latency;
+/// The neighbour table (ARP / ND) that `send_burst` resolves next hops with.
+pub mod neigh;
 pub mod parse;
 pub mod pcap;
 /// IPv4/IPv6 fragment reassembly (one bounded table per RX lcore).
@@ -56,4 +58,6 @@ dpdk_side! {
     pub mod starvation;
     /// The books as data, and their printouts.
     pub mod summary;
+    /// Sending: frames built for `send_burst`, the TX ring the main lcore drains.
+    pub mod send;
 }

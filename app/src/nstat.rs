@@ -52,6 +52,8 @@ pub fn counters(s: &Summary) -> Counters {
             "RcvbufErrors",
             "InCsumErrors",
             "MemErrors",
+            "OutDatagrams",
+            "SndbufErrors",
         ] {
             let k = format!("{pre}{name}");
             if let Some(v) = s.udp.get(&k) {
@@ -72,6 +74,30 @@ pub fn counters(s: &Summary) -> Counters {
             if let Some(v) = s.ip.get(&k) {
                 out.push((k, *v));
             }
+        }
+    }
+    if let Some(t) = &s.send {
+        let n = &t.neigh;
+        for (name, v) in [
+            ("UdpDemuxSendAccepted", t.accepted.iter().sum::<u64>()),
+            ("UdpDemuxSendTooBig", t.too_big.iter().sum()),
+            ("UdpDemuxSendNoRoutes", t.no_route.iter().sum()),
+            ("UdpDemuxSendFreedAtStop", t.freed_at_stop),
+            ("UdpDemuxSendClientRequests", t.client_requests),
+            ("UdpDemuxSendBadRequests", t.bad_requests),
+            ("UdpDemuxSendClientFreed", t.client_freed),
+            ("UdpDemuxNeighSolicits", t.solicits_sent),
+            ("UdpDemuxNeighSolicitErrors", t.solicits_failed),
+            ("UdpDemuxNeighResolved", n.resolved),
+            ("UdpDemuxNeighQueued", n.queued),
+            ("UdpDemuxNeighReleased", n.released),
+            ("UdpDemuxNeighUnresolvedDiscards", n.unres_discards),
+            ("UdpDemuxNeighExpired", n.expired),
+            ("UdpDemuxNeighTableFull", n.table_full),
+            ("UdpDemuxNeighFailed", n.failed),
+            ("UdpDemuxNeighEntries", n.entries),
+        ] {
+            out.push((name.into(), v));
         }
     }
     out.push(("UdpDemuxRxPackets".into(), s.rx_packets));

@@ -64,6 +64,9 @@ pub struct Summary {
     /// The DPDK malloc heap: bytes and elements allocated (memzones included).
     pub heap_alloc_bytes: u64,
     pub heap_alloc_count: u64,
+    /// `send_burst`: datagrams taken, sent, dropped by reason, and the
+    /// neighbour table's counters (`None`: no port has an address).
+    pub send: Option<crate::send::SendSummary>,
     pub books_balanced: bool,
     pub problems: Vec<String>,
 }
@@ -350,6 +353,14 @@ pub(crate) fn print_summary(s: &Summary) {
         println!(
             "  small cache: condensed {} busy {} too big {} bytes saved {}",
             c.condensed, c.busy, c.too_big, c.bytes_saved
+        );
+    }
+    if let Some(t) = s.send.as_ref().filter(|t| t.accepted.iter().sum::<u64>() > 0) {
+        let n = &t.neigh;
+        println!(
+            "  send_burst: accepted {:?} sent {:?} nic refused {:?} no buffer {:?} too big {:?} no route {:?}; neighbours: {} resolved, {} queued, {} released, {} discarded, {} expired, {} table full, {} solicits",
+            t.accepted, t.out_datagrams, t.tx_errors, t.no_buffer, t.too_big, t.no_route,
+            n.resolved, n.queued, n.released, n.unres_discards, n.expired, n.table_full, n.solicits
         );
     }
     println!(

@@ -60,6 +60,9 @@ pub use udpdemux::api::SocketOptions;
 pub use udpdemux::api::Received;
 
 use dpdk_sys::secondary::{self, SecondaryEal};
+
+/// `ClientSocket::send_burst` (issue 17).
+mod send;
 use udpdemux::eal_log::Capture;
 
 /// The lcore ids client processes take, one each (the engine refuses a

@@ -71,6 +71,19 @@ pub const HEADROOM: u16 = ffi::RTE_PKTMBUF_HEADROOM as u16;
 /// DPDK's default data room, headroom included (`RTE_MBUF_DEFAULT_BUF_SIZE`).
 pub const DEFAULT_BUF_SIZE: u16 = ffi::RTE_MBUF_DEFAULT_BUF_SIZE as u16;
 
+/// TX checksum requests ([`MbufMut::set_tx_offload`]) and the port
+/// offloads they need.
+pub mod tx_cksum {
+    use crate::ffi;
+    pub const IPV4: u64 = ffi::RTE_MBUF_F_TX_IPV4;
+    pub const IPV6: u64 = ffi::RTE_MBUF_F_TX_IPV6;
+    pub const IP_CKSUM: u64 = ffi::RTE_MBUF_F_TX_IP_CKSUM;
+    pub const UDP_CKSUM: u64 = ffi::RTE_MBUF_F_TX_UDP_CKSUM;
+    /// `RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_UDP_CKSUM`.
+    pub const PORT_OFFLOADS: u64 =
+        ffi::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | ffi::RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
+}
+
 /// The RX checksum verdicts in [`MbufRef::ol_flags`] (DPDK 22.11 semantics:
 /// GOOD, BAD, NONE = header valid but checksum field not filled, UNKNOWN = 0).
 pub mod rx_cksum {
@@ -385,6 +398,24 @@ impl<'a> MbufMut<'a> {
     pub fn clear_ol_flags(&mut self) {
         // SAFETY: a plain field of a live mbuf we use exclusively.
         unsafe { (*self.r()).ol_flags = 0 }
+    }
+
+    /// Ask the NIC for checksums on TX: the header lengths it needs
+    /// (`l2_len`, `l3_len`) and the `RTE_MBUF_F_TX_*` request `flags`
+    /// (which replace the offload flags). The caller prepares the headers
+    /// as the flags require (IPv4 checksum 0, UDP checksum = pseudo-header sum).
+    #[inline]
+    pub fn set_tx_offload(&mut self, l2_len: u8, l3_len: u16, flags: u64) {
+        let m = self.r();
+        // l2_len is the low 7 bits of tx_offload, l3_len the next 9
+        // (struct rte_mbuf); the other lengths stay 0.
+        let packed = u64::from(l2_len & 0x7f) | (u64::from(l3_len & 0x1ff) << 7);
+        // SAFETY: plain fields of a live mbuf we use exclusively; the
+        // tx_offload union member is a u64 covering every length field.
+        unsafe {
+            (*m).__bindgen_anon_3.tx_offload = packed;
+            (*m).ol_flags = flags;
+        }
     }
 
     /// Reset the packet fields for reuse as a fresh, empty single segment

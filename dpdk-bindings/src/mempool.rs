@@ -42,6 +42,18 @@ impl Mempool {
         }
     }
 
+    /// Find a pool another process (the primary) created, by name; dropping
+    /// the handle leaves the pool alone.
+    pub fn lookup(name: &str) -> Result<Mempool> {
+        let cname =
+            CString::new(name).map_err(|_| DpdkError::Usage(format!("bad pool name {name:?}")))?;
+        // SAFETY: a valid C string for the call; DPDK only reads it.
+        let p = unsafe { ffi::rte_mempool_lookup(cname.as_ptr()) };
+        NonNull::new(p)
+            .map(|raw| Mempool { raw, owned: false })
+            .ok_or_else(|| DpdkError::from_errno(format!("rte_mempool_lookup({name})")))
+    }
+
     pub(crate) fn as_ptr(&self) -> *mut ffi::rte_mempool {
         self.raw.as_ptr()
     }

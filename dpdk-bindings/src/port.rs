@@ -18,6 +18,9 @@ pub struct PortConf {
     pub promiscuous: bool,
     /// Ask the PMD to verify IPv4/UDP checksums when it can (results in ol_flags).
     pub rx_checksum_offload: bool,
+    /// Let the PMD fill IPv4 header and UDP checksums on TX when it can
+    /// (`Port::tx_offloads` says what was enabled).
+    pub tx_checksum_offload: bool,
 }
 
 impl Default for PortConf {
@@ -30,6 +33,7 @@ impl Default for PortConf {
             rss: true,
             promiscuous: true,
             rx_checksum_offload: true,
+            tx_checksum_offload: false,
         }
     }
 }
@@ -44,6 +48,7 @@ pub struct PortInfo {
     pub max_rx_queues: u16,
     pub max_tx_queues: u16,
     pub rx_offload_capa: u64,
+    pub tx_offload_capa: u64,
     pub rss_offloads: u64,
 }
 
@@ -69,6 +74,8 @@ pub struct Port {
     started: bool,
     /// RX offloads actually enabled (subset of what was asked).
     pub rx_offloads: u64,
+    /// TX offloads enabled (IPv4 / UDP checksums, where the device has them).
+    pub tx_offloads: u64,
 }
 
 /// Number of ports the EAL probed.
@@ -126,6 +133,7 @@ pub fn info(id: u16) -> Result<PortInfo> {
         max_rx_queues: di.max_rx_queues,
         max_tx_queues: di.max_tx_queues,
         rx_offload_capa: di.rx_offload_capa,
+        tx_offload_capa: di.tx_offload_capa,
         rss_offloads: di.flow_type_rss_offloads,
     })
 }
@@ -165,6 +173,13 @@ impl Port {
             0
         };
         ec.rxmode.offloads = rx_offloads;
+        let tx_offloads = if conf.tx_checksum_offload {
+            (ffi::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | ffi::RTE_ETH_TX_OFFLOAD_UDP_CKSUM)
+                & info.tx_offload_capa
+        } else {
+            0
+        };
+        ec.txmode.offloads = tx_offloads;
         // SAFETY: ec is a fully initialised config struct.
         let ret = unsafe { ffi::rte_eth_dev_configure(id, conf.rx_queues, conf.tx_queues, &ec) };
         if ret != 0 {
@@ -228,6 +243,7 @@ impl Port {
             info,
             started: false,
             rx_offloads,
+            tx_offloads,
         })
     }
 

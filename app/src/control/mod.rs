@@ -50,6 +50,11 @@ pub struct Iface {
     /// TX queues configured on the port: an lcore whose TX slot is below
     /// this may transmit on it.
     pub tx_queues: u16,
+    /// The engine's neighbour table (`send`), learned from the ARP and ND
+    /// frames this port receives; `None`: nothing is sent from this engine.
+    pub neigh: Option<std::sync::Arc<crate::send::Neigh>>,
+    /// The port fills IPv4 header and UDP checksums on TX (`send` asks it to).
+    pub tx_csum: bool,
 }
 
 impl Iface {
@@ -67,6 +72,8 @@ impl Iface {
             v4,
             v6,
             tx_queues,
+            neigh: None,
+            tx_csum: false,
         }
     }
 
@@ -171,6 +178,9 @@ pub struct ControlStats {
     /// Replies the NIC refused, or that had no TX queue on this lcore (freed).
     pub tx_errors: Counter,
     pub in_csum_errors: Counter,
+    /// ARP / ND frames the neighbour table did not learn from because the
+    /// main lcore held its lock (the frame was handled as usual otherwise).
+    pub neigh_busy: Counter,
 }
 
 impl ControlStats {
@@ -193,6 +203,7 @@ impl ControlStats {
             ("rate_limited", &self.rate_limited),
             ("tx_errors", &self.tx_errors),
             ("in_csum_errors", &self.in_csum_errors),
+            ("neigh_busy", &self.neigh_busy),
         ] {
             *m.entry(k.to_string()).or_default() += c.get();
         }
@@ -380,6 +391,13 @@ pub fn handle(
     if m.view().nb_segs() != 1 {
         return Err(m);
     }
+    // The neighbour table learns from ARP and ND frames (its lock is taken
+    // for those only), whether or not they are answered below.
+    if let Some(n) = &iface.neigh {
+        if !crate::send::learn(n, iface, m.data(), err, now) {
+            ctl.stats.neigh_busy.add(1);
+        }
+    }
     let st = &ctl.stats;
     let plan = match classify(m.data(), err, iface) {
         Ok(p) => p,
@@ -462,6 +480,8 @@ mod tests {
             v4: vec![(US4, 24)],
             v6: vec![(us6(), 64)],
             tx_queues: 1,
+            neigh: None,
+            tx_csum: false,
         }
     }
 

@@ -167,6 +167,8 @@ mod tests {
             v4: vec![("198.18.0.1".parse().unwrap(), 24)],
             v6: vec![],
             tx_queues: 1,
+            neigh: None,
+            tx_csum: false,
         }
     }
 

@@ -102,6 +102,9 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
             std::thread::sleep(Duration::from_millis(5));
         }
         clients::serve(&shared);
+        // send_burst's and the clients' TX rings into the main lcore's TX
+        // queue, and the neighbour table's timers.
+        crate::send::service(&shared, eal::rdtsc());
         if signals::stop_requested() {
             log::info!("signal received, stopping");
             break;

@@ -200,6 +200,25 @@ fn summarize_inner(
         udp.insert(format!("{pre}RcvbufErrors"), rcvbuf);
         udp.insert(format!("{pre}MemErrors"), mem);
     }
+    let send = shared.send.as_ref().map(crate::send::SendSummary::of);
+    // UdpOutDatagrams / UdpSndbufErrors: what send_burst handed to the NIC
+    // or lost for want of a buffer, plus the echo handlers' replies (sent
+    // from consumer lcores or the main lcore), by the socket's family.
+    let mut out = [(0u64, 0u64); 2];
+    if let Some(s) = &send {
+        for (fi, o) in out.iter_mut().enumerate() {
+            *o = (s.out_datagrams[fi], s.no_buffer[fi] + s.tx_errors[fi]);
+        }
+    }
+    for s in &sockets {
+        let fi = usize::from(s.local.starts_with('['));
+        out[fi].0 += s.tx;
+        out[fi].1 += s.tx_errors;
+    }
+    for (pre, (o, e)) in ["Udp", "Udp6"].iter().zip(out) {
+        udp.insert(format!("{pre}OutDatagrams"), o);
+        udp.insert(format!("{pre}SndbufErrors"), e);
+    }
     let lookups = sum(&|m| m.lookups.get());
     let demux_only_freed = sum(&|m| m.demux_only_freed.get());
     let floor_no_socket: u64 = shared
@@ -370,6 +389,9 @@ fn summarize_inner(
         if r.held != 0 {
             problems.push(format!("reassembly still holds {} fragments", r.held));
         }
+        if let Some(s) = send.as_ref().filter(|s| !s.balanced()) {
+            problems.push(format!("send_burst books do not balance: {s:?}"));
+        }
         if rx_packets > 0 && !shared.sockets.load().is_empty() {
             // Every stage and ring is empty (checked above by drain_closed / free_ring).
         }
@@ -447,6 +469,7 @@ fn summarize_inner(
         memzones: dpdk_sys::memory::memzone_count().unwrap_or(0),
         heap_alloc_bytes: heap.alloc_bytes,
         heap_alloc_count: heap.alloc_count,
+        send,
         books_balanced: problems.is_empty(),
         problems,
     }

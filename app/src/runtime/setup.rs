@@ -131,12 +131,13 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
     let main_tx_queue = Some((rx_lcores.len() + consumers.len()) as u16);
     let pools = rx_pools(cfg, &rx_lcores)?;
     let small_pools = small_pools(cfg, &rx_lcores)?;
-    let (ports, ifaces) = start_ports(cfg, &port_ids, &rx_lcores, &pools, consumers.len())?;
+    let (ports, mut ifaces) = start_ports(cfg, &port_ids, &rx_lcores, &pools, consumers.len())?;
 
     let numa = rx_lcores
         .first()
         .map(|l| lcore::socket_id(l.lcore) as i32)
         .unwrap_or(0);
+    let send = send_path(&mut ifaces, numa)?;
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         consumers_stop: AtomicBool::new(false),
@@ -158,6 +159,7 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
         mode,
         pool_watch: Default::default(),
         clients: Default::default(),
+        send,
     });
     let pool_marks = pool_marks(cfg, &shared, &pools);
     create_sockets(cfg, &shared)?;
@@ -176,6 +178,25 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
         small_pools,
         pool_marks,
     })
+}
+
+/// `send_burst`'s ring, pool and neighbour table, when a port has an
+/// address to send from; every such port learns neighbours into the table.
+fn send_path(
+    ifaces: &mut [Iface],
+    numa: i32,
+) -> Result<Option<crate::send::TxPath>, EngineError> {
+    if ifaces.iter().all(|i| i.v4.is_empty() && i.v6.is_empty()) {
+        return Ok(None);
+    }
+    let tx = crate::send::TxPath::new(numa, eal::tsc_hz())
+        .map_err(|e| EngineError::Setup(format!("send path: {e}: raise eal.memory_mb")))?;
+    for i in ifaces.iter_mut() {
+        if !(i.v4.is_empty() && i.v6.is_empty()) {
+            i.neigh = Some(Arc::clone(&tx.neigh));
+        }
+    }
+    Ok(Some(tx))
 }
 
 /// The mbuf dynfield, before any pool, RX lcore or consumer exists: its
@@ -462,12 +483,17 @@ fn start_ports(
             rss: pc.rss,
             promiscuous: pc.promiscuous,
             rx_checksum_offload: pc.rx_checksum_offload,
+            // send_burst's frames ask for it where the port has it.
+            tx_checksum_offload: true,
         };
         let mut p = Port::configure(id, &conf, &qpools)?;
         p.start()?;
         let (up, speed) = p.link();
         let mac = p.mac();
-        ifaces.push(crate::control::Iface::new(id, mac, pc, tx_queues));
+        let mut iface = crate::control::Iface::new(id, mac, pc, tx_queues);
+        let both = dpdk_sys::mbuf::tx_cksum::PORT_OFFLOADS;
+        iface.tx_csum = p.tx_offloads & both == both;
+        ifaces.push(iface);
         if !pc.addresses.is_empty() {
             let a: Vec<String> = pc.addresses.iter().map(|a| a.to_string()).collect();
             log::info!(

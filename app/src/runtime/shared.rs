@@ -123,6 +123,10 @@ pub struct Shared {
     pub pool_watch: crate::starvation::PoolWatch,
     /// Requests from out-of-process clients and the sockets they hold.
     pub clients: Clients,
+    /// `send_burst`'s TX ring, pool and neighbour table, drained by the
+    /// main lcore on `main_tx_queue`; `None` when no port has an address
+    /// (nothing to send from).
+    pub send: Option<crate::send::TxPath>,
 }
 
 /// One RX lcore's assignment and counters.

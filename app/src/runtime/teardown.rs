@@ -72,6 +72,9 @@ pub fn stop(mut t: Stopping<'_>) -> Result<Summary, EngineError> {
     // A client that died since the last liveness check: what it held is
     // reclaimed (and its sockets given back) before the books are closed.
     super::clients::check_liveness(&shared);
+    // send_burst: what is still on the ring goes out (or is freed), then
+    // what waits for a neighbour is freed and counted as expired.
+    crate::send::finish(&shared, lcore_tsc());
     // External consumers: whatever they did not take is freed and counted
     // (what clients freed is folded in first).
     for e in shared.sockets.load().iter() {
@@ -151,6 +154,10 @@ pub fn stop(mut t: Stopping<'_>) -> Result<Summary, EngineError> {
         )));
     }
     Ok(summary)
+}
+
+fn lcore_tsc() -> u64 {
+    dpdk_sys::eal::rdtsc()
 }
 
 /// On drop, whether or not an orderly stop came first (setup may have

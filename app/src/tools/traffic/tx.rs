@@ -171,6 +171,7 @@ fn run_with_eal(
         rss: false,
         promiscuous: false,
         rx_checksum_offload: false,
+        tx_checksum_offload: false,
     };
     let mut p = Port::configure(id, &conf, &[&pool])?;
     p.start()?;

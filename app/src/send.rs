@@ -1,0 +1,1284 @@
+//! The send half of a socket: `api::send_burst` builds whole frames
+//! (Ethernet, IPv4 or IPv6, UDP, software checksums) into mbufs of the
+//! engine's TX pool and puts them on one multi-producer `rte_ring`; the
+//! main lcore drains that ring into its own TX queue after giving each
+//! frame its next hop's MAC from the neighbour table ([`crate::neigh`]),
+//! or holding it there behind an ARP request / neighbour solicitation.
+//!
+//! Why one ring drained by the main lcore, and not a TX queue per sender:
+//! callers run on any thread (DPDK's TX queues are not thread-safe and an
+//! application thread is no lcore), the neighbour table then has one user
+//! on the send side (the main lcore), and a burst from a sender costs one
+//! lock-free MP enqueue. The RX lcores, consumer lcores and the main lcore
+//! keep their own TX queue each (control replies, echo, this drain): no TX
+//! queue is ever used by two threads.
+//!
+//! Locks: the neighbour table sits in a `Mutex`, taken by the main lcore
+//! once per drained burst and timer tick, and by an RX lcore only for an
+//! ARP or ND frame it received (never per UDP datagram). A sender takes no
+//! lock and allocates nothing: one mbuf from the pool per datagram, one
+//! ring enqueue per burst.
+//!
+//! Every datagram a sender hands over ends in exactly one counter: sent
+//! (`UdpOutDatagrams`), refused by the NIC or without an mbuf or ring room
+//! (`UdpSndbufErrors`), too big for the MTU, without an on-link port, or
+//! dropped by the neighbour table (queue overflow, never resolved, table
+//! full); the books are checked at exit.
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use dpdk_sys::{port, Mbuf, MbufBurst, MbufRing, Mempool};
+
+use crate::control::{solicited_node, Iface, Ifaces};
+use crate::counters::Counter;
+use crate::runtime::shared::{ConsumedBy, Shared};
+use crate::neigh::{Learn, NeighStats, Params, Resolve, Table};
+use crate::parse::arp::{self, operation, ArpPacket};
+use crate::parse::build::{self, CsumMode, FragSpec, FrameSpec, L3Spec};
+use crate::parse::ether::{self, EthernetFrame};
+use crate::parse::icmp::{self, nd_flags, nd_option, types, IcmpPacket, NdOption};
+use crate::parse::ipv4::{self, Ipv4Packet};
+use crate::parse::ipv6::{self, Ipv6Packet};
+use crate::parse::checksum;
+use crate::parse::udp::{self, UdpPacket};
+use crate::parse::{Family, ParseError, PROTO_ICMPV6, PROTO_UDP};
+
+/// The link MTU (Ethernet's; DPDK's default port MTU): larger datagrams
+/// are refused (fragmentation is issue 18).
+pub const MTU: usize = 1500;
+/// Frames queued between senders and the main lcore.
+pub const RING_SIZE: u32 = 1024;
+/// Mbufs of the TX pool (about 5 MB): the ring, the neighbour queues, the
+/// clients' rings and the NIC's TX descriptors in flight; when it runs dry
+/// a send is refused and counted (`UdpSndbufErrors`, as `ENOBUFS`).
+pub const POOL_MBUFS: u32 = 2047;
+/// A frame's data room, headroom included (the largest frame, 1514 bytes, fits).
+pub const DATA_ROOM: u16 = 2048 + 128;
+/// Hop limit / TTL of what we send (Linux's default).
+const TTL: u8 = 64;
+/// RFC 4861 §7.1: ND messages travel one hop only.
+const ND_HOP_LIMIT: u8 = 255;
+const LL_OPTION_LEN: usize = 8;
+const NS_LEN: usize = icmp::ND_LEN + LL_OPTION_LEN;
+
+/// The neighbour table as the engine holds it.
+pub type Neigh = Mutex<Table<Mbuf>>;
+
+/// Counters several senders write (atomic adds), per family.
+#[derive(Debug, Default)]
+pub struct SenderStats {
+    /// Datagrams taken by `send_burst` (put on the ring).
+    pub accepted: [AtomicU64; 2],
+    /// No mbuf, or no room on the ring (`UdpSndbufErrors`, with `tx_errors`).
+    pub no_buffer: [AtomicU64; 2],
+    /// Payload above the MTU (`EMSGSIZE`).
+    pub too_big: [AtomicU64; 2],
+    /// No port has the destination on-link (`IpOutNoRoutes`), or the socket's
+    /// address is of the other family.
+    pub no_route: [AtomicU64; 2],
+}
+
+/// Counters only the main lcore writes.
+#[derive(Debug, Default)]
+pub struct DrainStats {
+    /// Handed to the NIC (`UdpOutDatagrams`).
+    pub out: [Counter; 2],
+    /// Refused by the NIC, or no TX queue for the main lcore (freed).
+    pub tx_errors: [Counter; 2],
+    /// ARP requests and neighbour solicitations sent / not sent.
+    pub solicits_sent: Counter,
+    pub solicits_failed: Counter,
+}
+
+/// The send path's state, in `Shared`.
+pub struct TxPath {
+    ring: MbufRing,
+    /// Always `Some` until dropped; freed only while the EAL is up (after
+    /// it the memory is gone, and the handle is forgotten).
+    pool: Option<Mempool>,
+    pub neigh: Arc<Neigh>,
+    pub senders: SenderStats,
+    pub drain: DrainStats,
+    /// Datagrams in the ring or the neighbour table when the engine stopped
+    /// (freed; in the neighbour table's `expired` when held there).
+    pub freed_at_stop: AtomicU64,
+    /// Out-of-process clients' TX rings (`udx_tx<pid>`), found by the main
+    /// lcore (the only one that takes this lock).
+    clients: Mutex<Vec<(u32, MbufRing)>>,
+    /// Requests taken from clients' rings (also in `accepted` when valid).
+    pub client_requests: AtomicU64,
+    /// Client requests that were not a valid request (freed).
+    pub bad_requests: AtomicU64,
+    /// Left in a client's ring when it closed its last socket or died (freed).
+    pub client_freed: AtomicU64,
+    /// TSC of the next full pass (timers, client ring discovery, releases):
+    /// at most one a millisecond; between them a pass with empty rings
+    /// returns at once (main lcore only).
+    next_full: Counter,
+    ms_ticks: u64,
+}
+
+impl std::fmt::Debug for TxPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxPath").finish_non_exhaustive()
+    }
+}
+
+impl Drop for TxPath {
+    fn drop(&mut self) {
+        if dpdk_sys::eal::is_up() {
+            // Whatever the ring holds goes back first (the ring's own drop
+            // would run after the pool's).
+            let mut b = MbufBurst::<64>::new();
+            while self.ring.dequeue(&mut b, 64) > 0 {
+                b.clear();
+            }
+            self.neigh
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .drain(drop);
+            // No mbuf of it is held any more: the ring and the table were
+            // emptied above, the engine's teardown stopped the ports.
+            drop(self.pool.take());
+        } else {
+            std::mem::forget(self.pool.take());
+        }
+    }
+}
+
+impl TxPath {
+    /// The ring, the pool and the neighbour table, on NUMA node `numa`,
+    /// with timers in TSC ticks of `hz`.
+    pub fn new(numa: i32, hz: u64) -> dpdk_sys::Result<TxPath> {
+        let pool = Mempool::new(
+            "tx_pool",
+            POOL_MBUFS,
+            64,
+            crate::meta::PRIV_SIZE,
+            DATA_ROOM,
+            numa,
+        )?;
+        // Many producers (any thread), one consumer (the main lcore).
+        let ring = MbufRing::create("tx_ring", RING_SIZE, numa, dpdk_sys::ring::SC_DEQ)?;
+        Ok(TxPath {
+            ring,
+            pool: Some(pool),
+            neigh: Arc::new(Mutex::new(Table::new(Params::defaults(hz)))),
+            senders: SenderStats::default(),
+            drain: DrainStats::default(),
+            freed_at_stop: AtomicU64::new(0),
+            clients: Mutex::new(Vec::new()),
+            client_requests: AtomicU64::new(0),
+            bad_requests: AtomicU64::new(0),
+            client_freed: AtomicU64::new(0),
+            next_full: Counter::default(),
+            ms_ticks: (hz / 1000).max(1),
+        })
+    }
+
+    pub fn pool(&self) -> &Mempool {
+        self.pool.as_ref().expect("the pool lives as long as the path")
+    }
+
+    fn table(&self) -> MutexGuard<'_, Table<Mbuf>> {
+        self.neigh.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn neigh_stats(&self) -> NeighStats {
+        self.table().stats
+    }
+}
+
+fn add(c: &[AtomicU64; 2], fam: Family, n: u64) {
+    c[fam.index()].fetch_add(n, Ordering::Relaxed);
+}
+
+fn family(a: IpAddr) -> Family {
+    match a {
+        IpAddr::V4(_) => Family::V4,
+        IpAddr::V6(_) => Family::V6,
+    }
+}
+
+fn on_link_v4(iface: &Iface, a: Ipv4Addr) -> Option<Ipv4Addr> {
+    iface.v4.iter().find_map(|(x, p)| {
+        let mask = u32::MAX.checked_shl(32 - u32::from(*p)).unwrap_or(0);
+        (u32::from(*x) & mask == u32::from(a) & mask).then_some(*x)
+    })
+}
+
+fn on_link_v6(iface: &Iface, a: &Ipv6Addr) -> Option<Ipv6Addr> {
+    iface.v6.iter().find_map(|(x, p)| {
+        let mask = u128::MAX.checked_shl(128 - u32::from(*p)).unwrap_or(0);
+        (u128::from(*x) & mask == u128::from(*a) & mask).then_some(*x)
+    })
+}
+
+/// The port a datagram to `dst` leaves by, and its source address: the
+/// first port with `dst` on one of its subnets (every destination is
+/// on-link: the config has no gateway); the source is `local` unless that
+/// is the wildcard, then the port's address on that subnet (the kernel's
+/// choice for an on-link destination).
+pub fn route(ifaces: &Ifaces, local: IpAddr, dst: IpAddr) -> Option<(&Iface, IpAddr)> {
+    ifaces.0.iter().find_map(|i| {
+        let ours = match (dst, local) {
+            (IpAddr::V4(d), IpAddr::V4(_)) => on_link_v4(i, d).map(IpAddr::V4),
+            (IpAddr::V6(d), IpAddr::V6(_)) => on_link_v6(i, &d).map(IpAddr::V6),
+            _ => None,
+        }?;
+        Some((i, if local.is_unspecified() { ours } else { local }))
+    })
+}
+
+/// The frame of one datagram from `src` to `dst` with `payload`, from
+/// `src_mac`; the destination MAC is left zero (the neighbour table fills
+/// it). IPv4 with DF set and identification 0, TTL / hop limit 64, UDP
+/// and IPv4 header checksums computed in software.
+pub fn frame_spec<'a>(
+    src_mac: [u8; 6],
+    src: SocketAddr,
+    dst: SocketAddr,
+    payload: &'a [u8],
+) -> Option<FrameSpec<'a>> {
+    let l3 = match (src.ip(), dst.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => L3Spec::V4 {
+            src: s,
+            dst: d,
+            ttl: TTL,
+            options: &[],
+            ident: 0,
+            frag: FragSpec {
+                dont_frag: true,
+                ..FragSpec::default()
+            },
+        },
+        (IpAddr::V6(s), IpAddr::V6(d)) => L3Spec::V6 {
+            src: s,
+            dst: d,
+            hop_limit: TTL,
+            ext: &[],
+        },
+        _ => return None,
+    };
+    Some(FrameSpec {
+        src_mac,
+        dst_mac: [0; 6],
+        vlans: &[],
+        l3,
+        sport: src.port(),
+        dport: dst.port(),
+        payload,
+        udp_csum: CsumMode::Correct,
+    })
+}
+
+/// Leave a built frame's checksums to the NIC: IPv4 header checksum 0, UDP
+/// checksum the folded pseudo-header sum (what DPDK's
+/// `rte_ipv4_phdr_cksum` / `rte_ipv6_phdr_cksum` give, as the TX checksum
+/// offload requires). The L3 header length and the `RTE_MBUF_F_TX_*` flags.
+pub fn prepare_offload(f: &mut [u8]) -> Option<(u16, u64)> {
+    use dpdk_sys::mbuf::tx_cksum;
+    let l3 = ether::HEADER_LEN;
+    let (l3_len, sum, flags) = match frame_family(f) {
+        Family::V4 => {
+            let mut ip = Ipv4Packet::new_checked(f.get_mut(l3..)?).ok()?;
+            ip.set_header_checksum(0);
+            let hl = ip.header_len();
+            let (s, d) = (ip.src_addr(), ip.dst_addr());
+            let len = u16::try_from(f.len().checked_sub(l3 + hl)?).ok()?;
+            (
+                hl,
+                checksum::pseudo_v4(s, d, PROTO_UDP, len),
+                tx_cksum::IPV4 | tx_cksum::IP_CKSUM | tx_cksum::UDP_CKSUM,
+            )
+        }
+        Family::V6 => {
+            let ip = Ipv6Packet::new_checked(f.get(l3..)?).ok()?;
+            let len = u32::try_from(f.len().checked_sub(l3 + ipv6::HEADER_LEN)?).ok()?;
+            (
+                ipv6::HEADER_LEN,
+                checksum::pseudo_v6(&ip.src_addr(), &ip.dst_addr(), PROTO_UDP, len),
+                tx_cksum::IPV6 | tx_cksum::UDP_CKSUM,
+            )
+        }
+    };
+    let mut u = UdpPacket::new_checked(f.get_mut(l3 + l3_len..)?, Family::V4).ok()?;
+    u.set_checksum(sum.fold());
+    Some((u16::try_from(l3_len).ok()?, flags))
+}
+
+/// Hand a written frame's checksums to the NIC when `iface` offers it
+/// (they were computed in software already otherwise).
+fn offload_if_offered(iface: &Iface, m: &mut Mbuf) -> Option<()> {
+    if iface.tx_csum {
+        let (l3_len, flags) = prepare_offload(m.data_mut())?;
+        m.view_mut()
+            .set_tx_offload(ether::HEADER_LEN as u8, l3_len, flags);
+    }
+    Some(())
+}
+
+/// The largest UDP payload of one unfragmented datagram of `fam`.
+pub fn max_payload(fam: Family) -> usize {
+    MTU - udp::HEADER_LEN
+        - match fam {
+            Family::V4 => ipv4::HEADER_LEN,
+            Family::V6 => ipv6::HEADER_LEN,
+        }
+}
+
+/// Build and queue datagrams from `local` (a socket's bound address); how
+/// many were taken. Each refused one is counted by reason.
+pub fn send_burst(
+    tx: &TxPath,
+    ifaces: &Ifaces,
+    local: SocketAddr,
+    dgrams: &[(SocketAddr, &[u8])],
+) -> usize {
+    let mut burst = MbufBurst::<64>::new();
+    let mut taken = 0;
+    for (dst, payload) in dgrams {
+        let fam = family(dst.ip());
+        if payload.len() > max_payload(fam) {
+            add(&tx.senders.too_big, fam, 1);
+            continue;
+        }
+        let Some((iface, src)) = route(ifaces, local.ip(), dst.ip()) else {
+            add(&tx.senders.no_route, fam, 1);
+            continue;
+        };
+        let Some(spec) = frame_spec(iface.mac, SocketAddr::new(src, local.port()), *dst, payload)
+        else {
+            add(&tx.senders.no_route, fam, 1);
+            continue;
+        };
+        let Some(mut m) = tx.pool().alloc() else {
+            add(&tx.senders.no_buffer, fam, 1);
+            continue;
+        };
+        let written = build::frame_len(&spec)
+            .ok()
+            .and_then(|n| u16::try_from(n).ok())
+            .and_then(|n| m.append(n))
+            .and_then(|out| build::write_frame(&spec, out).ok());
+        if written.is_none() {
+            add(&tx.senders.no_buffer, fam, 1);
+            continue;
+        }
+        m.view_mut().set_port(iface.port);
+        if offload_if_offered(iface, &mut m).is_none() {
+            add(&tx.senders.no_buffer, fam, 1);
+            continue;
+        }
+        if burst.spare() == 0 {
+            taken += flush(tx, &mut burst);
+        }
+        // Room: flushed above when full.
+        let _ = burst.push(m);
+    }
+    taken + flush(tx, &mut burst)
+}
+
+/// Onto the ring; what does not fit is freed and counted.
+fn flush(tx: &TxPath, burst: &mut MbufBurst<64>) -> usize {
+    let fams = families(burst);
+    let n = tx.ring.enqueue_mp(burst);
+    for f in &fams[..n] {
+        add(&tx.senders.accepted, *f, 1);
+    }
+    // The frames left are the refused: freed.
+    for f in &fams[n..n + burst.len()] {
+        add(&tx.senders.no_buffer, *f, 1);
+    }
+    burst.clear();
+    n
+}
+
+/// The family of each frame of `b`, in order.
+fn families(b: &MbufBurst<64>) -> [Family; 64] {
+    let mut fams = [Family::V4; 64];
+    for (f, m) in fams.iter_mut().zip(b.iter()) {
+        *f = frame_family(m.data());
+    }
+    fams
+}
+
+/// IPv4 or IPv6, from a frame we built (no VLAN tag).
+fn frame_family(f: &[u8]) -> Family {
+    match EthernetFrame::new_checked(f).map(|e| e.ethertype()) {
+        Ok(ether::ethertype::IPV6) => Family::V6,
+        _ => Family::V4,
+    }
+}
+
+/// The destination address of a frame we built.
+fn frame_dst(f: &[u8]) -> Option<IpAddr> {
+    let l3 = f.get(ether::HEADER_LEN..)?;
+    match frame_family(f) {
+        Family::V4 => Some(IpAddr::V4(Ipv4Packet::new_checked(l3).ok()?.dst_addr())),
+        Family::V6 => Some(IpAddr::V6(Ipv6Packet::new_checked(l3).ok()?.dst_addr())),
+    }
+}
+
+/// An out-of-process client's send request, at the start of an mbuf of
+/// `tx_pool`'s, the payload after it: the engine builds the frame in place
+/// from the socket's bound address (`udpdemux-client`'s
+/// `ClientSocket::send_burst` writes it).
+pub mod request {
+    use std::ops::Range;
+    /// "UDTX".
+    pub const MAGIC: u32 = 0x5544_5458;
+    pub const MAGIC_AT: Range<usize> = 0..4;
+    /// The engine's socket id (`ClientSocket::id`).
+    pub const SOCKET: Range<usize> = 4..8;
+    pub const PORT: Range<usize> = 8..10;
+    /// 4 for IPv4 (the address in the first 4 bytes of ADDR), 6 for IPv6.
+    pub const FAMILY: usize = 10;
+    pub const ADDR: Range<usize> = 12..28;
+    pub const LEN: usize = ADDR.end;
+}
+
+/// Write a request header for `socket` to `dst` into `out` (at least
+/// [`request::LEN`] bytes).
+pub fn encode_request(out: &mut [u8], socket: u32, dst: SocketAddr) -> Option<()> {
+    let h = out.get_mut(..request::LEN)?;
+    h.fill(0);
+    h[request::MAGIC_AT].copy_from_slice(&request::MAGIC.to_be_bytes());
+    h[request::SOCKET].copy_from_slice(&socket.to_be_bytes());
+    h[request::PORT].copy_from_slice(&dst.port().to_be_bytes());
+    match dst.ip() {
+        IpAddr::V4(a) => {
+            h[request::FAMILY] = 4;
+            h[request::ADDR.start..request::ADDR.start + 4].copy_from_slice(&a.octets());
+        }
+        IpAddr::V6(a) => {
+            h[request::FAMILY] = 6;
+            h[request::ADDR].copy_from_slice(&a.octets());
+        }
+    }
+    Some(())
+}
+
+/// The socket id and destination of a request, and its payload.
+pub fn decode_request(b: &[u8]) -> Option<(u32, SocketAddr, &[u8])> {
+    let h = b.get(..request::LEN)?;
+    let be32 = |r: std::ops::Range<usize>| u32::from_be_bytes(h[r].try_into().unwrap_or([0; 4]));
+    if be32(request::MAGIC_AT) != request::MAGIC {
+        return None;
+    }
+    let port = u16::from_be_bytes([h[request::PORT.start], h[request::PORT.start + 1]]);
+    let a: [u8; 16] = h[request::ADDR].try_into().ok()?;
+    let ip = match h[request::FAMILY] {
+        4 => IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3])),
+        6 => IpAddr::V6(Ipv6Addr::from(a)),
+        _ => return None,
+    };
+    Some((
+        be32(request::SOCKET),
+        SocketAddr::new(ip, port),
+        &b[request::LEN..],
+    ))
+}
+
+/// The TX ring of the client with `pid` (it creates it, single producer
+/// and single consumer; the engine's main lcore drains it).
+pub fn client_ring_name(pid: u32) -> String {
+    format!("udx_tx{pid}")
+}
+
+/// Slots of a client's TX ring.
+pub const CLIENT_RING_SIZE: u32 = 1024;
+
+/// The TX ring of this process as a client (`udpdemux-client`): made on
+/// first use (one consumer: the engine's main lcore; producers enqueue
+/// with the multi-producer protocol), or found when a process with the
+/// same pid made it before.
+pub fn client_ring() -> dpdk_sys::Result<MbufRing> {
+    let name = client_ring_name(std::process::id());
+    MbufRing::create(&name, CLIENT_RING_SIZE, -1, dpdk_sys::ring::SC_DEQ).or_else(|_| {
+        // SAFETY: a ring of this name is only made here, as an MbufRing of
+        // mbufs of the engine's TX pool, and nobody frees it.
+        unsafe { MbufRing::lookup(&name) }
+    })
+}
+
+/// Turn a client's request in `m` into a frame in place: `None` when it
+/// was refused (freed here and counted).
+fn finish_request(tx: &TxPath, shared: &Shared, mut m: Mbuf) -> Option<Mbuf> {
+    tx.client_requests.fetch_add(1, Ordering::Relaxed);
+    let Some((id, dst, payload)) = decode_request(m.data()) else {
+        tx.bad_requests.fetch_add(1, Ordering::Relaxed);
+        return None;
+    };
+    let fam = family(dst.ip());
+    let mut buf = [0u8; MTU];
+    let Some(body) = buf.get_mut(..payload.len()) else {
+        add(&tx.senders.too_big, fam, 1);
+        return None;
+    };
+    if payload.len() > max_payload(fam) {
+        add(&tx.senders.too_big, fam, 1);
+        return None;
+    }
+    body.copy_from_slice(payload);
+    let body = &buf[..payload.len()];
+    let local = shared
+        .sockets
+        .load()
+        .iter()
+        .find(|e| e.sock.id == id)
+        .map(|e| e.sock.conf.local);
+    let Some(local) = local else {
+        tx.bad_requests.fetch_add(1, Ordering::Relaxed);
+        return None;
+    };
+    let Some((iface, src)) = route(&shared.ifaces, local.ip(), dst.ip()) else {
+        add(&tx.senders.no_route, fam, 1);
+        return None;
+    };
+    let spec = frame_spec(iface.mac, SocketAddr::new(src, local.port()), dst, body)?;
+    let mut v = m.view_mut();
+    v.reset();
+    let written = build::frame_len(&spec)
+        .ok()
+        .and_then(|n| u16::try_from(n).ok())
+        .and_then(|n| v.append(n))
+        .and_then(|out| build::write_frame(&spec, out).ok());
+    if written.is_none() {
+        add(&tx.senders.no_buffer, fam, 1);
+        return None;
+    }
+    v.set_port(iface.port);
+    v.clear_ol_flags();
+    if offload_if_offered(iface, &mut m).is_none() {
+        add(&tx.senders.no_buffer, fam, 1);
+        return None;
+    }
+    add(&tx.senders.accepted, fam, 1);
+    Some(m)
+}
+
+/// Keep the list of clients' TX rings current (main lcore): a client with
+/// a socket open whose ring exists is drained; one that has none open any
+/// more (closed, or reaped when it died) has what is left freed and counted.
+fn refresh_clients(tx: &TxPath, shared: &Shared, rings: &mut Vec<(u32, MbufRing)>) {
+    let socks = shared.sockets.load();
+    let live = |pid: u32| {
+        socks
+            .iter()
+            .any(|e| e.consumed_by == ConsumedBy::Client(pid))
+    };
+    rings.retain(|(pid, r)| {
+        if live(*pid) {
+            return true;
+        }
+        let mut b = MbufBurst::<64>::new();
+        while r.dequeue(&mut b, 64) > 0 {
+            tx.client_freed
+                .fetch_add(b.len() as u64, Ordering::Relaxed);
+            b.clear();
+        }
+        false
+    });
+    for e in socks.iter() {
+        let ConsumedBy::Client(pid) = e.consumed_by else {
+            continue;
+        };
+        if rings.iter().any(|(p, _)| *p == pid) {
+            continue;
+        }
+        // SAFETY: a ring of this name is made by `udpdemux-client` as an
+        // MbufRing of mbufs from our TX pool, and lives while the client's
+        // process does (it is never freed by the client).
+        if let Ok(r) = unsafe { MbufRing::lookup(&client_ring_name(pid)) } {
+            rings.push((pid, r));
+        }
+    }
+}
+
+/// Frames with their MAC, waiting for one `tx_burst` on one port.
+struct Out<'a> {
+    tx: &'a TxPath,
+    queue: Option<u16>,
+    ifaces: &'a Ifaces,
+    port: u16,
+    bufs: MbufBurst<64>,
+}
+
+impl Out<'_> {
+    fn push(&mut self, port: u16, mac: [u8; 6], mut m: Mbuf) {
+        if let Ok(mut e) = EthernetFrame::new_checked(m.data_mut()) {
+            e.set_dst_mac(mac);
+        }
+        if port != self.port || self.bufs.spare() == 0 {
+            self.flush();
+            self.port = port;
+        }
+        let _ = self.bufs.push(m);
+    }
+
+    fn flush(&mut self) {
+        if self.bufs.is_empty() {
+            return;
+        }
+        let d = &self.tx.drain;
+        let queue = self.queue.filter(|q| {
+            self.ifaces
+                .get(self.port)
+                .is_some_and(|i| *q < i.tx_queues)
+        });
+        let fams = families(&self.bufs);
+        let n = self.bufs.len();
+        let sent = queue.map_or(0, |q| port::tx_from(self.port, q, &mut self.bufs));
+        for f in &fams[..sent] {
+            d.out[f.index()].add(1);
+        }
+        for f in &fams[sent..n] {
+            d.tx_errors[f.index()].add(1);
+        }
+        // What the NIC did not take: freed.
+        self.bufs.clear();
+    }
+}
+
+/// The main lcore's part, at TSC `now`, on its TX queue: drain the
+/// senders' ring and the clients' rings through the neighbour table, send
+/// what is resolved, run the table's timers (solicit retries, expiry).
+pub fn service(shared: &Shared, now: u64) {
+    let Some(tx) = shared.send.as_ref() else {
+        return;
+    };
+    let (ifaces, queue) = (&shared.ifaces, shared.main_tx_queue);
+    let mut out = Out {
+        tx,
+        queue,
+        ifaces,
+        port: u16::MAX,
+        bufs: MbufBurst::new(),
+    };
+    let mut solicits = Solicits::default();
+    let mut burst = MbufBurst::<64>::new();
+    let mut rings = tx.clients.lock().unwrap_or_else(|p| p.into_inner());
+    let full = now >= tx.next_full.get();
+    if !full && tx.ring.looks_empty() && rings.iter().all(|(_, r)| r.looks_empty()) {
+        // Nothing to send, no timer due: what an RX lcore resolved since
+        // goes out at the next full pass (within a millisecond).
+        return;
+    }
+    if full {
+        tx.next_full.set(now + tx.ms_ticks);
+        refresh_clients(tx, shared, &mut rings);
+    }
+    let mut table = tx.table();
+    // What an RX lcore resolved since the last pass goes first: a datagram
+    // sent after those were held must not overtake them.
+    table.take_ready(|port, mac, m| out.push(port, mac, m));
+    let mut resolve = |m: Mbuf, table: &mut Table<Mbuf>, out: &mut Out<'_>| {
+        let port = m.view().port();
+        let Some(dst) = frame_dst(m.data()) else {
+            tx.drain.tx_errors[frame_family(m.data()).index()].add(1);
+            return;
+        };
+        match table.resolve(port, dst, m, now) {
+            Resolve::Send(mac, m) => out.push(port, mac, m),
+            Resolve::Queued { solicit, dropped } => {
+                if solicit {
+                    solicits.push(port, dst);
+                }
+                // The oldest held datagram gave way: freed (counted in the table).
+                drop(dropped);
+            }
+            // No entry could be made: freed (counted in the table).
+            Resolve::Full(m) => drop(m),
+        }
+    };
+    loop {
+        let n = tx.ring.dequeue(&mut burst, 64);
+        for m in burst.drain() {
+            resolve(m, &mut table, &mut out);
+        }
+        if n < 64 {
+            break;
+        }
+    }
+    for (_, r) in rings.iter() {
+        loop {
+            let n = r.dequeue(&mut burst, 64);
+            for m in burst.drain() {
+                if let Some(m) = finish_request(tx, shared, m) {
+                    resolve(m, &mut table, &mut out);
+                }
+            }
+            if n < 64 {
+                break;
+            }
+        }
+    }
+    drop(rings);
+    // Expired datagrams are freed (counted in the table).
+    table.tick(now, |port, ip| solicits.push(port, ip), drop);
+    drop(table);
+    out.flush();
+    for (port, ip) in solicits.iter() {
+        let sent = queue
+            .zip(ifaces.get(port))
+            .filter(|(q, i)| *q < i.tx_queues)
+            .and_then(|(q, i)| {
+                let m = solicit_mbuf(tx.pool(), i, ip)?;
+                port::tx_one(port, q, m).ok()
+            });
+        match sent {
+            Some(()) => tx.drain.solicits_sent.add(1),
+            None => tx.drain.solicits_failed.add(1),
+        }
+    }
+}
+
+/// At most this many solicits per service pass; the others go out at
+/// their entry's next retry.
+const SOLICITS_PER_PASS: usize = 32;
+
+#[derive(Default)]
+struct Solicits {
+    n: usize,
+    items: [Option<(u16, IpAddr)>; SOLICITS_PER_PASS],
+}
+
+impl Solicits {
+    fn push(&mut self, port: u16, ip: IpAddr) {
+        if let Some(slot) = self.items.get_mut(self.n) {
+            *slot = Some((port, ip));
+            self.n += 1;
+        }
+    }
+    fn iter(&self) -> impl Iterator<Item = (u16, IpAddr)> + '_ {
+        self.items.iter().take(self.n).flatten().copied()
+    }
+}
+
+/// An ARP request or a neighbour solicitation for `ip` from `iface`, in a
+/// fresh mbuf of `pool`.
+fn solicit_mbuf(pool: &Mempool, iface: &Iface, ip: IpAddr) -> Option<Mbuf> {
+    let mut m = pool.alloc()?;
+    let n = match ip {
+        IpAddr::V4(a) => {
+            let src = on_link_v4(iface, a).or_else(|| iface.v4.first().map(|x| x.0))?;
+            let out = m.append((ether::HEADER_LEN + arp::PACKET_LEN) as u16)?;
+            write_arp_request(out, iface.mac, src, a)?
+        }
+        IpAddr::V6(a) => {
+            let src = on_link_v6(iface, &a).or_else(|| iface.v6.first().map(|x| x.0))?;
+            let out = m.append((ether::HEADER_LEN + ipv6::HEADER_LEN + NS_LEN) as u16)?;
+            write_solicitation(out, iface.mac, &src, &a)?
+        }
+    };
+    m.view_mut().set_port(iface.port);
+    (n == usize::from(m.view().data_len())).then_some(m)
+}
+
+/// "Who has `target`? Tell `src`" (RFC 826), broadcast. The frame's length.
+pub fn write_arp_request(
+    out: &mut [u8],
+    mac: [u8; 6],
+    src: Ipv4Addr,
+    target: Ipv4Addr,
+) -> Option<usize> {
+    let len = ether::HEADER_LEN + arp::PACKET_LEN;
+    let out = out.get_mut(..len)?;
+    let mut e = EthernetFrame::new_checked(&mut out[..]).ok()?;
+    e.set_dst_mac([0xff; 6]);
+    e.set_src_mac(mac);
+    e.set_ethertype(ether::ethertype::ARP);
+    let mut a = ArpPacket::new_unchecked(&mut out[ether::HEADER_LEN..]);
+    a.set_hardware_type(arp::hardware::ETHERNET);
+    a.set_protocol_type(ether::ethertype::IPV4);
+    a.set_hardware_len(6);
+    a.set_protocol_len(4);
+    a.set_operation(operation::REQUEST);
+    a.set_sender_hardware_addr(mac);
+    a.set_sender_protocol_addr(src);
+    a.set_target_hardware_addr([0; 6]);
+    a.set_target_protocol_addr(target);
+    Some(len)
+}
+
+/// A neighbour solicitation for `target` from `src` (RFC 4861 §4.3, §7.2.2):
+/// to the target's solicited-node group, hop limit 255, with our MAC in a
+/// source link-layer address option. The frame's length.
+pub fn write_solicitation(
+    out: &mut [u8],
+    mac: [u8; 6],
+    src: &Ipv6Addr,
+    target: &Ipv6Addr,
+) -> Option<usize> {
+    let l3 = ether::HEADER_LEN;
+    let l4 = l3 + ipv6::HEADER_LEN;
+    let len = l4 + NS_LEN;
+    let out = out.get_mut(..len)?;
+    let group = solicited_node(target);
+    let mut e = EthernetFrame::new_checked(&mut out[..]).ok()?;
+    e.set_dst_mac(ether::ipv6_multicast_mac(&group));
+    e.set_src_mac(mac);
+    e.set_ethertype(ether::ethertype::IPV6);
+    let mut ip = Ipv6Packet::new_checked(&mut out[l3..l4]).ok()?;
+    ip.set_version_tc_flow(0, 0);
+    ip.set_payload_len(NS_LEN as u16);
+    ip.set_next_header(PROTO_ICMPV6);
+    ip.set_hop_limit(ND_HOP_LIMIT);
+    ip.set_src_addr(src);
+    ip.set_dst_addr(&group);
+    let ns = &mut out[l4..];
+    ns.fill(0);
+    let mut p = IcmpPacket::new_checked(ns)?;
+    p.set_msg_type(types::V6_NEIGHBOR_SOLICIT);
+    p.set_code(0);
+    p.set_nd_target(target);
+    let mut o = NdOption::new_unchecked(p.nd_options_mut()?);
+    o.set_kind(nd_option::SOURCE_LL_ADDR);
+    o.set_len_units((LL_OPTION_LEN / 8) as u8);
+    o.set_link_layer_addr(mac);
+    p.fill_checksum_v6(src, &group);
+    Some(len)
+}
+
+/// The control path's hook: learn a neighbour from an ARP or ND frame an RX
+/// lcore received on `iface` (the parser rejected it with `err`). Tries the
+/// table's lock only for an ARP packet or an ND message that carries a
+/// link-layer address of a neighbour on one of the port's subnets, and
+/// never waits for it: an RX lcore does not stall behind the main lcore's
+/// pass. False when the lock was busy and the frame taught nothing (the
+/// neighbour's next answer or the next solicit retry will).
+pub fn learn<T>(
+    neigh: &Mutex<Table<T>>,
+    iface: &Iface,
+    frame: &[u8],
+    err: &ParseError,
+    now: u64,
+) -> bool {
+    let found = match *err {
+        ParseError::NotIp {
+            ethertype: ether::ethertype::ARP,
+            l3_off,
+        } => learn_arp(iface, frame, usize::from(l3_off)),
+        ParseError::NotUdp {
+            family: Family::V6,
+            proto: PROTO_ICMPV6,
+            l3_off,
+            l4_off,
+        } => learn_nd(iface, frame, usize::from(l3_off), usize::from(l4_off)),
+        _ => None,
+    };
+    let Some((ip, mac, how)) = found else {
+        return true;
+    };
+    let mut t = match neigh.try_lock() {
+        Ok(t) => t,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return false,
+    };
+    t.learn(iface.port, ip, mac, how, now);
+    true
+}
+
+fn unicast_mac(mac: &[u8; 6]) -> bool {
+    mac[0] & 1 == 0 && *mac != [0; 6]
+}
+
+fn learn_arp(iface: &Iface, f: &[u8], l3: usize) -> Option<(IpAddr, [u8; 6], Learn)> {
+    let a = ArpPacket::new_checked(f.get(l3..)?).ok()?;
+    let (sha, spa, tpa) = (
+        a.sender_hardware_addr(),
+        a.sender_protocol_addr(),
+        a.target_protocol_addr(),
+    );
+    if !unicast_mac(&sha) || spa.is_unspecified() || on_link_v4(iface, spa).is_none() {
+        return None;
+    }
+    let how = match a.operation() {
+        operation::REPLY if iface.has_v4(tpa) => Learn::Confirmed,
+        operation::REQUEST if iface.has_v4(tpa) => Learn::Heard { create: true },
+        operation::REQUEST | operation::REPLY => Learn::Heard { create: false },
+        _ => return None,
+    };
+    Some((IpAddr::V4(spa), sha, how))
+}
+
+fn learn_nd(iface: &Iface, f: &[u8], l3: usize, l4: usize) -> Option<(IpAddr, [u8; 6], Learn)> {
+    if l4 != l3 + ipv6::HEADER_LEN {
+        return None;
+    }
+    let ip = Ipv6Packet::new_checked(f.get(l3..)?).ok()?;
+    let end = l4 + usize::from(ip.payload_len());
+    let p = IcmpPacket::new_checked(f.get(l4..end)?)?;
+    let (src, dst) = (ip.src_addr(), ip.dst_addr());
+    if ip.hop_limit() != ND_HOP_LIMIT || p.code() != 0 || !p.verify_v6(&src, &dst) {
+        return None;
+    }
+    let target = p.nd_target()?;
+    let want = match p.msg_type() {
+        types::V6_NEIGHBOR_ADVERT => nd_option::TARGET_LL_ADDR,
+        types::V6_NEIGHBOR_SOLICIT => nd_option::SOURCE_LL_ADDR,
+        _ => return None,
+    };
+    let mut mac = None;
+    for o in p.nd_options() {
+        let o = o.ok()?;
+        if o.kind() == want {
+            mac = Some(o.link_layer_addr());
+        }
+    }
+    let mac = mac.filter(unicast_mac)?;
+    if p.msg_type() == types::V6_NEIGHBOR_ADVERT {
+        if target.is_multicast() {
+            return None;
+        }
+        let how = if p.nd_flags() & nd_flags::SOLICITED != 0 {
+            Learn::Confirmed
+        } else {
+            Learn::Heard { create: false }
+        };
+        Some((IpAddr::V6(target), mac, how))
+    } else {
+        // A solicitation: its sender is at `mac` (§7.2.3).
+        if src.is_unspecified() || src.is_multicast() {
+            return None;
+        }
+        Some((
+            IpAddr::V6(src),
+            mac,
+            Learn::Heard {
+                create: iface.has_v6(&target),
+            },
+        ))
+    }
+}
+
+/// At stop, after the ports' last use by the main lcore: send what can be
+/// sent, then free what is left (held datagrams count as expired, ring
+/// leftovers in `freed_at_stop`).
+pub fn finish(shared: &Shared, now: u64) {
+    let Some(tx) = shared.send.as_ref() else {
+        return;
+    };
+    // A full pass: what was resolved goes out before the rest is freed.
+    tx.next_full.set(0);
+    service(shared, now);
+    let mut b = MbufBurst::<64>::new();
+    while tx.ring.dequeue(&mut b, 64) > 0 {
+        tx.freed_at_stop
+            .fetch_add(b.len() as u64, Ordering::Relaxed);
+        b.clear();
+    }
+    for (_, r) in tx.clients.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+        while r.dequeue(&mut b, 64) > 0 {
+            tx.client_freed.fetch_add(b.len() as u64, Ordering::Relaxed);
+            b.clear();
+        }
+    }
+    tx.table().drain(drop);
+}
+
+/// The send path's books, for the exit JSON.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct SendSummary {
+    pub accepted: [u64; 2],
+    pub out_datagrams: [u64; 2],
+    pub tx_errors: [u64; 2],
+    pub no_buffer: [u64; 2],
+    pub too_big: [u64; 2],
+    pub no_route: [u64; 2],
+    pub solicits_sent: u64,
+    pub solicits_failed: u64,
+    pub freed_at_stop: u64,
+    /// Requests out-of-process clients put on their TX rings, those that
+    /// were not valid, and those left when a client went.
+    pub client_requests: u64,
+    pub bad_requests: u64,
+    pub client_freed: u64,
+    pub neigh: NeighStats,
+    /// Held in the neighbour table or the ring when the summary was taken.
+    pub in_flight: u64,
+}
+
+impl SendSummary {
+    pub fn of(tx: &TxPath) -> SendSummary {
+        let r = |c: &[AtomicU64; 2]| [0, 1].map(|i| c[i].load(Ordering::Relaxed));
+        let g = |c: &[Counter; 2]| [0, 1].map(|i| c[i].get());
+        let t = tx.table();
+        SendSummary {
+            accepted: r(&tx.senders.accepted),
+            out_datagrams: g(&tx.drain.out),
+            tx_errors: g(&tx.drain.tx_errors),
+            no_buffer: r(&tx.senders.no_buffer),
+            too_big: r(&tx.senders.too_big),
+            no_route: r(&tx.senders.no_route),
+            solicits_sent: tx.drain.solicits_sent.get(),
+            solicits_failed: tx.drain.solicits_failed.get(),
+            freed_at_stop: tx.freed_at_stop.load(Ordering::Relaxed),
+            client_requests: tx.client_requests.load(Ordering::Relaxed),
+            bad_requests: tx.bad_requests.load(Ordering::Relaxed),
+            client_freed: tx.client_freed.load(Ordering::Relaxed),
+            neigh: t.stats,
+            in_flight: t.held() as u64 + u64::from(tx.ring.count()),
+        }
+    }
+
+    /// Every accepted datagram is sent, refused by the NIC, dropped by the
+    /// neighbour table, freed at stop, or still in flight.
+    pub fn balanced(&self) -> bool {
+        let n = &self.neigh;
+        let accepted: u64 = self.accepted.iter().sum();
+        let ended: u64 = self.out_datagrams.iter().sum::<u64>()
+            + self.tx_errors.iter().sum::<u64>()
+            + n.unres_discards
+            + n.expired
+            + n.table_full
+            + self.freed_at_stop
+            + self.in_flight;
+        accepted == ended
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unhex(h: &str) -> Vec<u8> {
+        let h: String = h.split_whitespace().collect();
+        (0..h.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    const OUR: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+
+    fn frame(src: &str, dst: &str, payload: &[u8]) -> Vec<u8> {
+        build::to_vec(&frame_spec(OUR, src.parse().unwrap(), dst.parse().unwrap(), payload).unwrap())
+            .unwrap()
+    }
+
+    // The expected frames were assembled and summed independently (Python:
+    // struct.pack and an RFC 1071 one's-complement sum over the pseudo-header).
+
+    #[test]
+    fn ipv4_datagram_matches_an_independent_build() {
+        let f = frame("198.18.0.1:1000", "198.18.0.2:2000", b"hello");
+        assert_eq!(
+            f,
+            unhex(
+                "000000000000 020000000001 0800
+                 4500 0021 0000 4000 4011 aea4 c6120001 c6120002
+                 03e8 07d0 000d 2422 68656c6c6f"
+            )
+        );
+        let d = crate::parse::parse(&f, crate::parse::Offload::default()).expect("parses");
+        assert_eq!(d.payload(&f), Some(&b"hello"[..]));
+    }
+
+    #[test]
+    fn ipv6_datagram_matches_an_independent_build() {
+        let f = frame("[fd00::1]:1000", "[fd00::2]:2000", b"hello");
+        assert_eq!(
+            f,
+            unhex(
+                "000000000000 020000000001 86dd
+                 60000000 000d 11 40
+                 fd000000000000000000000000000001 fd000000000000000000000000000002
+                 03e8 07d0 000d b645 68656c6c6f"
+            )
+        );
+        assert!(crate::parse::parse(&f, crate::parse::Offload::default()).is_ok());
+        // Families must agree.
+        assert!(frame_spec(OUR, "[fd00::1]:1".parse().unwrap(), "198.18.0.2:1".parse().unwrap(), b"")
+            .is_none());
+    }
+
+    #[test]
+    fn arp_request_is_the_one_linux_sends() {
+        use crate::parse::arp::captured::LINUX_REQUEST;
+        // Linux's "who-has 198.18.0.1 tell 198.18.0.2" from 02:..:02.
+        let mut out = [0u8; 64];
+        let n = write_arp_request(
+            &mut out,
+            [2, 0, 0, 0, 0, 2],
+            Ipv4Addr::new(198, 18, 0, 2),
+            Ipv4Addr::new(198, 18, 0, 1),
+        )
+        .unwrap();
+        assert_eq!(&out[..n], &LINUX_REQUEST[..]);
+    }
+
+    #[test]
+    fn neighbour_solicitation_matches_an_independent_build() {
+        let mut out = [0u8; 128];
+        let n = write_solicitation(
+            &mut out,
+            OUR,
+            &"fd00::1".parse().unwrap(),
+            &"fd00::2".parse().unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            &out[..n],
+            &unhex(
+                "3333ff000002 020000000001 86dd
+                 60000000 0020 3a ff
+                 fd000000000000000000000000000001 ff0200000000000000000001ff000002
+                 87 00 7d97 00000000 fd000000000000000000000000000002
+                 01 01 020000000001"
+            )[..]
+        );
+    }
+
+    fn iface() -> Iface {
+        Iface {
+            port: 3,
+            mac: OUR,
+            v4: vec![(Ipv4Addr::new(198, 18, 0, 1), 24)],
+            v6: vec![("fd00::1".parse().unwrap(), 64)],
+            tx_queues: 1,
+            neigh: None,
+            tx_csum: false,
+        }
+    }
+
+    #[test]
+    fn routes_on_link_and_picks_the_source_of_a_wildcard_socket() {
+        let ifs = Ifaces(vec![iface()]);
+        let any4: IpAddr = Ipv4Addr::UNSPECIFIED.into();
+        let (i, src) = route(&ifs, any4, "198.18.0.77".parse().unwrap()).unwrap();
+        assert_eq!((i.port, src), (3, "198.18.0.1".parse().unwrap()));
+        let bound: IpAddr = "198.18.0.5".parse().unwrap();
+        assert_eq!(route(&ifs, bound, "198.18.0.77".parse().unwrap()).unwrap().1, bound);
+        let any6: IpAddr = Ipv6Addr::UNSPECIFIED.into();
+        assert_eq!(
+            route(&ifs, any6, "fd00::9".parse().unwrap()).unwrap().1,
+            "fd00::1".parse::<IpAddr>().unwrap()
+        );
+        // Off-link (no gateway is configured) and across families: no route.
+        assert!(route(&ifs, any4, "198.19.0.1".parse().unwrap()).is_none());
+        assert!(route(&ifs, any6, "fd01::1".parse().unwrap()).is_none());
+        assert!(route(&ifs, any4, "fd00::9".parse().unwrap()).is_none());
+        assert_eq!(max_payload(Family::V4), 1472);
+        assert_eq!(max_payload(Family::V6), 1452);
+    }
+
+    #[test]
+    fn learns_from_arp_and_neighbour_discovery() {
+        let t: Mutex<Table<u32>> = Mutex::new(Table::new(Params::defaults(1000)));
+        let i = iface();
+        let peer = [2, 0, 0, 0, 0, 2];
+        let arp = |op: u16, spa: Ipv4Addr, tpa: Ipv4Addr| {
+            let mut f = vec![0u8; 42];
+            write_arp_request(&mut f, peer, spa, tpa).unwrap();
+            ArpPacket::new_unchecked(&mut f[ether::HEADER_LEN..]).set_operation(op);
+            f
+        };
+        let err = ParseError::NotIp {
+            ethertype: ether::ethertype::ARP,
+            l3_off: 14,
+        };
+        let p4: IpAddr = "198.18.0.2".parse().unwrap();
+        // A request for someone else from an unknown neighbour: not created.
+        learn(&t, &i, &arp(operation::REQUEST, Ipv4Addr::new(198, 18, 0, 2), Ipv4Addr::new(198, 18, 0, 9)), &err, 1);
+        assert_eq!(t.lock().unwrap().get(3, p4), None);
+        // Off-subnet senders are ignored.
+        learn(&t, &i, &arp(operation::REQUEST, Ipv4Addr::new(10, 0, 0, 2), Ipv4Addr::new(198, 18, 0, 1)), &err, 1);
+        assert_eq!(t.lock().unwrap().stats.entries, 0);
+        // Waiting for it, then its reply to us: reachable.
+        let _ = t.lock().unwrap().resolve(3, p4, 7u32, 1);
+        learn(&t, &i, &arp(operation::REPLY, Ipv4Addr::new(198, 18, 0, 2), Ipv4Addr::new(198, 18, 0, 1)), &err, 2);
+        assert_eq!(t.lock().unwrap().get(3, p4), Some((crate::neigh::State::Reachable, peer)));
+        // A solicited advertisement for fd00::2 (what Linux answers our NS with).
+        let p6: Ipv6Addr = "fd00::2".parse().unwrap();
+        let _ = t.lock().unwrap().resolve(3, IpAddr::V6(p6), 8u32, 3);
+        let mut f = vec![0u8; 14 + 40 + 32];
+        write_solicitation(&mut f, peer, &p6, &p6).unwrap();
+        let us6: Ipv6Addr = "fd00::1".parse().unwrap();
+        {
+            let mut ip = Ipv6Packet::new_checked(&mut f[14..54]).unwrap();
+            ip.set_dst_addr(&us6);
+        }
+        let mut p = IcmpPacket::new_checked(&mut f[54..]).unwrap();
+        p.set_msg_type(types::V6_NEIGHBOR_ADVERT);
+        p.set_nd_flags(nd_flags::SOLICITED | nd_flags::OVERRIDE);
+        NdOption::new_unchecked(p.nd_options_mut().unwrap()).set_kind(nd_option::TARGET_LL_ADDR);
+        p.fill_checksum_v6(&p6, &us6);
+        let err6 = ParseError::NotUdp {
+            family: Family::V6,
+            proto: PROTO_ICMPV6,
+            l3_off: 14,
+            l4_off: 54,
+        };
+        learn(&t, &i, &f, &err6, 4);
+        assert_eq!(
+            t.lock().unwrap().get(3, IpAddr::V6(p6)),
+            Some((crate::neigh::State::Reachable, peer))
+        );
+        // A corrupted checksum teaches nothing.
+        let t2: Mutex<Table<u32>> = Mutex::new(Table::new(Params::defaults(1000)));
+        let _ = t2.lock().unwrap().resolve(3, IpAddr::V6(p6), 9u32, 3);
+        f[60] ^= 1;
+        learn(&t2, &i, &f, &err6, 4);
+        assert_eq!(t2.lock().unwrap().get(3, IpAddr::V6(p6)).unwrap().0, crate::neigh::State::Incomplete);
+    }
+
+    #[test]
+    fn client_requests_round_trip_and_garbage_is_refused() {
+        let mut b = [0u8; request::LEN + 3];
+        for dst in ["198.18.0.2:7000", "[fd00::2]:53"] {
+            let dst: SocketAddr = dst.parse().unwrap();
+            encode_request(&mut b, 42, dst).unwrap();
+            b[request::LEN..].copy_from_slice(b"abc");
+            assert_eq!(decode_request(&b), Some((42, dst, &b"abc"[..])));
+        }
+        assert!(encode_request(&mut [0u8; request::LEN - 1], 1, "198.18.0.2:1".parse().unwrap()).is_none());
+        assert_eq!(decode_request(&b[..request::LEN - 1]), None);
+        let mut bad = b;
+        bad[0] ^= 1;
+        assert_eq!(decode_request(&bad), None);
+        let mut bad = b;
+        bad[request::FAMILY] = 5;
+        assert_eq!(decode_request(&bad), None);
+    }
+
+    /// What a NIC does with an offloaded frame: the IPv4 header checksum
+    /// over the header, the UDP checksum over the segment whose checksum
+    /// field holds the pseudo-header sum. The result must be the frame
+    /// computed in software.
+    #[test]
+    fn offload_preparation_completes_to_the_software_frame() {
+        use dpdk_sys::mbuf::tx_cksum;
+        for (src, dst, want_l3, want_flags) in [
+            (
+                "198.18.0.1:1000",
+                "198.18.0.2:2000",
+                20,
+                tx_cksum::IPV4 | tx_cksum::IP_CKSUM | tx_cksum::UDP_CKSUM,
+            ),
+            (
+                "[fd00::1]:1000",
+                "[fd00::2]:2000",
+                40,
+                tx_cksum::IPV6 | tx_cksum::UDP_CKSUM,
+            ),
+        ] {
+            let soft = frame(src, dst, b"hello");
+            let mut f = soft.clone();
+            let (l3_len, flags) = prepare_offload(&mut f).unwrap();
+            assert_eq!((l3_len, flags), (want_l3, want_flags));
+            let l4 = 14 + usize::from(l3_len);
+            assert_ne!(f, soft, "the checksums were handed over");
+            if l3_len == 20 {
+                assert_eq!(&f[24..26], &[0, 0]);
+                let c = checksum::checksum(&f[14..34]);
+                f[24..26].copy_from_slice(&c.to_be_bytes());
+            }
+            let c = checksum::checksum(&f[l4..]);
+            f[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
+            assert_eq!(f, soft);
+        }
+    }
+}

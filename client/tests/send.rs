@@ -1,0 +1,162 @@
+//! `ClientSocket::send_burst` (issue 17): a client process sends through a
+//! running engine (`udpdemux run` on `net_af_packet`, one end of a veth
+//! pair) to kernel sockets in a network namespace made here. The engine
+//! resolves the kernel's addresses by ARP and neighbour discovery (no
+//! static neighbours), builds the frames from the client's requests and
+//! transmits them from its main lcore, while a consumer lcore answers the
+//! kernel's echo traffic on its own TX queue. The kernel must receive
+//! exactly what was sent, and the exit JSON's `UdpOutDatagrams` must be
+//! exactly what the kernel received. This test's process is the client
+//! (one EAL per process: one test in this file).
+mod common;
+use common::*;
+#[path = "../../app/tests/common/netns.rs"]
+mod netns;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use udpdemux_client::Client;
+
+fn payloads(tag: &str, r: std::ops::Range<usize>) -> Vec<String> {
+    r.map(|i| format!("{tag}{i:04}")).collect()
+}
+
+fn send(sock: &udpdemux_client::ClientSocket<'_>, to: &str, p: &[String]) -> usize {
+    let to: SocketAddr = to.parse().unwrap();
+    let d: Vec<(SocketAddr, &[u8])> = p.iter().map(|x| (to, x.as_bytes())).collect();
+    sock.send_burst(&d)
+}
+
+fn n(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn a_client_sends_through_the_engine_to_kernel_sockets() {
+    if !netns::can_run(&["ip", "ethtool", "python3", "sysctl"]) {
+        return;
+    }
+    hugepages_ready(64).unwrap();
+    let net = netns::Net::create("csd", "198.18.0.2/24", "fd00::2/64");
+    let mut kernel = netns::Kernel::start(
+        &net,
+        &[
+            "v4=198.18.0.2:7000",
+            "v6=fd00::2:7000",
+            "--echo",
+            "198.18.0.1:7:300",
+        ],
+    );
+
+    // Three queue pairs: the RX lcore, the consumer lcore (echo) and the
+    // main lcore (the clients' TX rings) each transmit on their own.
+    let body = r#"[engine]
+duration_secs = 60
+
+[mempool]
+mbufs = 4095
+cache = 128
+
+[[port]]
+name = "{port}"
+rx_queues = 3
+tx_queues = 3
+rx_checksum_offload = false
+addresses = ["198.18.0.1/24", "fd00::1/64"]
+
+[[lcore]]
+id = 1
+role = "rx"
+queues = ["{port}:0", "{port}:1", "{port}:2"]
+
+[[lcore]]
+id = 2
+role = "consumer"
+
+[[socket]]
+name = "echo4"
+local = "198.18.0.1:7"
+handler = "echo"
+rcvbuf = 4194304
+"#;
+    let mut engine = Engine::start(
+        "send",
+        &format!("net_af_packet0,iface={},qpairs=3", net.host),
+        "net_af_packet0",
+        Opts {
+            lcores: "0@0,1@1,2@1".into(),
+            ..Opts::body(body)
+        },
+    );
+    let client = Client::attach(&engine.prefix).expect("attach");
+    let o =
+        |name: &str, local: &str| udpdemux::api::SocketOptions::new(name, local.parse().unwrap());
+    let s4 = client
+        .bind(o("ctx4", "198.18.0.1:6000"))
+        .expect("bind ctx4");
+    // A wildcard socket: the engine sends from the port's fd00::1.
+    let s6 = client.bind(o("ctx6", "[::]:6001")).expect("bind ctx6");
+    // Unresolved: three each (unres_qlen), none gives way.
+    assert_eq!(send(&s4, "198.18.0.2:7000", &payloads("c", 0..3)), 3);
+    assert_eq!(send(&s6, "[fd00::2]:7000", &payloads("d", 0..3)), 3);
+    // Resolved and delivered (the kernel spoke first to neither address:
+    // its echo traffic starts only now).
+    assert_eq!(kernel.wait_total(6, 20), 6, "the first six arrive");
+    kernel.say("go");
+    // Sent while the kernel's echo traffic is answered from the consumer lcore.
+    for k in 0..20 {
+        let r = k * 10 + 3..k * 10 + 13;
+        assert_eq!(send(&s4, "198.18.0.2:7000", &payloads("c", r.clone())), 10);
+        assert_eq!(send(&s6, "[fd00::2]:7000", &payloads("d", r)), 10);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Everything arrived before the sockets close (a closed client's
+    // ring is freed, counted as `client_freed`).
+    assert_eq!(kernel.wait_total(406, 30), 406);
+    std::thread::sleep(Duration::from_millis(500));
+    s4.close().expect("close ctx4");
+    s6.close().expect("close ctx6");
+    client.detach();
+    let j = engine.stop();
+    let k = kernel.finish();
+
+    assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
+    let strs = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(strs(&k["got"]["v4"]), payloads("c", 0..203));
+    assert_eq!(strs(&k["got"]["v6"]), payloads("d", 0..203));
+    assert_eq!(strs(&k["from"]["v4"]), vec!["198.18.0.1:6000"]);
+    assert_eq!(strs(&k["from"]["v6"]), vec!["fd00::1:6001"]);
+    let s = &j["send"];
+    assert_eq!(n(&s["client_requests"]), 406, "{s}");
+    assert_eq!(
+        (n(&s["bad_requests"]), n(&s["client_freed"])),
+        (0, 0),
+        "{s}"
+    );
+    assert_eq!(
+        (n(&s["out_datagrams"][0]), n(&s["out_datagrams"][1])),
+        (203, 203),
+        "{s}"
+    );
+    assert_eq!(n(&s["neigh"]["resolved"]), 2, "{s}");
+    assert_eq!(n(&s["neigh"]["released"]), 6, "{s}");
+    let echo_got = n(&k["echo_got"]);
+    assert_eq!(n(&k["echo_sent"]), 300);
+    // Some of the echo traffic overlapped the client's sends (all of it,
+    // unless the machine is so busy the engine's lcores, which share a
+    // CPU here, miss frames: those are not sent, so not counted either).
+    let echo = socket_named(&j, "echo4");
+    assert!(echo_got > 0, "no echo reply: {echo} {}", j["ports"]);
+    assert_eq!(n(&echo["tx"]), echo_got, "{echo}");
+    let udp = &j["udp"];
+    assert_eq!(n(&udp["UdpOutDatagrams"]), 203 + echo_got, "{udp}");
+    assert_eq!(n(&udp["Udp6OutDatagrams"]), 203, "{udp}");
+    assert_eq!(n(&udp["UdpSndbufErrors"]), 0, "{udp}");
+}
