@@ -73,6 +73,17 @@ impl MetricsConf {
     }
 }
 
+/// Whether log lines go to the journal (systemd sets `JOURNAL_STREAM` for a
+/// service whose stderr is the journal) or `UDPDEMUX_LOG_TIMESTAMPS=0` asks
+/// for lines without the logger's own timestamp.
+pub fn journal_logging() -> bool {
+    match std::env::var("UDPDEMUX_LOG_TIMESTAMPS").as_deref() {
+        Ok("0") => true,
+        Ok(_) => false,
+        Err(_) => std::env::var_os("JOURNAL_STREAM").is_some(),
+    }
+}
+
 /// The words `check` and `run` use when the metrics address cannot be bound.
 pub fn bind_error(addr: SocketAddr, e: &std::io::Error) -> String {
     let hint = match e.kind() {
