@@ -1098,7 +1098,14 @@ impl Config {
         }
         out.extend(self.collisions());
         if let Some(p) = self.metrics.bind_problem() {
-            out.push(p);
+            // Beside the live instance of this config (`check` before a
+            // reload), the port in use is that instance's own: not a
+            // problem for `check`, and `run` is refused by the instance lock.
+            let prefix = crate::instance::effective_prefix(&self.eal.extra_args)
+                .unwrap_or_else(|| self.eal.file_prefix.clone());
+            if crate::instance::holder(&prefix).is_none() {
+                out.push(p);
+            }
         }
         out
     }

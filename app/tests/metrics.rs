@@ -203,6 +203,15 @@ fn metrics_scraped_during_a_replay_pass_promtool_and_equal_the_exit_json() {
     c.read_to_string(&mut r).unwrap();
     assert!(r.starts_with("HTTP/1.1 404 "), "{r}");
 
+    // `check` beside the live instance (before a reload) does not count
+    // the instance's own metrics port as in use.
+    let o = run(&["check", "--config", cfg.to_str().unwrap()]);
+    assert!(
+        o.status.success() && !stdout(&o).contains("metrics.listen"),
+        "{}\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
     // SAFETY: kill(2) on our own child.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
     wait_exit(&mut child);
