@@ -177,6 +177,100 @@ pub fn check_static(cfg: &Config) -> Vec<Problem> {
 }
 
 /// `check`'s private EAL file prefix.
+/// Where the kernel lists PCI devices and their drivers.
+pub const SYSFS_PCI_DEVICES: &str = "/sys/bus/pci/devices";
+
+/// Drivers through which a DPDK PMD drives a PCI device from user space.
+const USERSPACE_DRIVERS: [&str; 4] = ["vfio-pci", "uio_pci_generic", "igb_uio", "uio_hv_generic"];
+
+/// Kernel drivers of bifurcated NICs: their PMD (mlx4/mlx5) works beside them.
+const BIFURCATED_DRIVERS: [&str; 2] = ["mlx5_core", "mlx4_core"];
+
+/// A PCI address as sysfs names it (`0000:01:00.0`), from a config's
+/// `eal.allow` entry or port name (`01:00.0`, `0000:01:00.0,arg=1`).
+pub fn pci_address(s: &str) -> Option<String> {
+    let a = s.split(',').next()?.trim();
+    let full = if a.matches(':').count() == 1 {
+        format!("0000:{a}")
+    } else {
+        a.to_string()
+    };
+    let (dom, rest) = full.split_once(':')?;
+    let (bus, rest) = rest.split_once(':')?;
+    let (dev, func) = rest.split_once('.')?;
+    let hex = |x: &str, n: usize| x.len() == n && x.chars().all(|c| c.is_ascii_hexdigit());
+    (hex(dom, 4) && hex(bus, 2) && hex(dev, 2) && hex(func, 1)).then(|| full.to_ascii_lowercase())
+}
+
+/// The PCI devices a config names (`eal.allow`, `[[port]] name`), each once.
+pub fn pci_devices(cfg: &Config) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for a in cfg
+        .eal
+        .allow
+        .iter()
+        .chain(cfg.ports.iter().map(|p| &p.name))
+        .filter_map(|s| pci_address(s))
+    {
+        if !v.contains(&a) {
+            v.push(a);
+        }
+    }
+    v
+}
+
+/// Every PCI device of the config that DPDK cannot drive as it is bound
+/// now (read from `devices`, normally [`SYSFS_PCI_DEVICES`]), with the
+/// command that binds it to vfio-pci.
+pub fn pci_binding_problems(cfg: &Config, devices: &Path) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for addr in pci_devices(cfg) {
+        let dev = devices.join(&addr);
+        let bind = format!(
+            "bind it with `driverctl set-override {addr} vfio-pci` (kept across reboots) or `dpdk-devbind.py --bind=vfio-pci {addr}` (modprobe vfio-pci first)"
+        );
+        if !dev.exists() {
+            out.push(Problem::error(format!(
+                "PCI device {addr}: not present in {} (`lspci -D` lists the machine's devices): fix eal.allow / [[port]] name",
+                devices.display()
+            )));
+            continue;
+        }
+        let driver = std::fs::read_link(dev.join("driver"))
+            .ok()
+            .and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned()));
+        match driver.as_deref() {
+            None => out.push(Problem::error(format!(
+                "PCI device {addr} is bound to no driver: {bind}"
+            ))),
+            Some(d) if USERSPACE_DRIVERS.contains(&d) => {}
+            Some(d) if BIFURCATED_DRIVERS.contains(&d) => {}
+            Some(d) => {
+                let ifaces: Vec<String> = std::fs::read_dir(dev.join("net"))
+                    .map(|r| {
+                        r.filter_map(|e| e.ok())
+                            .map(|e| e.file_name().to_string_lossy().into_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let iface = if ifaces.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " (interface {}: take it down first with `ip link set {} down`, and make sure it does not carry this host's own traffic)",
+                        ifaces.join(", "),
+                        ifaces[0]
+                    )
+                };
+                out.push(Problem::error(format!(
+                    "PCI device {addr} is still bound to the kernel driver {d}{iface}: DPDK cannot drive it; {bind}"
+                )));
+            }
+        }
+    }
+    out
+}
+
 pub fn check_prefix() -> String {
     format!("udpdemux-check-{}", std::process::id())
 }
@@ -303,6 +397,7 @@ pub fn run(path: &Path) -> Result<Vec<Problem>, CheckError> {
     // Config::load stops at the first EAL-free problem: `check` lists them all.
     let cfg = Config::load_unvalidated(path)?;
     let mut problems = check_static(&cfg);
+    problems.extend(pci_binding_problems(&cfg, Path::new(SYSFS_PCI_DEVICES)));
     // The EAL pass relies on a structurally valid config (queue refs, ports).
     if !problems.iter().any(|p| p.severity == Severity::Error) {
         problems.extend(check_eal(&cfg));
@@ -357,6 +452,63 @@ queues = ["net_null0:0"]
             .filter(|p| p.severity == Severity::Error)
             .map(|p| p.msg)
             .collect()
+    }
+
+    #[test]
+    fn pci_devices_bound_to_kernel_drivers_are_named_with_the_bind_command() {
+        use std::os::unix::fs::symlink;
+        let root = std::env::temp_dir().join(format!("udpdemux-sysfs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let devices = root.join("bus/pci/devices");
+        let drivers = root.join("bus/pci/drivers");
+        for d in ["ixgbe", "vfio-pci", "mlx5_core"] {
+            std::fs::create_dir_all(drivers.join(d)).unwrap();
+        }
+        let dev = |addr: &str, driver: Option<&str>| {
+            let p = devices.join(addr);
+            std::fs::create_dir_all(&p).unwrap();
+            if let Some(d) = driver {
+                symlink(drivers.join(d), p.join("driver")).unwrap();
+            }
+            p
+        };
+        let kernel = dev("0000:01:00.0", Some("ixgbe"));
+        std::fs::create_dir_all(kernel.join("net/enp1s0f0")).unwrap();
+        dev("0000:02:00.0", Some("vfio-pci"));
+        dev("0000:03:00.0", None);
+        dev("0000:04:00.0", Some("mlx5_core"));
+        let c = cfg(
+            "[[socket]]\nname = \"a\"\nlocal = \"198.18.0.1:53\"\n",
+        )
+        .tap(|c| {
+            c.eal.allow = vec![
+                "0000:01:00.0".into(),
+                "02:00.0,rxq_pkt_pad_en=1".into(),
+                "0000:03:00.0".into(),
+                "0000:04:00.0".into(),
+                "0000:05:00.0".into(),
+            ];
+            c.ports.push(c.ports[0].clone());
+            c.ports[1].name = "0000:01:00.0".into();
+        });
+        assert_eq!(
+            pci_devices(&c),
+            ["0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "0000:04:00.0", "0000:05:00.0"]
+        );
+        let p: Vec<String> = pci_binding_problems(&c, &devices)
+            .into_iter()
+            .map(|p| p.to_string())
+            .collect();
+        assert_eq!(p.len(), 3, "{p:#?}");
+        assert!(p[0].starts_with("error: PCI device 0000:01:00.0 is still bound to the kernel driver ixgbe (interface enp1s0f0: take it down first with `ip link set enp1s0f0 down`"), "{}", p[0]);
+        assert!(p[0].contains("`driverctl set-override 0000:01:00.0 vfio-pci`"), "{}", p[0]);
+        assert!(p[0].contains("`dpdk-devbind.py --bind=vfio-pci 0000:01:00.0`"), "{}", p[0]);
+        assert!(p[1].starts_with("error: PCI device 0000:03:00.0 is bound to no driver: bind it with `driverctl set-override 0000:03:00.0 vfio-pci`"), "{}", p[1]);
+        assert!(p[2].starts_with("error: PCI device 0000:05:00.0: not present in "), "{}", p[2]);
+        assert_eq!(pci_address("net_null0"), None);
+        assert_eq!(pci_address("0000:01:00.0:1"), None);
+        assert_eq!(pci_address("3B:00.1"), Some("0000:3b:00.1".into()));
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]

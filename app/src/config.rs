@@ -38,6 +38,61 @@ pub struct Config {
     pub small_cache: SmallCacheConf,
     #[serde(default)]
     pub reassembly: ReassemblyConf,
+    #[serde(default)]
+    pub metrics: MetricsConf,
+}
+
+/// The Prometheus endpoint (`runtime::metrics`): off unless `listen` is set.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConf {
+    /// `addr:port` the HTTP endpoint listens on (`GET /metrics`), e.g.
+    /// `"127.0.0.1:9464"`.
+    #[serde(default)]
+    pub listen: Option<String>,
+}
+
+impl MetricsConf {
+    /// The listen address, or the one-line problem with it.
+    pub fn addr(&self) -> Option<Result<SocketAddr, String>> {
+        let l = self.listen.as_deref()?;
+        Some(l.parse::<SocketAddr>().map_err(|_| {
+            format!(
+                "metrics.listen = {l:?} is not an address: give IP:PORT, e.g. \"127.0.0.1:9464\" (IPv6: \"[::1]:9464\")"
+            )
+        }))
+    }
+
+    /// Whether the address can be bound now (it is released at once): the
+    /// one-line error `check` and `run` print when it cannot.
+    pub fn bind_problem(&self) -> Option<String> {
+        let addr = self.addr()?.ok()?;
+        std::net::TcpListener::bind(addr)
+            .err()
+            .map(|e| bind_error(addr, &e))
+    }
+}
+
+/// Whether log lines go to the journal (systemd sets `JOURNAL_STREAM` for a
+/// service whose stderr is the journal) or `UDPDEMUX_LOG_TIMESTAMPS=0` asks
+/// for lines without the logger's own timestamp.
+pub fn journal_logging() -> bool {
+    match std::env::var("UDPDEMUX_LOG_TIMESTAMPS").as_deref() {
+        Ok("0") => true,
+        Ok(_) => false,
+        Err(_) => std::env::var_os("JOURNAL_STREAM").is_some(),
+    }
+}
+
+/// The words `check` and `run` use when the metrics address cannot be bound.
+pub fn bind_error(addr: SocketAddr, e: &std::io::Error) -> String {
+    let hint = match e.kind() {
+        std::io::ErrorKind::AddrInUse => "another process listens there (`ss -ltnp` names it): stop it or choose another port in metrics.listen",
+        std::io::ErrorKind::AddrNotAvailable => "no interface of this host has that address: use 127.0.0.1 or one of `ip -br addr`",
+        std::io::ErrorKind::PermissionDenied => "ports below 1024 need root or CAP_NET_BIND_SERVICE: choose a port >= 1024 (9464 is the usual one)",
+        _ => "fix metrics.listen or remove it",
+    };
+    format!("metrics.listen = \"{addr}\": cannot listen: {e}: {hint}")
 }
 
 /// IPv4/IPv6 fragment reassembly, one table per RX lcore (`reasm`), with
@@ -537,6 +592,9 @@ impl Config {
     /// Every problem found without the EAL, one line each.
     pub fn problems(&self) -> Vec<String> {
         let mut out = Vec::new();
+        if let Some(Err(p)) = self.metrics.addr() {
+            out.push(p);
+        }
         let e = &self.engine;
         if e.burst == 0 || e.burst > 512 {
             out.push(format!("engine.burst = {}: must be 1..=512", e.burst));
@@ -1039,6 +1097,16 @@ impl Config {
             }
         }
         out.extend(self.collisions());
+        if let Some(p) = self.metrics.bind_problem() {
+            // Beside the live instance of this config (`check` before a
+            // reload), the port in use is that instance's own: not a
+            // problem for `check`, and `run` is refused by the instance lock.
+            let prefix = crate::instance::effective_prefix(&self.eal.extra_args)
+                .unwrap_or_else(|| self.eal.file_prefix.clone());
+            if crate::instance::holder(&prefix).is_none() {
+                out.push(p);
+            }
+        }
         out
     }
 

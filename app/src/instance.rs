@@ -47,6 +47,19 @@ pub fn effective_prefix(args: &[String]) -> Option<String> {
     out
 }
 
+/// The pid of a live udpdemux process that holds `prefix` (read from its
+/// lock file, without taking the lock: a probe must not make an engine that
+/// is starting fail to lock), if any and if it is not this process.
+pub fn holder(prefix: &str) -> Option<u32> {
+    let text = std::fs::read_to_string(runtime_dir(prefix).join("udpdemux.lock")).ok()?;
+    let pid: u32 = text.trim().parse().ok()?;
+    if pid == std::process::id() {
+        return None;
+    }
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    (comm.trim() == "udpdemux").then_some(pid)
+}
+
 /// Held for the engine's lifetime; the lock goes with the file descriptor.
 #[derive(Debug)]
 pub struct InstanceLock {

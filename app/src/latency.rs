@@ -74,6 +74,11 @@ impl Histogram {
         std::array::from_fn(|i| self.buckets[i].get())
     }
 
+    /// Sum of the recorded samples, in µs (the Prometheus histogram's `_sum`).
+    pub fn sum_us(&self) -> u64 {
+        self.sum_us.get()
+    }
+
     pub fn count(&self) -> u64 {
         self.buckets.iter().map(|b| b.get()).sum()
     }

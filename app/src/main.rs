@@ -105,9 +105,26 @@ mod cli {
         // Before any thread exists: one malloc arena, so a long run's heap
         // stays where malloc_trim can give it back (see the function).
         dpdk_sys::os::single_malloc_arena();
-        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
-            .format_timestamp_millis()
-            .init();
+        let mut log =
+            env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"));
+        if udpdemux::config::journal_logging() {
+            // The journal stamps every line itself: no second timestamp,
+            // and a `<N>` syslog priority prefix it turns into the entry's
+            // priority (SyslogLevelPrefix=, on by default).
+            log.format(|buf, r| {
+                use std::io::Write as _;
+                let prio = match r.level() {
+                    log::Level::Error => 3,
+                    log::Level::Warn => 4,
+                    log::Level::Info => 6,
+                    log::Level::Debug | log::Level::Trace => 7,
+                };
+                writeln!(buf, "<{prio}>{} {}: {}", r.level(), r.target(), r.args())
+            });
+        } else {
+            log.format_timestamp_millis();
+        }
+        log.init();
         let cli = Cli::parse();
         let res = match cli.cmd {
             Cmd::Check { config } => udpdemux::check::run(&config)

@@ -173,6 +173,9 @@ pub struct SocketSummary {
     pub not_written: u64,
     pub stage_latency_us: Vec<u64>,
     pub consumer_latency_us: Vec<u64>,
+    /// Sums of the samples in the two histograms, in µs (each sample floored to a µs).
+    pub stage_latency_sum_us: u64,
+    pub consumer_latency_sum_us: u64,
     pub stage_p50_us: u64,
     pub stage_p99_us: u64,
     pub consumer_p50_us: u64,
@@ -442,6 +445,8 @@ fn fold(a: &mut SocketSummary, b: SocketSummary) {
         (&mut a.tx_errors, b.tx_errors),
         (&mut a.written, b.written),
         (&mut a.not_written, b.not_written),
+        (&mut a.stage_latency_sum_us, b.stage_latency_sum_us),
+        (&mut a.consumer_latency_sum_us, b.consumer_latency_sum_us),
     ] {
         *x = x.wrapping_add(y);
     }

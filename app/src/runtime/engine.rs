@@ -64,6 +64,9 @@ pub struct Engine {
     client_ipc: Option<dpdk_sys::mp::MpAction>,
     /// This engine's claim on its file prefix, released after the EAL.
     instance: Option<crate::instance::InstanceLock>,
+    /// The Prometheus endpoint (`[metrics] listen`), stopped before the
+    /// sockets, ports and pools it reads go.
+    metrics: Option<super::metrics::Server>,
 }
 
 /// Run the engine until a signal, the duration, or idleness stops it.
@@ -119,6 +122,7 @@ impl Engine {
             eal: None,
             client_ipc: None,
             instance: None,
+            metrics: None,
         };
         setup::launch_workers(&e.shared, &mut e.launched)?;
         e.started = Instant::now();
@@ -131,7 +135,40 @@ impl Engine {
             .as_ref()
             .and_then(|i| i.path().parent().map(|d| d.to_path_buf()));
         e.client_ipc = clients::register(&e.shared, dir.as_deref());
+        if let Some(addr) = cfg.metrics.addr() {
+            let addr = addr.map_err(EngineError::Setup)?;
+            e.metrics = Some(e.start_metrics(addr)?);
+        }
         Ok(e)
+    }
+
+    /// The Prometheus endpoint's thread, reading what telemetry reads plus
+    /// the ports' xstats and the pools' free counts.
+    fn start_metrics(&self, addr: std::net::SocketAddr) -> Result<super::metrics::Server, EngineError> {
+        let ports = self
+            .ports
+            .iter()
+            .zip(&self.port_names)
+            .map(|(p, n)| (p.id(), n.clone()))
+            .collect();
+        let mut pools = Vec::new();
+        for (name, list) in [("rx_pool", &self.pools), ("small_pool", &self.small_pools)] {
+            for (sock, _) in list {
+                let n = format!("{name}_s{sock}");
+                // A handle that does not free the pool; the server is
+                // joined before the engine's own handles go.
+                if let Ok(mp) = Mempool::lookup(&n) {
+                    pools.push((n, mp));
+                }
+            }
+        }
+        super::metrics::Server::start(addr, &self.shared, super::metrics::Sources { ports, pools })
+            .map_err(EngineError::Setup)
+    }
+
+    /// The Prometheus endpoint's address (the bound port when 0 was asked).
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics.as_ref().map(|m| m.addr())
     }
 
     pub fn config_path(&self) -> Option<&std::path::Path> {
@@ -217,6 +254,10 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
+        // No scrape reads the sockets, ports or pools from here on.
+        if let Some(mut m) = self.metrics.take() {
+            m.stop();
+        }
         self.client_ipc.take();
         teardown::release(
             &self.shared,

@@ -78,6 +78,8 @@ pub(crate) fn socket_summary(e: &SocketEntry, removed: bool) -> SocketSummary {
         not_written: c.not_written.get(),
         stage_latency_us: st.to_vec(),
         consumer_latency_us: cl.to_vec(),
+        stage_latency_sum_us: e.sock.stage_latency.sum_us(),
+        consumer_latency_sum_us: e.sock.consumer_latency.sum_us(),
         stage_p50_us: latency::percentile(&st, 50.0),
         stage_p99_us: latency::percentile(&st, 99.0),
         consumer_p50_us: latency::percentile(&cl, 50.0),
