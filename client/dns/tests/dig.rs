@@ -3,8 +3,10 @@
 //! (`udpdemux run` on `net_af_packet` over a veth pair, the server a client
 //! process that binds port 53 on IPv4 and IPv6), then over kernel sockets
 //! (`--kernel`, in a namespace of its own). Both get the same dig checks,
-//! answers read field by field; at the end the engine's books balance and
-//! its `UdpOutDatagrams`/`Udp6OutDatagrams` are the answers dig received.
+//! answers read field by field, and the same two non-DNS datagrams (one
+//! ignored, one answered FORMERR). At the end the engine's books balance
+//! and its `UdpOutDatagrams`/`Udp6OutDatagrams` are the replies the
+//! kernel clients received (dig's answers and the FORMERR).
 #[path = "../../tests/common/mod.rs"]
 mod common;
 use common::*;
@@ -184,6 +186,37 @@ impl Drop for Server {
     }
 }
 
+/// Not DNS, from a kernel socket in the namespace: 3 bytes (no header:
+/// no reply), then a header claiming two questions and holding none
+/// (FORMERR: the 12-byte header back, ID kept, QR and RCODE 1). How many
+/// replies came (1).
+fn garbage_checks(net: &netns::Net, server: &str) -> u64 {
+    let script = format!(
+        r#"
+import socket
+s = socket.socket(socket.AF_INET6 if ":" in "{server}" else socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(5)
+s.sendto(b"\x12\x34\x00", ("{server}", 53))
+s.sendto(bytes.fromhex("beef0100000200000000000000"), ("{server}", 53))
+print(s.recv(4096).hex())
+s.settimeout(0.5)
+try:
+    print("extra", s.recv(4096).hex())
+except socket.timeout:
+    pass
+"#
+    );
+    let o = net.exec(&["python3", "-c", &script]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{out} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(out, "beef81010000000000000000\n");
+    1
+}
+
 /// Start the server with `args` (in the namespace when `net` is given);
 /// wait for its `ready` line.
 fn server(net: Option<&netns::Net>, args: &[&str]) -> Server {
@@ -248,16 +281,17 @@ fn n(v: &serde_json::Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
-/// What both modes' counters must say after [`dig_checks`] on both families.
+/// What both modes' counters must say after [`dig_checks`] on both families
+/// and [`garbage_checks`] (one reply for two datagrams).
 fn check_counters(c: &serde_json::Value, answers: u64) {
-    assert_eq!(n(&c["queries"]), answers, "{c}");
+    assert_eq!(n(&c["queries"]), answers + 1, "{c}");
     assert_eq!(n(&c["responses"]), answers, "{c}");
     assert_eq!(n(&c["send_failed"]), 0, "{c}");
-    assert_eq!(n(&c["ignored"]), 0, "{c}");
+    assert_eq!(n(&c["ignored"]), 1, "{c}");
     // Per family: www A, www AAAA, NODATA, big truncated, big whole.
     assert_eq!(n(&c["noerror"]), 10, "{c}");
     assert_eq!((n(&c["nxdomain"]), n(&c["refused"])), (2, 2), "{c}");
-    assert_eq!((n(&c["truncated"]), n(&c["formerr"])), (2, 0), "{c}");
+    assert_eq!((n(&c["truncated"]), n(&c["formerr"])), (2, 1), "{c}");
     assert_eq!(n(&c["answer_records"]), 2 * (2 + 1 + 40), "{c}");
 }
 
@@ -310,7 +344,7 @@ queues = ["{port}:0", "{port}:1"]
             "dns6@[fd00::1]:53",
         ],
     );
-    let v4 = dig_checks(&net, "198.18.0.1", 1472);
+    let v4 = dig_checks(&net, "198.18.0.1", 1472) + garbage_checks(&net, "198.18.0.1");
     let v6 = dig_checks(&net, "fd00::1", 1452);
     let c = stop_server(srv);
     assert_eq!(c["mode"], "engine");
@@ -325,15 +359,17 @@ queues = ["{port}:0", "{port}:1"]
     // sockets were unbound when it stopped.
     for name in ["dns4", "dns6"] {
         let s = socket_named(&j, name);
+        let want = if name == "dns4" { 9 } else { 7 };
         assert_eq!(
             (n(&s["delivered"]), n(&s["client_consumed"])),
-            (7, 7),
+            (want, want),
             "{s}"
         );
         assert_eq!(s["removed"], true, "{s}");
     }
     let s = &j["send"];
     assert_eq!(n(&s["client_requests"]), v4 + v6, "{s}");
+    assert_eq!(n(&j["udp"]["UdpInDatagrams"]), 9, "{}", j["udp"]);
 }
 
 #[test]
@@ -353,7 +389,7 @@ fn dig_queries_the_dns_example_on_kernel_sockets() {
             "[fd00::2]:53",
         ],
     );
-    let v4 = dig_checks(&net, "198.18.0.2", 1452);
+    let v4 = dig_checks(&net, "198.18.0.2", 1452) + garbage_checks(&net, "198.18.0.2");
     let v6 = dig_checks(&net, "fd00::2", 1452);
     let c = stop_server(srv);
     assert_eq!(c["mode"], "kernel");
