@@ -26,6 +26,8 @@ pub mod flag {
     pub const AA: u16 = 0x0400;
     pub const TC: u16 = 0x0200;
     pub const RD: u16 = 0x0100;
+    /// Checking disabled: copied from query to response (RFC 4035 3.1.6).
+    pub const CD: u16 = 0x0010;
     pub const OPCODE_SHIFT: u16 = 11;
 }
 
@@ -289,6 +291,7 @@ pub struct Query {
     pub id: u16,
     pub opcode: u8,
     pub rd: bool,
+    pub cd: bool,
     pub qname: Name,
     pub qtype: u16,
     pub qclass: u16,
@@ -350,6 +353,7 @@ pub fn parse_query(msg: &[u8]) -> Result<Query, ParseError> {
         id: h.id(),
         opcode: h.opcode(),
         rd: h.rd(),
+        cd: h.flags() & flag::CD != 0,
         qname,
         qtype,
         qclass,
@@ -443,6 +447,9 @@ pub fn respond(
     if q.rd {
         fl |= flag::RD;
     }
+    if q.cd {
+        fl |= flag::CD;
+    }
     let (rcode, records) = if q.edns.is_some_and(|e| e.version > 0) {
         (Rcode::BadVers, Vec::new())
     } else if q.opcode != 0 {
@@ -492,13 +499,16 @@ pub fn respond(
         out.extend_from_slice(&ttl.to_be_bytes());
         r.write(out);
     }
-    if q.edns.is_some() {
-        // OPT: root owner, our payload size, extended RCODE (upper 8 bits), version 0.
+    if let Some(e) = q.edns {
+        // OPT: root owner, our payload size, extended RCODE (upper 8 bits),
+        // version 0, the DO bit copied (RFC 3225 3), no options.
         out.push(0);
         out.extend_from_slice(&rtype::OPT.to_be_bytes());
         out.extend_from_slice(&(max_udp.clamp(CLASSIC_UDP, 0xffff) as u16).to_be_bytes());
         out.push(((rcode as u16) >> 4) as u8);
-        out.extend_from_slice(&[0, 0, 0]);
+        out.push(0);
+        out.push(if e.dnssec_ok { 0x80 } else { 0 });
+        out.push(0);
         out.extend_from_slice(&0u16.to_be_bytes());
     }
     Some(Outcome {
@@ -799,6 +809,24 @@ mod tests {
         q[2] = 2 << 3; // opcode 2 (STATUS)
         let (_, o) = answer(&q, 1472);
         assert_eq!(o.rcode, Rcode::NotImp);
+    }
+
+    #[test]
+    fn cd_and_do_are_copied() {
+        let mut q = query("www.example.test", rtype::A, Some(1232));
+        q[3] |= 0x10; // CD
+        let n = q.len();
+        q[n - 4] = 0x80; // DO
+        let (r, o) = answer(&q, 1472);
+        assert_eq!((o.rcode, o.answers), (Rcode::NoError, 2));
+        assert_eq!(
+            u16::from_be_bytes([r[2], r[3]]),
+            flag::QR | flag::AA | flag::CD
+        );
+        assert_eq!(
+            &r[r.len() - 11..],
+            &[0, 0, 41, 0x05, 0xc0, 0, 0, 0x80, 0, 0, 0]
+        );
     }
 
     proptest::proptest! {
