@@ -115,6 +115,8 @@ fn serve_engine(
     // One response buffer per datagram of a burst, reused.
     let mut replies: Vec<Vec<u8>> = Vec::new();
     let mut query = vec![0u8; 65536];
+    // Where each answered datagram's response goes: (its source, its reply).
+    let mut dsts: Vec<(SocketAddr, usize)> = Vec::new();
     let mut idle = 0u32;
     while !stopping() {
         let mut got = 0;
@@ -127,7 +129,7 @@ fn serve_engine(
             if replies.len() < n {
                 replies.resize_with(n, || Vec::with_capacity(512));
             }
-            let mut dsts: Vec<(SocketAddr, usize)> = Vec::with_capacity(n);
+            dsts.clear();
             for (i, (d, out)) in batch.iter().zip(replies.iter_mut()).enumerate() {
                 let max = udpdemux::send::max_payload(if d.src().is_ipv4() {
                     Family::V4
