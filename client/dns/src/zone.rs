@@ -136,3 +136,71 @@ impl Zone {
         crate::wire::respond(msg, max_udp, self.ttl, out, |n, t| self.lookup(n, t))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(s: &str) -> Name {
+        Name::from_text(s).unwrap()
+    }
+
+    #[test]
+    fn names_relative_absolute_and_the_apex() {
+        let z = Zone::parse(
+            r#"origin = "Example.TEST"
+ttl = 60
+[names."@"]
+a = ["198.18.5.1"]
+[names."Mail"]
+aaaa = ["fd00::25"]
+[names."x.y.example.test."]
+a = ["198.18.5.2"]
+"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (z.origin.to_string().as_str(), z.ttl),
+            ("example.test.", 60)
+        );
+        let a = |s: &str, t| z.lookup(&name(s), t);
+        assert_eq!(
+            a("example.test", rtype::A),
+            Lookup::Found(vec![Rdata::A("198.18.5.1".parse().unwrap())])
+        );
+        assert_eq!(
+            a("MAIL.example.test", rtype::AAAA),
+            Lookup::Found(vec![Rdata::Aaaa("fd00::25".parse().unwrap())])
+        );
+        assert_eq!(a("mail.example.test", rtype::A), Lookup::Found(vec![]));
+        // y exists (x.y does): NODATA; z does not.
+        assert_eq!(a("y.example.test", rtype::A), Lookup::Found(vec![]));
+        assert_eq!(a("z.example.test", rtype::A), Lookup::NoName);
+        assert_eq!(a("w.x.y.example.test", rtype::A), Lookup::NoName);
+        assert_eq!(a("test", rtype::A), Lookup::NotAuthoritative);
+        assert_eq!(a("example.org", rtype::A), Lookup::NotAuthoritative);
+        // Other types at a name with records: NODATA.
+        assert_eq!(a("example.test", 15), Lookup::Found(vec![]));
+    }
+
+    #[test]
+    fn bad_zones_are_refused() {
+        let bad = |t: &str| Zone::parse(t).unwrap_err().to_string();
+        assert!(
+            bad("origin = \"example.test\"\nttl = 1\n[names.\"a..b\"]\n")
+                .contains("not a domain name")
+        );
+        assert!(
+            bad("origin = \"example.test\"\nttl = 1\n[names.\"other.org.\"]\n")
+                .contains("not within the origin")
+        );
+        assert!(bad("origin = \"exa mple\"\nttl = 1\n").contains("not a domain name"));
+        assert!(
+            bad("origin = \"example.test\"\nttl = 1\n[names.w]\na = [\"fd00::1\"]\n")
+                .contains("zone TOML")
+        );
+        assert!(bad("origin = \"example.test\"\n").contains("ttl"));
+        let long = format!("origin = \"{}.test\"\nttl = 1\n", "a".repeat(64));
+        assert!(bad(&long).contains("not a domain name"));
+    }
+}
