@@ -5,7 +5,8 @@
 #     libclang-dev + clang (bindgen), pkg-config, build tools (build-essential:
 #     cc, c++ and nm also build and check the C API, client/capi), and the tools the
 #     tests drive (tshark, iproute2, iputils-ping, socat, netsniff-ng, valgrind,
-#     promtool from prometheus, systemd-analyze from systemd)
+#     promtool from prometheus, systemd-analyze from systemd, bind9-dnsutils:
+#     dig queries the DNS example, client/dns)
 #   - 2 MB hugepages (HUGEPAGES, default 512) and a hugetlbfs mount on /dev/hugepages
 # Without root it changes nothing and prints what to run.
 set -euo pipefail
@@ -13,7 +14,7 @@ set -euo pipefail
 HUGEPAGES=${HUGEPAGES:-512}
 PKGS=(libdpdk-dev dpdk dpdk-dev libclang-dev clang pkg-config build-essential libpcap-dev
       tshark iproute2 iputils-ping socat netcat-openbsd netsniff-ng valgrind python3 jq ethtool
-      prometheus systemd)
+      prometheus systemd bind9-dnsutils)
 
 say() { echo "setup: $*"; }
 
