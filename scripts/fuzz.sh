@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz every cargo-fuzz target (parse, demux, control, reload, reasm).
 #
-#   scripts/fuzz.sh [SECS]         bounded run: SECS seconds each (CI: 40; the long runs are in docs/testing.md)
+#   scripts/fuzz.sh [SECS]         bounded run: SECS seconds each (CI: 30; the long runs are in docs/testing.md)
 #   scripts/fuzz.sh --long [RUNS]  each target until it has done RUNS
 #                                  executions (default 10 000 000; bounded by
 #                                  FUZZ_LONG_MAX_SECS per target, default 3600),

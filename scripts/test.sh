@@ -43,8 +43,8 @@ if [ -f app/tests/loom_stage.rs ]; then
 fi
 
 if [ -d fuzz ]; then
-  step "fuzz the parser and demux (${FUZZ_SECS:-40} s per target)"
-  limit "${T_FUZZ:-20}" bash scripts/fuzz.sh "${FUZZ_SECS:-40}"
+  step "fuzz the parser and demux (${FUZZ_SECS:-30} s per target)"
+  limit "${T_FUZZ:-20}" bash scripts/fuzz.sh "${FUZZ_SECS:-30}"
 fi
 
 step "all tests passed"
