@@ -9,11 +9,11 @@
 //! why and passes (it cannot run on a machine where no namespace can be made).
 mod common;
 use common::*;
+#[path = "common/netns.rs"]
+mod netns;
+use netns::{can_run, cmd, have, Net};
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use udpdemux::parse::{parse, Offload};
 use udpdemux::pcap::PcapReader;
@@ -22,179 +22,6 @@ const ENGINE_V4: &str = "198.18.0.1";
 const ENGINE_V6: &str = "fd00::1";
 const CLIENT_V4: &str = "198.18.0.2/24";
 const CLIENT_V6: &str = "fd00::2/64";
-
-fn cmd(prog: &str, args: &[&str]) -> Output {
-    Command::new(prog)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("spawn {prog}: {e}"))
-}
-
-fn must(prog: &str, args: &[&str]) -> Output {
-    let o = cmd(prog, args);
-    assert!(
-        o.status.success(),
-        "{prog} {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    o
-}
-
-fn have(prog: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {prog}")])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
-/// The namespace and the veth pair; removed on drop, so a failing assertion
-/// still cleans up.
-struct Net {
-    ns: String,
-    host: String,
-    peer: String,
-}
-
-impl Net {
-    fn create() -> Net {
-        let pid = std::process::id();
-        let net = Net {
-            ns: format!("udxns{pid}"),
-            host: format!("udx{}a", pid % 100_000),
-            peer: format!("udx{}b", pid % 100_000),
-        };
-        let (ns, host, peer) = (net.ns.as_str(), net.host.as_str(), net.peer.as_str());
-        must("ip", &["netns", "add", ns]);
-        must(
-            "ip",
-            &["link", "add", host, "type", "veth", "peer", "name", peer],
-        );
-        must("ip", &["link", "set", peer, "netns", ns]);
-        // The engine owns the host end: the host kernel must not answer or
-        // chatter on it (no IPv6 link-local, no router solicitations).
-        must(
-            "sysctl",
-            &["-q", "-w", &format!("net.ipv6.conf.{host}.disable_ipv6=1")],
-        );
-        // veth hands frames over with checksums still to be filled in
-        // (CHECKSUM_PARTIAL), which af_packet passes on as they are: turn
-        // offload off so every frame on the wire carries its real checksum.
-        must("ethtool", &["-K", host, "tx", "off", "rx", "off"]);
-        must("ip", &["link", "set", host, "up"]);
-        must("ip", &["-n", ns, "addr", "add", CLIENT_V4, "dev", peer]);
-        must(
-            "ip",
-            &["-n", ns, "addr", "add", CLIENT_V6, "dev", peer, "nodad"],
-        );
-        must(
-            "ip",
-            &[
-                "netns", "exec", ns, "ethtool", "-K", peer, "tx", "off", "rx", "off",
-            ],
-        );
-        must("ip", &["-n", ns, "link", "set", "lo", "up"]);
-        must("ip", &["-n", ns, "link", "set", peer, "up"]);
-        net
-    }
-
-    fn exec(&self, args: &[&str]) -> Output {
-        let mut a = vec!["netns", "exec", self.ns.as_str()];
-        a.extend_from_slice(args);
-        cmd("ip", &a)
-    }
-
-    fn host_mac(&self) -> String {
-        std::fs::read_to_string(format!("/sys/class/net/{}/address", self.host))
-            .expect("host mac")
-            .trim()
-            .to_string()
-    }
-}
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        // Deleting the namespace destroys the peer end and with it the pair.
-        let _ = cmd("ip", &["link", "del", &self.host]);
-        let _ = cmd("ip", &["netns", "del", &self.ns]);
-    }
-}
-
-/// The engine as a child process; killed on drop if still running.
-struct EngineProc {
-    child: Option<Child>,
-    log: Arc<Mutex<String>>,
-}
-
-impl EngineProc {
-    fn start(cfg: &std::path::Path, json: &std::path::Path) -> EngineProc {
-        let mut child = run_command(cfg, json, &[])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn udpdemux");
-        let log = Arc::new(Mutex::new(String::new()));
-        let err = child.stderr.take().expect("stderr");
-        let l2 = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                let mut g = l2.lock().unwrap();
-                g.push_str(&line);
-                g.push('\n');
-            }
-        });
-        EngineProc {
-            child: Some(child),
-            log,
-        }
-    }
-
-    /// Wait until the engine says its sockets are up (or it died).
-    fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if self.log.lock().unwrap().contains("socket(s), strategy") {
-                // The RX lcore is launched right after this line.
-                std::thread::sleep(Duration::from_millis(300));
-                return;
-            }
-            if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("engine exited early ({st}):\n{}", self.log.lock().unwrap());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("engine not ready after 30 s:\n{}", self.log.lock().unwrap());
-    }
-
-    fn stop(mut self) -> (std::process::ExitStatus, String) {
-        let mut child = self.child.take().unwrap();
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let st = loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                break st;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                break child.wait().unwrap();
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        std::thread::sleep(Duration::from_millis(100));
-        let log = self.log.lock().unwrap().clone();
-        (st, log)
-    }
-}
-
-impl Drop for EngineProc {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 /// The kernel-side client: numbered datagrams of several sizes to the echo
 /// sockets (each must come back byte for byte), a counted stream to the
@@ -259,23 +86,10 @@ fn n(v: &serde_json::Value) -> u64 {
 #[test]
 fn kernel_clients_reach_the_engine_over_a_veth_pair() {
     // CI runs as root after scripts/setup.sh: there, a missing piece is a failure, not a skip.
-    let in_ci = std::env::var_os("CI").is_some();
-    if !dpdk_sys::os::is_root() {
-        assert!(!in_ci, "CI must run this test as root");
-        eprintln!("skipped: needs root (network namespaces, af_packet)");
+    if !can_run(&["ip", "ethtool", "ping", "python3", "sysctl"]) {
         return;
     }
-    for p in ["ip", "ethtool", "ping", "python3", "sysctl"] {
-        if !have(p) {
-            assert!(
-                !in_ci,
-                "{p} is not installed: scripts/setup.sh must install it"
-            );
-            eprintln!("skipped: {p} is not installed (scripts/setup.sh installs it)");
-            return;
-        }
-    }
-    let net = Net::create();
+    let net = Net::create("e", CLIENT_V4, CLIENT_V6);
     let dir = scratch("netns");
     let cap = dir.join("cap.pcap");
     let text = format!(

@@ -6,9 +6,12 @@ mod shared;
 #[allow(unused_imports)]
 pub use shared::*;
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_udpdemux")
@@ -157,5 +160,82 @@ pub fn reassembled_reason(j: &serde_json::Value, reason: &str) -> u64 {
         j["reassembly"]["fragments"].as_u64().unwrap_or(0)
     } else {
         0
+    }
+}
+
+/// The engine as a child process, its stderr collected as it runs (the
+/// netns tests); killed on drop if still running.
+pub struct EngineProc {
+    child: Option<Child>,
+    log: Arc<Mutex<String>>,
+}
+
+impl EngineProc {
+    pub fn start(cfg: &std::path::Path, json: &std::path::Path) -> EngineProc {
+        let mut child = run_command(cfg, json, &[])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn udpdemux");
+        let log = Arc::new(Mutex::new(String::new()));
+        let err = child.stderr.take().expect("stderr");
+        let l2 = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let mut g = l2.lock().unwrap();
+                g.push_str(&line);
+                g.push('\n');
+            }
+        });
+        EngineProc {
+            child: Some(child),
+            log,
+        }
+    }
+
+    /// Wait until the engine says its sockets are up (or it died).
+    pub fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if self.log.lock().unwrap().contains("socket(s), strategy") {
+                // The RX lcore is launched right after this line.
+                std::thread::sleep(Duration::from_millis(300));
+                return;
+            }
+            if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("engine exited early ({st}):\n{}", self.log.lock().unwrap());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("engine not ready after 30 s:\n{}", self.log.lock().unwrap());
+    }
+
+    pub fn stop(mut self) -> (std::process::ExitStatus, String) {
+        let mut child = self.child.take().unwrap();
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let st = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                break child.wait().unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        let log = self.log.lock().unwrap().clone();
+        (st, log)
+    }
+}
+
+impl Drop for EngineProc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }

@@ -105,6 +105,14 @@ impl Net {
     pub fn exec(&self, args: &[&str]) -> Output {
         self.command(args).output().expect("ip netns exec")
     }
+
+    /// The host end's MAC address (the engine's port).
+    pub fn host_mac(&self) -> String {
+        std::fs::read_to_string(format!("/sys/class/net/{}/address", self.host))
+            .expect("host mac")
+            .trim()
+            .to_string()
+    }
 }
 
 impl Drop for Net {
