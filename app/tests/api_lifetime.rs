@@ -54,8 +54,20 @@ fn a_socket_and_a_batch_held_past_stop_are_inert() {
     // Nothing flowed after the read: it is the exit's row.
     let row = summary.sockets.iter().find(|s| s.name == "held").unwrap();
     assert_eq!(
-        (held.offered, held.delivered, held.consumed, held.rcvbuf, held.rmem_high_water),
-        (row.offered, row.delivered, row.consumed, row.rcvbuf, row.rmem_high_water)
+        (
+            held.offered,
+            held.delivered,
+            held.consumed,
+            held.rcvbuf,
+            held.rmem_high_water
+        ),
+        (
+            row.offered,
+            row.delivered,
+            row.consumed,
+            row.rcvbuf,
+            row.rmem_high_water
+        )
     );
     assert!(!dpdk_sys::eal::is_up());
     // After stop: receiving gives nothing, and dropping touches nothing.

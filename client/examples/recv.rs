@@ -255,7 +255,10 @@ fn final_stats(client: &Client, name: &str) {
             Err(e) => fail(&e.to_string()),
         };
         if prev.as_ref() == Some(&st) || Instant::now() >= deadline {
-            println!("stats-final {name} {}", st.encode().trim_end().replace('\n', " "));
+            println!(
+                "stats-final {name} {}",
+                st.encode().trim_end().replace('\n', " ")
+            );
             return;
         }
         prev = Some(st);

@@ -422,8 +422,9 @@ impl Client {
             name: name.into(),
             reason,
         };
-        let (rep, fds) = mp::request_sync_with_fds(client_proto::ACTION, req.as_bytes(), REQUEST_TIMEOUT)
-            .map_err(|e| no_reply(e.to_string()))?;
+        let (rep, fds) =
+            mp::request_sync_with_fds(client_proto::ACTION, req.as_bytes(), REQUEST_TIMEOUT)
+                .map_err(|e| no_reply(e.to_string()))?;
         let len = client_proto::parse_stats_reply(&rep).map_err(|(kind, reason)| match kind {
             Refusal::NoSuchSocket => StatsError::NoSuchSocket {
                 name: name.into(),
@@ -444,8 +445,9 @@ impl Client {
                 client_proto::MAX_STATS_REPORT
             )));
         }
-        let [fd] = <[_; 1]>::try_from(fds)
-            .map_err(|v: Vec<_>| malformed(format!("{} descriptors with the reply, not 1", v.len())))?;
+        let [fd] = <[_; 1]>::try_from(fds).map_err(|v: Vec<_>| {
+            malformed(format!("{} descriptors with the reply, not 1", v.len()))
+        })?;
         let mut text = vec![0u8; len];
         std::fs::File::from(fd)
             .read_exact_at(&mut text, 0)

@@ -215,7 +215,10 @@ fn stats_grow_during_an_endless_replay() {
             "{name} did not grow while the client read it: {a:?} then {b:?}"
         );
         let owner = if name == "dns6" { pid } else { 0 };
-        assert!(rs.iter().all(|r| num(r, "client_pid") == owner), "{name}: {rs:?}");
+        assert!(
+            rs.iter().all(|r| num(r, "client_pid") == owner),
+            "{name}: {rs:?}"
+        );
         for r in &rs {
             assert_against_exit(name, r, &j, false);
         }

@@ -276,7 +276,8 @@ pub fn sealed_memfd(name: &str, bytes: &[u8]) -> std::io::Result<std::os::fd::Ow
     let cname = std::ffi::CString::new(name)
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in memfd name"))?;
     // SAFETY: a NUL-terminated name the call copies; no other memory.
-    let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    let fd =
+        unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }

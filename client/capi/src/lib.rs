@@ -936,7 +936,12 @@ mod tests {
             .lines()
             .map(|l| l.trim())
             .filter(|l| !l.is_empty() && !l.starts_with("/*") && !l.starts_with('*'))
-            .map(|l| l.trim_end_matches(';').split_whitespace().collect::<Vec<_>>().join(" "))
+            .map(|l| {
+                l.trim_end_matches(';')
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
             .collect();
         let u64s = [
             "offered",
@@ -966,11 +971,7 @@ mod tests {
         assert_eq!(fields, want);
         assert_eq!(
             std::mem::size_of::<UdxSocketStats>(),
-            8 + 8 * u64s.len()
-                + std::mem::size_of::<libc::sockaddr_storage>()
-                + 4
-                + 16
-                + 4,
+            8 + 8 * u64s.len() + std::mem::size_of::<libc::sockaddr_storage>() + 4 + 16 + 4,
             "no padding but the tail's"
         );
     }
