@@ -3,7 +3,8 @@
 //! `-Wall -Wextra -Werror`, and run as clients of a real engine on a
 //! finite replay: each receives exactly the manifest's datagrams of the
 //! socket it opened, and the engine's books balance with the client's
-//! consumption in them. The header is checked against the library's
+//! consumption in them; the counters `api.c` reads with `udx_stats` are
+//! the exit JSON's for its socket. The header is checked against the library's
 //! exports and compiles as C++.
 //!
 //! The engine's spawn helpers and the replay's config are the client
