@@ -184,6 +184,27 @@ fn stats_read_during_and_after_a_finite_replay_are_the_exit_books() {
     assert_eq!(num(&final4, "client_pid"), 0, "the engine consumes dns4");
     assert_eq!(num(&final4, "client_consumed"), 0);
 
+    // DPDK telemetry's view of the same sockets (what `dpdk-telemetry.py`
+    // shows an operator) has the same numbers under the same keys.
+    let t = telemetry(
+        &engine.prefix,
+        &["/udpdemux/sockets,dns6", "/udpdemux/sockets,dns4"],
+    );
+    for (r, t) in [
+        (&final6, &t[0]["/udpdemux/sockets"]),
+        (&final4, &t[1]["/udpdemux/sockets"]),
+    ] {
+        let mut same = 0;
+        for (k, v) in r {
+            if let Some(tv) = t.get(k.as_str()) {
+                let tv = tv.as_str().map_or_else(|| tv.to_string(), String::from);
+                assert_eq!(tv, *v, "telemetry {k}: {t}");
+                same += 1;
+            }
+        }
+        assert!(same >= 14, "{same} keys shared with telemetry: {t}");
+    }
+
     let j = engine.stop();
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
     assert_against_exit("dns6", &final6, &j, true);
