@@ -70,6 +70,31 @@ pub fn socket_conf(o: SocketOptions) -> Result<SocketConf, String> {
     t.try_into().map_err(|e: toml::de::Error| e.to_string())
 }
 
+/// One socket's counters (`client_proto::SocketStats`): the same type
+/// `udpdemux_client::Client::stats` gives a client in another process.
+pub use crate::client_proto::SocketStats;
+
+/// Why [`stats`] gave no counters.
+#[derive(Debug, thiserror::Error)]
+pub enum StatsError {
+    /// The engine has no live socket of that name (the reason lists its sockets).
+    #[error("no stats for socket {name:?}: {reason}")]
+    NoSuchSocket { name: String, reason: String },
+}
+
+/// The counters of the engine's socket `name` (any live socket: one this
+/// application opened, a configured one, one a client bound), read as
+/// the exit JSON and telemetry read them. Callable from any thread; no
+/// lock on the packet path (plain loads of the counters).
+pub fn stats(engine: &Engine, name: &str) -> Result<SocketStats, StatsError> {
+    crate::runtime::clients::socket_stats(engine.shared(), name).map_err(|(_, reason)| {
+        StatsError::NoSuchSocket {
+            name: name.into(),
+            reason,
+        }
+    })
+}
+
 /// Close a socket: unbind it; what is still queued is freed and counted.
 pub fn close(engine: &Engine, sock: &Socket) -> Result<(), EngineError> {
     Ok(registry::remove_socket(engine.shared(), sock.name())?)

@@ -13,6 +13,23 @@
 //! | `unbind <socket> <pid>` | `ok` or `err <reason>` |
 //! | `attach <lcore> <pid>` | `ok` or `err <reason>` |
 //! | `detach - <pid>` | `ok` |
+//! | `stats <socket> <pid>` | `ok stats <len>` and one descriptor, or `err <reason>` |
+//!
+//! `stats` asks for any live socket's counters (not only the client's
+//! own), as the engine's exit JSON and telemetry report that socket
+//! ([`SocketStats`]); an unknown name is `err nosuch no socket named ...`
+//! (the word `nosuch`, as for `open`). The counters do not travel in the
+//! 256-byte parameter: the reply carries one file descriptor (the EAL's IPC
+//! passes up to `RTE_MP_MAX_FD_NUM` with `SCM_RIGHTS`), a sealed memfd
+//! holding `<len>` bytes of `key=value` lines ([`SocketStats::encode`]).
+//! Why not a compact `ok k=v ...` reply: the report has 21 numbers, 19 of
+//! them u64 counters of up to 20 digits; the text is some 350 bytes even
+//! when every counter is 0 (the keys alone take 263), about 750 at their
+//! largest, and even with the keys dropped the values alone take 421.
+//! A reply that fits only while the counters are small would one day be
+//! cut, or need a second encoding; the memfd has no limit and leaves room
+//! for what a later version adds (a decoder ignores keys it does not know,
+//! and a missing key is an error, not a zero).
 //!
 //! Lcore ids: every client process takes one of [`CLIENT_LCORES`] for its
 //! EAL main lcore, a different one per live client, because DPDK's
@@ -144,6 +161,11 @@ pub enum Request {
     Detach {
         pid: u32,
     },
+    /// The counters of socket `socket` (any live socket of the engine).
+    Stats {
+        socket: String,
+        pid: u32,
+    },
 }
 
 /// What to open or bind: a bound (or connected) socket consumed by the
@@ -181,6 +203,7 @@ impl Request {
             Request::Unbind { socket, pid } => format!("unbind {socket} {pid}"),
             Request::Attach { lcore, pid } => format!("attach {lcore} {pid}"),
             Request::Detach { pid } => format!("detach - {pid}"),
+            Request::Stats { socket, pid } => format!("stats {socket} {pid}"),
             Request::Bind { opts: o, pid } => format!(
                 "bind {} {pid} {} {} {} {} {}",
                 o.name,
@@ -206,6 +229,7 @@ impl Request {
             ("open", []) => Ok(Request::Open { socket, pid }),
             ("close", []) => Ok(Request::Close { socket, pid }),
             ("unbind", []) => Ok(Request::Unbind { socket, pid }),
+            ("stats", []) => Ok(Request::Stats { socket, pid }),
             ("attach", []) => match socket.parse::<u32>() {
                 Ok(lcore) if CLIENT_LCORES.contains(&lcore) => Ok(Request::Attach { lcore, pid }),
                 _ => Err(format!(
@@ -243,7 +267,7 @@ impl Request {
                     pid,
                 })
             }
-            ("open" | "close" | "unbind" | "bind" | "attach" | "detach", _) => Err(bad()),
+            ("open" | "close" | "unbind" | "bind" | "attach" | "detach" | "stats", _) => Err(bad()),
             (v, _) => Err(format!("unknown request {v:?}")),
         }
     }
@@ -299,16 +323,22 @@ pub fn reply_err(kind: Refusal, reason: &str) -> String {
     s
 }
 
+/// An `err <kind> <reason>` reply's kind and reason.
+fn refusal(s: &str) -> Option<(Refusal, String)> {
+    let r = s.strip_prefix("err ")?;
+    let (w, reason) = r.split_once(' ').unwrap_or((r, ""));
+    let kind = [Refusal::NoSuchSocket, Refusal::Busy]
+        .into_iter()
+        .find(|k| k.word() == w)
+        .unwrap_or(Refusal::Other);
+    Some((kind, reason.to_string()))
+}
+
 /// Parse a reply: `Ok(None)` for a bare `ok`, `Ok(Some)` for an open's.
 pub fn parse_reply(b: &[u8]) -> Result<Option<Opened>, (Refusal, String)> {
     let s = String::from_utf8_lossy(b);
-    if let Some(r) = s.strip_prefix("err ") {
-        let (w, reason) = r.split_once(' ').unwrap_or((r, ""));
-        let kind = [Refusal::NoSuchSocket, Refusal::Busy]
-            .into_iter()
-            .find(|k| k.word() == w)
-            .unwrap_or(Refusal::Other);
-        return Err((kind, reason.to_string()));
+    if let Some(e) = refusal(&s) {
+        return Err(e);
     }
     if s == "ok" {
         return Ok(None);
@@ -323,6 +353,208 @@ pub fn parse_reply(b: &[u8]) -> Result<Option<Opened>, (Refusal, String)> {
             zone: zone.to_string(),
         })),
         _ => Err((Refusal::Other, format!("malformed reply {s:?}"))),
+    }
+}
+
+/// A `stats` reply's text: the length of the report in its descriptor.
+pub fn reply_stats(len: usize) -> String {
+    format!("ok stats {len}")
+}
+
+/// Parse a `stats` reply: the report's length (in the descriptor that
+/// came with it), or the refusal.
+pub fn parse_stats_reply(b: &[u8]) -> Result<usize, (Refusal, String)> {
+    let s = String::from_utf8_lossy(b);
+    if let Some(e) = refusal(&s) {
+        return Err(e);
+    }
+    s.strip_prefix("ok stats ")
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| (Refusal::Other, format!("malformed stats reply {s:?}")))
+}
+
+/// The most bytes a stats report may have (a client refuses a longer one
+/// rather than read an unbounded file the engine handed it).
+pub const MAX_STATS_REPORT: usize = 64 * 1024;
+
+/// One socket's counters, as the engine's exit JSON (`sockets[]`) and
+/// telemetry (`/udpdemux/sockets,NAME`) report them, read while it runs:
+/// what `stats` answers a client (`udpdemux_client::Client::stats`) and
+/// `udpdemux::api::stats` gives an in-process application. Counters only
+/// grow, except `rmem`, `rcvbuf` (a reload may change it), `ring_count`,
+/// `client_pid`, and `consumed`-side figures of a socket a client reads,
+/// which the engine folds in once per main-loop pass (a read can lag the
+/// client's own frees by that much). Taken without stopping the RX
+/// lcores: fields may be mutually off by datagrams in flight.
+///
+/// The drop reasons keep the engine's names (the exit JSON's `drops`
+/// keys); where the kernel has a counter for the same event it is named
+/// on the field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SocketStats {
+    /// The engine's socket id (its ring is `udx_s<id>`).
+    pub id: u32,
+    /// The bound address and port.
+    pub local: std::net::SocketAddr,
+    /// Who consumes it when no client has it open: `count`, `echo`,
+    /// `pcap`, or `none` (a socket bound by a client or the library API).
+    pub handler: String,
+    /// The pid of the client that has it open (0: the engine's own
+    /// consumer, or an in-process application, reads it).
+    pub client_pid: u32,
+    /// Datagrams demuxed to this socket (delivered plus dropped below).
+    pub offered: u64,
+    /// Datagrams put into its delivery ring (the kernel's
+    /// `UdpInDatagrams`, counted per socket and after admission).
+    pub delivered: u64,
+    /// Datagrams taken out of the ring and freed by their consumer (the
+    /// engine's handler, an application, or a client).
+    pub consumed: u64,
+    /// Their UDP payload bytes (the engine counts bytes when a datagram
+    /// is consumed, not when it is delivered).
+    pub consumed_bytes: u64,
+    /// Of `consumed`: by out-of-process clients.
+    pub client_consumed: u64,
+    /// Datagrams left in the ring when it was emptied at a close, unbind
+    /// or a dead client's reaping (delivered, then freed unread).
+    pub freed_at_close: u64,
+    /// Of `freed_at_close`: datagrams a dead client held unread.
+    pub reclaimed_from_client: u64,
+    /// Of `consumed`: datagrams a client died while freeing.
+    pub lost_in_client_free: u64,
+    /// Dropped on arrival, over `rcvbuf`: the kernel's
+    /// `SKB_DROP_REASON_SOCKET_RCVBUFF`, counted in `UdpRcvbufErrors`.
+    pub drop_rcvbuf_full: u64,
+    /// Admitted to a stage, over `rcvbuf` when its batch was drained: the
+    /// kernel's `SKB_DROP_REASON_PROTO_MEM`, counted in `UdpMemErrors`.
+    pub drop_rcvbuf_full_at_drain: u64,
+    /// Refused by a full delivery ring (no kernel counterpart: a kernel
+    /// socket's queue is bounded by rcvbuf alone; the engine's UDP MIB
+    /// counts these in `UdpRcvbufErrors` too).
+    pub drop_ring_full: u64,
+    /// The socket was closed or removed while the datagram was on its way
+    /// (no kernel counter).
+    pub drop_closed: u64,
+    /// Receive budget in bytes of truesize (`SO_RCVBUF`).
+    pub rcvbuf: u64,
+    /// Bytes of truesize charged now (`sk_rmem_alloc`; the `rx_queue` of
+    /// `/proc/net/udp`): datagrams in the ring and held unfreed.
+    pub rmem: u64,
+    /// The most `rmem` has been.
+    pub rmem_high_water: u64,
+    /// Datagrams copied into small buffers under memory pressure.
+    pub condensed: u64,
+    /// Datagrams waiting in the delivery ring now.
+    pub ring_count: u64,
+    /// Datagrams the delivery ring holds at most.
+    pub ring_size: u64,
+}
+
+impl SocketStats {
+    /// Every dropped datagram, all reasons.
+    pub fn drops(&self) -> u64 {
+        // Wrapping, as the engine sums its own drop counters.
+        [
+            self.drop_rcvbuf_full,
+            self.drop_rcvbuf_full_at_drain,
+            self.drop_ring_full,
+            self.drop_closed,
+        ]
+        .into_iter()
+        .fold(0, u64::wrapping_add)
+    }
+
+    /// The counters as `(key, value)`, keys as in the exit JSON's
+    /// `sockets[]` (drops as telemetry's `drop_<reason>`).
+    pub fn counters(&self) -> [(&'static str, u64); 21] {
+        [
+            ("id", u64::from(self.id)),
+            ("client_pid", u64::from(self.client_pid)),
+            ("offered", self.offered),
+            ("delivered", self.delivered),
+            ("consumed", self.consumed),
+            ("consumed_bytes", self.consumed_bytes),
+            ("client_consumed", self.client_consumed),
+            ("freed_at_close", self.freed_at_close),
+            ("reclaimed_from_client", self.reclaimed_from_client),
+            ("lost_in_client_free", self.lost_in_client_free),
+            ("drop_rcvbuf_full", self.drop_rcvbuf_full),
+            ("drop_rcvbuf_full_at_drain", self.drop_rcvbuf_full_at_drain),
+            ("drop_ring_full", self.drop_ring_full),
+            ("drop_closed", self.drop_closed),
+            ("rcvbuf", self.rcvbuf),
+            ("rmem", self.rmem),
+            ("rmem_high_water", self.rmem_high_water),
+            ("condensed", self.condensed),
+            ("ring_count", self.ring_count),
+            ("ring_size", self.ring_size),
+            ("drops", self.drops()),
+        ]
+    }
+
+    /// The report: `key=value` lines (`local` and `handler` first, then
+    /// [`SocketStats::counters`]).
+    pub fn encode(&self) -> String {
+        let mut s = format!("local={}\nhandler={}\n", self.local, self.handler);
+        for (k, v) in self.counters() {
+            s.push_str(&format!("{k}={v}\n"));
+        }
+        s
+    }
+
+    /// Read a report. Keys it does not know are skipped (a newer engine
+    /// may add some); a missing one, or a value that does not parse, is
+    /// an error.
+    pub fn decode(b: &[u8]) -> Result<SocketStats, String> {
+        let s = std::str::from_utf8(b).map_err(|_| "stats report is not UTF-8".to_string())?;
+        let mut kv = std::collections::HashMap::new();
+        for line in s.lines().filter(|l| !l.is_empty()) {
+            let (k, v) = line
+                .split_once('=')
+                .ok_or_else(|| format!("stats report line {line:?} is not key=value"))?;
+            kv.insert(k, v);
+        }
+        let get = |k: &str| {
+            kv.get(k)
+                .copied()
+                .ok_or_else(|| format!("stats report has no {k}"))
+        };
+        let num = |k: &str| -> Result<u64, String> {
+            let v = get(k)?;
+            v.parse()
+                .map_err(|_| format!("stats report: {k} = {v:?} is not a number"))
+        };
+        let small = |k: &str| -> Result<u32, String> {
+            u32::try_from(num(k)?).map_err(|_| format!("stats report: {k} is out of range"))
+        };
+        let local = get("local")?;
+        let st = SocketStats {
+            id: small("id")?,
+            local: local
+                .parse()
+                .map_err(|_| format!("stats report: local = {local:?} is not an address:port"))?,
+            handler: get("handler")?.to_string(),
+            client_pid: small("client_pid")?,
+            offered: num("offered")?,
+            delivered: num("delivered")?,
+            consumed: num("consumed")?,
+            consumed_bytes: num("consumed_bytes")?,
+            client_consumed: num("client_consumed")?,
+            freed_at_close: num("freed_at_close")?,
+            reclaimed_from_client: num("reclaimed_from_client")?,
+            lost_in_client_free: num("lost_in_client_free")?,
+            drop_rcvbuf_full: num("drop_rcvbuf_full")?,
+            drop_rcvbuf_full_at_drain: num("drop_rcvbuf_full_at_drain")?,
+            drop_ring_full: num("drop_ring_full")?,
+            drop_closed: num("drop_closed")?,
+            rcvbuf: num("rcvbuf")?,
+            rmem: num("rmem")?,
+            rmem_high_water: num("rmem_high_water")?,
+            condensed: num("condensed")?,
+            ring_count: num("ring_count")?,
+            ring_size: num("ring_size")?,
+        };
+        Ok(st)
     }
 }
 
@@ -401,5 +633,100 @@ mod tests {
             Err((Refusal::Busy, "open by 7".into()))
         );
         assert!(reply_err(Refusal::Other, &"é".repeat(300)).len() <= 256);
+    }
+
+    fn sample(v: u64) -> SocketStats {
+        SocketStats {
+            id: 7,
+            local: "[fd00::1]:53".parse().unwrap(),
+            handler: "none".into(),
+            client_pid: 4242,
+            offered: v,
+            delivered: v,
+            consumed: v,
+            consumed_bytes: v,
+            client_consumed: v,
+            freed_at_close: v,
+            reclaimed_from_client: v,
+            lost_in_client_free: v,
+            drop_rcvbuf_full: v / 4,
+            drop_rcvbuf_full_at_drain: v / 4,
+            drop_ring_full: v / 4,
+            drop_closed: v / 4,
+            rcvbuf: v,
+            rmem: v,
+            rmem_high_water: v,
+            condensed: v,
+            ring_count: v,
+            ring_size: v,
+        }
+    }
+
+    #[test]
+    fn stats_requests_and_reports_round_trip() {
+        let r = Request::Stats {
+            socket: "dns4".into(),
+            pid: 42,
+        };
+        assert_eq!(r.encode(), "stats dns4 42");
+        assert_eq!(Request::decode(r.encode().as_bytes()), Ok(r));
+        assert!(Request::decode(b"stats dns4").is_err());
+        assert!(Request::decode(b"stats dns4 42 x").is_err());
+        assert!(Request::decode(b"stats dns4 pid").is_err());
+
+        for v in [0, 1234, u64::MAX] {
+            let st = sample(v);
+            let text = st.encode();
+            assert_eq!(
+                SocketStats::decode(text.as_bytes()),
+                Ok(st.clone()),
+                "{text}"
+            );
+            // Keys the decoder does not know (a newer engine's) are skipped.
+            let newer = format!("{text}future_counter=9\n");
+            assert_eq!(SocketStats::decode(newer.as_bytes()), Ok(st));
+        }
+        // Why the report travels in a descriptor: at their largest the
+        // counters do not fit the 256-byte parameter.
+        assert!(sample(0).encode().len() > dpdk_sys::mp::MAX_PARAM);
+        let big = sample(u64::MAX).encode();
+        assert!(big.len() > dpdk_sys::mp::MAX_PARAM, "{}", big.len());
+        assert!(big.len() < MAX_STATS_REPORT);
+
+        // A missing key or a bad value is an error, not a zero.
+        let text = sample(5).encode();
+        let without: String = text
+            .lines()
+            .filter(|l| !l.starts_with("drop_ring_full="))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(
+            SocketStats::decode(without.as_bytes()),
+            Err("stats report has no drop_ring_full".into())
+        );
+        let bad = text.replace("rmem=5", "rmem=five");
+        assert!(SocketStats::decode(bad.as_bytes())
+            .unwrap_err()
+            .contains("rmem = \"five\" is not a number"));
+        assert!(SocketStats::decode(b"garbage")
+            .unwrap_err()
+            .contains("not key=value"));
+        assert!(SocketStats::decode(&[0xff, 0xfe]).is_err());
+        let pid = text.replace("client_pid=4242", "client_pid=99999999999");
+        assert!(SocketStats::decode(pid.as_bytes())
+            .unwrap_err()
+            .contains("out of range"));
+
+        // The reply: a length, or the refusal `open` would give.
+        assert_eq!(parse_stats_reply(reply_stats(412).as_bytes()), Ok(412));
+        let e = reply_err(Refusal::NoSuchSocket, "no socket named \"x\"");
+        assert_eq!(e, "err nosuch no socket named \"x\"");
+        assert_eq!(
+            parse_stats_reply(e.as_bytes()),
+            Err((Refusal::NoSuchSocket, "no socket named \"x\"".into()))
+        );
+        assert!(parse_stats_reply(b"ok").is_err());
+        assert!(parse_stats_reply(b"ok stats many").is_err());
+        assert_eq!(sample(8).drops(), 8);
     }
 }

@@ -2,7 +2,9 @@
 //! socket and a receive batch after `Engine::stop` has cleaned up the EAL.
 //! Receiving on it, and dropping both, must then leave the unmapped DPDK
 //! memory alone (dropping the socket used to read its ring there and die
-//! with SIGSEGV). The engine runs in this test's own process: one EAL per
+//! with SIGSEGV). While it runs, `api::stats` reads any socket's counters
+//! by name (the in-process twin of a client's `stats`) and refuses an
+//! unknown name in one line. The engine runs in this test's own process: one EAL per
 //! process, so this file holds one test.
 #![cfg(not(loom))]
 mod common;
@@ -32,8 +34,41 @@ fn a_socket_and_a_batch_held_past_stop_are_inert() {
     // net_null sends nothing to it: nothing to receive, but the batch now
     // refers to the socket.
     assert_eq!(api::recv_burst(&sock, &mut batch), 0);
+    // In-process stats (`api::stats`, the type a client's `stats` gives):
+    // any live socket by name, and a clear refusal for an unknown one.
+    let held = api::stats(&engine, "held").expect("stats of held");
+    assert_eq!(held.id, sock.id);
+    assert_eq!(held.local, "198.18.1.2:5000".parse().unwrap());
+    assert_eq!((held.handler.as_str(), held.client_pid), ("none", 0));
+    assert_eq!((held.delivered, held.ring_count, held.rmem), (0, 0, 0));
+    assert!(held.ring_size >= 4095 && held.rcvbuf == 212_992, "{held:?}");
+    let cfg_stats = api::stats(&engine, "cfg").expect("stats of cfg");
+    assert_eq!(cfg_stats.local, "198.18.1.1:53".parse().unwrap());
+    let e = api::stats(&engine, "nosuch").unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "no stats for socket \"nosuch\": no socket named \"nosuch\" in this engine (its sockets: cfg, held)"
+    );
     let summary = engine.stop().expect("engine stops");
     assert!(summary.books_balanced, "{:?}", summary.problems);
+    // Nothing flowed after the read: it is the exit's row.
+    let row = summary.sockets.iter().find(|s| s.name == "held").unwrap();
+    assert_eq!(
+        (
+            held.offered,
+            held.delivered,
+            held.consumed,
+            held.rcvbuf,
+            held.rmem_high_water
+        ),
+        (
+            row.offered,
+            row.delivered,
+            row.consumed,
+            row.rcvbuf,
+            row.rmem_high_water
+        )
+    );
     assert!(!dpdk_sys::eal::is_up());
     // After stop: receiving gives nothing, and dropping touches nothing.
     assert_eq!(api::recv_burst(&sock, &mut batch), 0);

@@ -1,6 +1,6 @@
 //! Attach to a running engine, open some of its sockets, receive, close.
 //!
-//!     cargo run -p udpdemux-client --example recv -- PREFIX [--secs S] [--idle-ms N] [--hold H] [--stop-file F] [--min N] [--bind NAME@LOCAL[@RCVBUF]]... NAME[=EXPECT]...
+//!     cargo run -p udpdemux-client --example recv -- PREFIX [--secs S] [--idle-ms N] [--hold H] [--stop-file F] [--min N] [--bind NAME@LOCAL[@RCVBUF]]... [--stats NAME]... [--stats-final] NAME[=EXPECT]...
 //!
 //! Prints `attached lcore L` (its EAL lcore id) once attached, then
 //! binds every `--bind` socket (`bound NAME id=ID`, or `bind-error NAME:
@@ -13,7 +13,14 @@
 //! socket it has received N datagrams (at most 30 s more).
 //! Then one line per socket:
 //! `socket NAME received N bytes B dsts [..] srcs K tsc_ok BOOL drops D`,
-//! `closed NAME`, and `detached`. With `--hold H`, before those lines it
+//! `closed NAME`, and `detached`. With `--stats NAME` (any socket of
+//! the engine, opened here or not), every 50 ms while it receives it
+//! prints `stats NAME key=value ...` (`Client::stats`, the report's
+//! keys), or once `stats-error NAME: ...`; with `--stats-final`, after
+//! receiving (its batch freed, before closing), it reads again until two
+//! reads 100 ms apart agree (5 s at most) and prints that one as
+//! `stats-final NAME ...` (for a replay that has ended).
+//! With `--hold H`, before those lines it
 //! receives until its batch holds datagrams again, prints `holding N from
 //! NAME pid P`, and keeps them H seconds (a test kills it meanwhile: the
 //! engine must reclaim them). Errors: one line `error: ...` on stderr,
@@ -34,7 +41,7 @@ struct Tally {
 }
 
 fn main() {
-    let usage = "usage: recv PREFIX [--secs S] [--idle-ms N] [--hold H] [--stop-file F] [--min N] [--bind NAME@LOCAL[@RCVBUF]]... NAME[=EXPECT]...";
+    let usage = "usage: recv PREFIX [--secs S] [--idle-ms N] [--hold H] [--stop-file F] [--min N] [--bind NAME@LOCAL[@RCVBUF]]... [--stats NAME]... [--stats-final] NAME[=EXPECT]...";
     let mut args = std::env::args().skip(1);
     let mut prefix = None;
     let mut secs: Option<f64> = None;
@@ -43,6 +50,8 @@ fn main() {
     let mut stop_file: Option<std::path::PathBuf> = None;
     let mut min = 0u64;
     let mut binds: Vec<String> = Vec::new();
+    let mut stats: Vec<String> = Vec::new();
+    let mut stats_final = false;
     let mut names: Vec<(String, Option<u64>)> = Vec::new();
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -60,6 +69,8 @@ fn main() {
                     .unwrap_or_else(|| fail(usage))
             }
             "--bind" => binds.push(args.next().unwrap_or_else(|| fail(usage))),
+            "--stats" => stats.push(args.next().unwrap_or_else(|| fail(usage))),
+            "--stats-final" => stats_final = true,
             "--min" => {
                 min = args
                     .next()
@@ -143,7 +154,12 @@ fn main() {
     let mut batch = RecvBatch::new();
     let start = Instant::now();
     let mut last_rx = Instant::now();
+    let mut last_stats: Option<Instant> = None;
     loop {
+        if last_stats.is_none_or(|t| t.elapsed() >= Duration::from_millis(50)) {
+            print_stats(&client, &mut stats);
+            last_stats = Some(Instant::now());
+        }
         let mut got = 0;
         for (s, _, t) in socks.iter_mut() {
             let n = udpdemux_client::recv_burst(s, &mut batch);
@@ -187,6 +203,11 @@ fn main() {
     }
     // Free the last batch (its memory goes back to its socket) before closing.
     drop(batch);
+    if stats_final {
+        for name in &stats {
+            final_stats(&client, name);
+        }
+    }
     for (s, _, t) in socks {
         let name = s.name().to_string();
         println!(
@@ -206,6 +227,43 @@ fn main() {
     }
     let clean = client.detach();
     println!("detached cleanup={clean}");
+}
+
+/// One `stats NAME ...` line per name; a name the engine refuses is
+/// printed once (`stats-error`) and dropped.
+fn print_stats(client: &Client, names: &mut Vec<String>) {
+    names.retain(|name| match client.stats(name) {
+        Ok(st) => {
+            println!("stats {name} {}", st.encode().trim_end().replace('\n', " "));
+            true
+        }
+        Err(e) => {
+            println!("stats-error {name}: {e}");
+            false
+        }
+    });
+}
+
+/// Read `name`'s stats until two reads 100 ms apart agree (5 s at most):
+/// `stats-final NAME ...`.
+fn final_stats(client: &Client, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut prev = None;
+    loop {
+        let st = match client.stats(name) {
+            Ok(st) => st,
+            Err(e) => fail(&e.to_string()),
+        };
+        if prev.as_ref() == Some(&st) || Instant::now() >= deadline {
+            println!(
+                "stats-final {name} {}",
+                st.encode().trim_end().replace('\n', " ")
+            );
+            return;
+        }
+        prev = Some(st);
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Receive (counting as before) until the batch holds datagrams, say so,

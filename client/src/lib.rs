@@ -41,6 +41,7 @@
 //! shared-memory access is in `dpdk-sys` and the engine's `meta`.
 #![forbid(unsafe_code)]
 
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -54,6 +55,10 @@ use udpdemux::meta::{self, MbufMeta};
 
 /// What [`Client::bind`] takes: the in-process API's own options.
 pub use udpdemux::api::SocketOptions;
+
+/// What [`Client::stats`] gives: the in-process API's own counters type
+/// (`udpdemux::api::stats`), every field documented there.
+pub use udpdemux::api::SocketStats;
 
 /// A received datagram: the engine's own zero-copy view
 /// (`udpdemux::api::Received`), the same type in-process applications get.
@@ -153,6 +158,25 @@ pub enum OpenError {
         what: String,
         reason: String,
     },
+}
+
+/// Why [`Client::stats`] gave no counters: one line.
+#[derive(Debug, thiserror::Error)]
+pub enum StatsError {
+    #[error("socket name {name:?} is not valid: give the name of one of the engine's sockets")]
+    InvalidName { name: String },
+    #[error("no stats for socket {name:?}: {reason}")]
+    NoSuchSocket { name: String, reason: String },
+    #[error("the engine refused the stats of socket {name:?}: {reason}")]
+    Refused { name: String, reason: String },
+    #[error("no answer from the engine on {prefix:?} to the stats of {name:?} ({reason}): is it still running?")]
+    NoReply {
+        prefix: String,
+        name: String,
+        reason: String,
+    },
+    #[error("the engine's stats of socket {name:?} could not be read: {reason} (is it a udpdemux engine of this version?)")]
+    Malformed { name: String, reason: String },
 }
 
 /// Why closing a socket failed (it is no longer this client's either way,
@@ -373,6 +397,62 @@ impl Client {
                 })
             }
         }
+    }
+
+    /// The counters of the engine's socket `name` (any live socket, not
+    /// only one this client has open), as the engine's exit JSON and
+    /// telemetry report it: [`SocketStats`], the type
+    /// `udpdemux::api::stats` gives an in-process application. One IPC
+    /// request; the engine answers between two polls of its main lcore
+    /// with a sealed memfd holding the report (`client_proto` says why
+    /// not in the reply itself). The engine folds what clients freed
+    /// into a socket's counters before it answers, so after this
+    /// client's batches are cleared their datagrams are in `consumed`.
+    pub fn stats(&self, name: &str) -> Result<SocketStats, StatsError> {
+        if name.is_empty() || name.len() > 200 || name.contains([' ', '\0']) {
+            return Err(StatsError::InvalidName { name: name.into() });
+        }
+        let req = Request::Stats {
+            socket: name.into(),
+            pid: std::process::id(),
+        }
+        .encode();
+        let no_reply = |reason: String| StatsError::NoReply {
+            prefix: self.prefix.clone(),
+            name: name.into(),
+            reason,
+        };
+        let (rep, fds) =
+            mp::request_sync_with_fds(client_proto::ACTION, req.as_bytes(), REQUEST_TIMEOUT)
+                .map_err(|e| no_reply(e.to_string()))?;
+        let len = client_proto::parse_stats_reply(&rep).map_err(|(kind, reason)| match kind {
+            Refusal::NoSuchSocket => StatsError::NoSuchSocket {
+                name: name.into(),
+                reason,
+            },
+            _ => StatsError::Refused {
+                name: name.into(),
+                reason,
+            },
+        })?;
+        let malformed = |reason: String| StatsError::Malformed {
+            name: name.into(),
+            reason,
+        };
+        if len > client_proto::MAX_STATS_REPORT {
+            return Err(malformed(format!(
+                "a {len}-byte report, more than the {} this client reads",
+                client_proto::MAX_STATS_REPORT
+            )));
+        }
+        let [fd] = <[_; 1]>::try_from(fds).map_err(|v: Vec<_>| {
+            malformed(format!("{} descriptors with the reply, not 1", v.len()))
+        })?;
+        let mut text = vec![0u8; len];
+        std::fs::File::from(fd)
+            .read_exact_at(&mut text, 0)
+            .map_err(|e| malformed(format!("reading its {len}-byte report: {e}")))?;
+        SocketStats::decode(&text).map_err(malformed)
     }
 
     /// Leave the engine: `rte_eal_cleanup` in this process, which here

@@ -7,6 +7,7 @@
 //! * [`AtomicZone`]: a memzone of `AtomicU64` slots that both processes map
 //!   at the same address (hugepage memory the primary reserved).
 use std::ffi::{CStr, CString};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::raw::{c_char, c_int, c_void};
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU64;
@@ -20,6 +21,8 @@ use crate::ffi;
 pub const MAX_NAME: usize = 63;
 /// Longest request or reply parameter (`RTE_MP_MAX_PARAM_LEN`).
 pub const MAX_PARAM: usize = 256;
+/// Most file descriptors one message carries (`RTE_MP_MAX_FD_NUM`).
+pub const MAX_FDS: usize = 8;
 
 type Handler = Arc<dyn Fn(MpRequest) + Send + Sync>;
 
@@ -53,7 +56,24 @@ impl MpRequest {
     /// Answer (at most [`MAX_PARAM`] bytes; longer is cut). Callable from
     /// any thread while the EAL is up, once.
     pub fn reply(self, param: &[u8]) -> Result<()> {
+        self.reply_with_fds(param, &[])
+    }
+
+    /// Answer with `param` and file descriptors (at most [`MAX_FDS`]),
+    /// which the EAL passes with `SCM_RIGHTS`: the peer gets its own
+    /// descriptors of the same files; these stay the caller's to close.
+    pub fn reply_with_fds(self, param: &[u8], fds: &[BorrowedFd<'_>]) -> Result<()> {
+        if fds.len() > MAX_FDS {
+            return Err(DpdkError::Usage(format!(
+                "{} descriptors in one IPC reply, at most {MAX_FDS}",
+                fds.len()
+            )));
+        }
         let mut m = msg(&self.name, param)?;
+        for (d, f) in m.fds.iter_mut().zip(fds) {
+            *d = f.as_raw_fd();
+        }
+        m.num_fds = fds.len() as c_int;
         // SAFETY: a filled message and the peer's NUL-terminated path, both
         // valid for the call; DPDK sends it on its IPC socket (sendmsg,
         // thread-safe) and keeps neither pointer.
@@ -183,8 +203,18 @@ impl Drop for MpAction {
 }
 
 /// Send one request to the primary (from a secondary) and wait up to
-/// `timeout` for its reply: the reply's parameter bytes.
+/// `timeout` for its reply: the reply's parameter bytes (descriptors that
+/// came with it are closed).
 pub fn request_sync(name: &str, param: &[u8], timeout: Duration) -> Result<Vec<u8>> {
+    request_sync_with_fds(name, param, timeout).map(|(p, _)| p)
+}
+
+/// [`request_sync`], keeping the file descriptors the reply carried.
+pub fn request_sync_with_fds(
+    name: &str,
+    param: &[u8],
+    timeout: Duration,
+) -> Result<(Vec<u8>, Vec<OwnedFd>)> {
     let mut m = msg(name, param)?;
     let mut reply = ffi::rte_mp_reply::default();
     let ts = ffi::timespec {
@@ -197,9 +227,22 @@ pub fn request_sync(name: &str, param: &[u8], timeout: Duration) -> Result<Vec<u
     let err = (rc != 0).then(|| DpdkError::from_errno(format!("rte_mp_request_sync({name})")));
     let mut out = None;
     if !reply.msgs.is_null() {
-        if reply.nb_received > 0 {
-            // SAFETY: DPDK filled nb_received messages at msgs.
-            out = Some(param_of(unsafe { &*reply.msgs }));
+        let n = usize::try_from(reply.nb_received).unwrap_or(0);
+        // SAFETY: DPDK filled nb_received messages at msgs.
+        let msgs = unsafe { std::slice::from_raw_parts(reply.msgs, n) };
+        for (i, r) in msgs.iter().enumerate() {
+            let k = usize::try_from(r.num_fds).unwrap_or(0).min(MAX_FDS);
+            let fds: Vec<OwnedFd> = r.fds[..k]
+                .iter()
+                .filter(|&&fd| fd >= 0)
+                // SAFETY: the EAL received these descriptors into this
+                // process (SCM_RIGHTS) for this reply; nothing else owns
+                // them, so each is wrapped (and closed) exactly once.
+                .map(|&fd| unsafe { OwnedFd::from_raw_fd(fd) })
+                .collect();
+            if i == 0 {
+                out = Some((param_of(r), fds));
+            }
         }
         // SAFETY: DPDK allocated msgs with malloc for the caller to free.
         unsafe { libc::free(reply.msgs as *mut c_void) };

@@ -266,6 +266,33 @@ pub fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// A sealed memfd (`memfd_create`) holding `bytes`: an anonymous file to
+/// hand another process (over DPDK's IPC) that neither side can change
+/// afterwards (`F_SEAL_WRITE`, `F_SEAL_GROW`, `F_SEAL_SHRINK`,
+/// `F_SEAL_SEAL`). Close-on-exec. `name` shows in `/proc/PID/fd`.
+pub fn sealed_memfd(name: &str, bytes: &[u8]) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+    let cname = std::ffi::CString::new(name)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in memfd name"))?;
+    // SAFETY: a NUL-terminated name the call copies; no other memory.
+    let fd =
+        unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor memfd_create just opened for this function alone.
+    let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    let mut f = File::from(owned);
+    f.write_all(bytes)?;
+    let seals = libc::F_SEAL_WRITE | libc::F_SEAL_GROW | libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL;
+    // SAFETY: fcntl on a descriptor `f` keeps open for the call.
+    if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(f.into())
+}
+
 #[cfg(test)]
 mod liveness_tests {
     use super::process_alive;
@@ -284,5 +311,18 @@ mod liveness_tests {
         assert!(!process_alive(pid), "zombie {pid} counted alive");
         c.wait().unwrap();
         assert!(!process_alive(pid));
+    }
+
+    #[test]
+    fn a_sealed_memfd_reads_back_and_cannot_change() {
+        use std::io::{Read, Seek, Write};
+        let fd = super::sealed_memfd("udx-test", b"a=1\nb=2\n").unwrap();
+        let mut f = std::fs::File::from(fd);
+        let mut s = String::new();
+        f.rewind().unwrap();
+        f.read_to_string(&mut s).unwrap();
+        assert_eq!(s, "a=1\nb=2\n");
+        assert!(f.write_all(b"more").is_err(), "sealed against writes");
+        assert!(f.set_len(1).is_err(), "sealed against shrinking");
     }
 }

@@ -6,12 +6,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dpdk_sys::mp::{self, MpAction, MpRequest};
+use dpdk_sys::mp::{self, MpAction};
 
 use super::registry;
 use crate::client_proto::ROWS;
 use super::shared::{ConsumedBy, Shared, SocketEntry};
-use crate::client_proto::{self, Opened, Refusal, Request, SocketOptions};
+use crate::client_proto::{self, Opened, Refusal, Request, SocketOptions, SocketStats};
+use std::os::fd::AsFd;
 use crate::meta;
 
 /// How long an open waits for the consumer lcores to let go of the ring.
@@ -61,17 +62,92 @@ pub fn serve(shared: &Shared) {
         std::mem::take(&mut *q)
     };
     for r in reqs {
-        let text = answer(shared, &r);
-        log::info!("client request {:?} from {}: {text}", String::from_utf8_lossy(r.param()), r.peer());
-        if let Err(e) = r.reply(text.as_bytes()) {
+        let (text, fd) = answer(shared, Request::decode(r.param()));
+        let line = format!(
+            "client request {:?} from {}: {text}",
+            String::from_utf8_lossy(r.param()),
+            r.peer()
+        );
+        // A monitoring client may ask for stats many times a second.
+        if fd.is_some() {
+            log::debug!("{line}");
+        } else {
+            log::info!("{line}");
+        }
+        let fds: Vec<std::os::fd::BorrowedFd<'_>> = fd.iter().map(|f| f.as_fd()).collect();
+        if let Err(e) = r.reply_with_fds(text.as_bytes(), &fds) {
             log::warn!("client reply: {e}");
         }
+        // The memfd (if any) closes here: the client has its own descriptor.
     }
 }
 
-fn answer(shared: &Shared, r: &MpRequest) -> String {
-    match Request::decode(r.param()) {
+/// The answer to `stats`: the reply text and the sealed memfd that holds
+/// the report (`client_proto`: the counters do not fit the reply).
+fn stats_answer(shared: &Shared, name: &str) -> (String, Option<std::os::fd::OwnedFd>) {
+    let st = match socket_stats(shared, name) {
+        Ok(st) => st,
+        Err((k, e)) => return (client_proto::reply_err(k, &e), None),
+    };
+    let text = st.encode();
+    match dpdk_sys::os::sealed_memfd("udpdemux-stats", text.as_bytes()) {
+        Ok(fd) => (client_proto::reply_stats(text.len()), Some(fd)),
+        Err(e) => (
+            client_proto::reply_err(
+                Refusal::Other,
+                &format!("cannot make the stats report's memfd: {e}"),
+            ),
+            None,
+        ),
+    }
+}
+
+/// Socket `name`'s counters, read as the exit JSON and telemetry read
+/// them (`report::socket_summary`), plus its ring's fill. For a client's
+/// `stats` and the in-process `api::stats`; callable from any thread.
+pub fn socket_stats(shared: &Shared, name: &str) -> Result<SocketStats, Refused> {
+    let e = find(shared, name)?;
+    let k = super::report::socket_summary(&e, false);
+    let drop = |r: crate::receive::accounting::DropReason| k.drops.get(r.as_str()).copied().unwrap_or(0);
+    use crate::receive::accounting::DropReason as R;
+    Ok(SocketStats {
+        id: k.id,
+        local: e.sock.conf.local,
+        handler: k.handler,
+        client_pid: match e.consumed_by {
+            ConsumedBy::Client(p) => p,
+            _ => 0,
+        },
+        offered: k.offered,
+        delivered: k.delivered,
+        consumed: k.consumed,
+        consumed_bytes: k.consumed_bytes,
+        client_consumed: k.client_consumed,
+        freed_at_close: k.freed_at_close,
+        reclaimed_from_client: k.reclaimed_from_client,
+        lost_in_client_free: k.lost_in_client_free,
+        drop_rcvbuf_full: drop(R::RcvbufFull),
+        drop_rcvbuf_full_at_drain: drop(R::RcvbufFullAtDrain),
+        drop_ring_full: drop(R::RingFull),
+        drop_closed: drop(R::Closed),
+        rcvbuf: k.rcvbuf,
+        rmem: k.rmem,
+        rmem_high_water: k.rmem_high_water,
+        condensed: k.condensed,
+        ring_count: u64::from(e.sock.ring.count()),
+        ring_size: u64::from(e.sock.ring.capacity()),
+    })
+}
+
+/// The reply to a request: its text, and the descriptor it carries (a
+/// `stats` report).
+fn answer(
+    shared: &Shared,
+    req: Result<Request, String>,
+) -> (String, Option<std::os::fd::OwnedFd>) {
+    let text = match req {
         Err(e) => client_proto::reply_err(Refusal::Other, &e),
+        Ok(Request::Stats { socket, .. }) => return stats_answer(shared, &socket),
         Ok(Request::Open { socket, pid }) => match open(shared, &socket, pid) {
             Ok(o) => client_proto::reply_ok(Some(&o)),
             Err((k, e)) => client_proto::reply_err(k, &e),
@@ -96,7 +172,8 @@ fn answer(shared: &Shared, r: &MpRequest) -> String {
             detach(shared, pid);
             client_proto::reply_ok(None)
         }
-    }
+    };
+    (text, None)
 }
 
 fn attached(shared: &Shared) -> std::sync::MutexGuard<'_, Vec<super::shared::AttachedClient>> {
@@ -203,7 +280,8 @@ fn settle_cache(shared: &Shared, pid: u32, lcore: u32, discard: bool, lock: bool
     true
 }
 
-type Refused = (Refusal, String);
+/// Why a request was refused: the reply's kind and reason.
+pub type Refused = (Refusal, String);
 
 fn find(shared: &Shared, name: &str) -> Result<SocketEntry, Refused> {
     let socks = shared.sockets.load();

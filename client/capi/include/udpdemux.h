@@ -137,6 +137,66 @@ int udx_open(udx_client *client, const char *name, udx_socket **out);
  * UDX_ETHREAD leave the handle as it was. */
 int udx_close(udx_socket *sock);
 
+/* One socket's counters, as the engine's exit JSON (`sockets[]`) and
+ * telemetry report them (udpdemux::api::SocketStats field for field).
+ * Counters only grow, except rmem, rcvbuf, ring_count and client_pid. The
+ * drop reasons keep the engine's names; the kernel counter for the same
+ * event, where there is one, is named beside each. */
+typedef struct udx_socket_stats {
+    /* The engine's socket id. */
+    uint32_t id;
+    /* The pid of the client that has it open (0: the engine's consumer). */
+    uint32_t client_pid;
+    /* Datagrams demuxed to it: delivered plus every drop below. */
+    uint64_t offered;
+    /* Datagrams put into its delivery ring. */
+    uint64_t delivered;
+    /* Datagrams taken out of the ring and freed by its consumer. */
+    uint64_t consumed;
+    /* Their UDP payload bytes (counted at consumption, not delivery). */
+    uint64_t consumed_bytes;
+    /* Of consumed: by out-of-process clients. */
+    uint64_t client_consumed;
+    /* Left in the ring at a close, unbind or reap, freed unread. */
+    uint64_t freed_at_close;
+    /* Of freed_at_close: datagrams a dead client held unread. */
+    uint64_t reclaimed_from_client;
+    /* Of consumed: datagrams a client died while freeing. */
+    uint64_t lost_in_client_free;
+    /* Over rcvbuf on arrival (kernel: UdpRcvbufErrors). */
+    uint64_t drop_rcvbuf_full;
+    /* Over rcvbuf when its stage was drained (kernel: UdpMemErrors). */
+    uint64_t drop_rcvbuf_full_at_drain;
+    /* The delivery ring was full (no kernel counterpart). */
+    uint64_t drop_ring_full;
+    /* The socket closed while the datagram was on its way. */
+    uint64_t drop_closed;
+    /* Receive budget, bytes of truesize (SO_RCVBUF). */
+    uint64_t rcvbuf;
+    /* Bytes of truesize charged now (sk_rmem_alloc). */
+    uint64_t rmem;
+    /* The most rmem has been. */
+    uint64_t rmem_high_water;
+    /* Datagrams copied into small buffers under memory pressure. */
+    uint64_t condensed;
+    /* Datagrams waiting in the delivery ring now. */
+    uint64_t ring_count;
+    /* Datagrams the delivery ring holds at most. */
+    uint64_t ring_size;
+    /* The bound address, as udx_dgram_src writes one. */
+    struct sockaddr_storage local;
+    socklen_t local_len;
+    /* "count", "echo", "pcap" or "none", NUL-terminated. */
+    char handler[16];
+} udx_socket_stats;
+
+/* The counters of the engine's socket `name`, any of its sockets (open by
+ * this client or not), into *out. One request to the engine (it answers
+ * between two polls); call it on the thread that attached. UDX_ENOSOCKET
+ * (no such socket: the message lists the engine's sockets), UDX_EENGINE
+ * (no answer), UDX_EINVAL, UDX_ENULL, UDX_ETHREAD. */
+int udx_stats(const udx_client *client, const char *name, udx_socket_stats *out);
+
 /* The socket's name, valid until udx_close. NULL (and UDX_ENULL as the
  * last error) if sock is NULL. */
 const char *udx_socket_name(const udx_socket *sock);

@@ -26,7 +26,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use udpdemux_client::{
-    AttachError, Client, ClientSocket, CloseError, OpenError, Received, RecvBatch,
+    AttachError, Client, ClientSocket, CloseError, OpenError, Received, RecvBatch, StatsError,
 };
 
 /// Success.
@@ -217,6 +217,45 @@ fn close_code(_: &CloseError) -> c_int {
     UDX_EENGINE
 }
 
+fn stats_code(e: &StatsError) -> c_int {
+    match e {
+        StatsError::InvalidName { .. } => UDX_EINVAL,
+        StatsError::NoSuchSocket { .. } => UDX_ENOSOCKET,
+        _ => UDX_EENGINE,
+    }
+}
+
+/// One socket's counters (`udx_socket_stats` in C): `SocketStats` field
+/// for field (see its documentation and the header's), in the header's
+/// order; `local` as `udx_dgram_src` writes an address, `handler`
+/// NUL-terminated.
+#[repr(C)]
+pub struct UdxSocketStats {
+    pub id: u32,
+    pub client_pid: u32,
+    pub offered: u64,
+    pub delivered: u64,
+    pub consumed: u64,
+    pub consumed_bytes: u64,
+    pub client_consumed: u64,
+    pub freed_at_close: u64,
+    pub reclaimed_from_client: u64,
+    pub lost_in_client_free: u64,
+    pub drop_rcvbuf_full: u64,
+    pub drop_rcvbuf_full_at_drain: u64,
+    pub drop_ring_full: u64,
+    pub drop_closed: u64,
+    pub rcvbuf: u64,
+    pub rmem: u64,
+    pub rmem_high_water: u64,
+    pub condensed: u64,
+    pub ring_count: u64,
+    pub ring_size: u64,
+    pub local: libc::sockaddr_storage,
+    pub local_len: libc::socklen_t,
+    pub handler: [c_char; 16],
+}
+
 /// The calling thread's last error as one line ("" before any): see the header.
 #[no_mangle]
 pub extern "C" fn udx_last_error() -> *const c_char {
@@ -369,6 +408,73 @@ pub unsafe extern "C" fn udx_close(sock: *mut SocketHandle) -> c_int {
         let res = s.sock.close();
         owner.sockets.set(owner.sockets.get() - 1);
         res.map_err(|e| failure(close_code(&e), e.to_string()))?;
+        Ok(UDX_OK)
+    })
+}
+
+/// The counters of the engine's socket `name` (any of its sockets, open
+/// here or not) into `*out`.
+///
+/// # Safety
+/// `client` is NULL or a live handle from `udx_attach`; `name` is NULL or
+/// a NUL-terminated string; `out` is NULL or valid for writing a
+/// `udx_socket_stats`.
+#[no_mangle]
+pub unsafe extern "C" fn udx_stats(
+    client: *const ClientHandle,
+    name: *const c_char,
+    out: *mut UdxSocketStats,
+) -> c_int {
+    guard(|| {
+        // SAFETY: NULL or a live client handle, by the contract.
+        let h = unsafe { handle(client, "client") }?;
+        check_thread(h)?;
+        // SAFETY: NULL or a NUL-terminated string, by the contract.
+        let name = unsafe { c_str(name, "name") }?;
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        let st = h
+            .client
+            .stats(name)
+            .map_err(|e| failure(stats_code(&e), e.to_string()))?;
+        let mut handler = [0 as c_char; 16];
+        for (d, b) in handler.iter_mut().zip(st.handler.bytes().take(15)) {
+            *d = b as c_char;
+        }
+        // SAFETY: a zeroed sockaddr_storage is valid (all integers); it is
+        // overwritten by put_sockaddr below.
+        let mut local: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut local_len: libc::socklen_t = 0;
+        // SAFETY: both are live locals, writable.
+        unsafe { put_sockaddr(st.local, &mut local, &mut local_len) };
+        let c = UdxSocketStats {
+            id: st.id,
+            client_pid: st.client_pid,
+            offered: st.offered,
+            delivered: st.delivered,
+            consumed: st.consumed,
+            consumed_bytes: st.consumed_bytes,
+            client_consumed: st.client_consumed,
+            freed_at_close: st.freed_at_close,
+            reclaimed_from_client: st.reclaimed_from_client,
+            lost_in_client_free: st.lost_in_client_free,
+            drop_rcvbuf_full: st.drop_rcvbuf_full,
+            drop_rcvbuf_full_at_drain: st.drop_rcvbuf_full_at_drain,
+            drop_ring_full: st.drop_ring_full,
+            drop_closed: st.drop_closed,
+            rcvbuf: st.rcvbuf,
+            rmem: st.rmem,
+            rmem_high_water: st.rmem_high_water,
+            condensed: st.condensed,
+            ring_count: st.ring_count,
+            ring_size: st.ring_size,
+            local,
+            local_len,
+            handler,
+        };
+        // SAFETY: not NULL and, by the contract, writable.
+        unsafe { put(out, c) };
         Ok(UDX_OK)
     })
 }
@@ -814,6 +920,60 @@ mod tests {
         };
         assert_eq!(name(UDX_ERANGE), "UDX_ERANGE");
         assert_eq!(name(42), "UDX_UNKNOWN");
+    }
+
+    /// `udx_socket_stats` in the header lists `UdxSocketStats`'s fields,
+    /// in its order, with the same C types, so the two layouts agree.
+    #[test]
+    fn the_header_declares_the_stats_struct_as_this_crate() {
+        let h = include_str!("../include/udpdemux.h");
+        let body = h
+            .split("typedef struct udx_socket_stats {")
+            .nth(1)
+            .and_then(|b| b.split("} udx_socket_stats;").next())
+            .expect("udx_socket_stats in the header");
+        let fields: Vec<String> = body
+            .lines()
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty() && !l.starts_with("/*") && !l.starts_with('*'))
+            .map(|l| {
+                l.trim_end_matches(';')
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        let u64s = [
+            "offered",
+            "delivered",
+            "consumed",
+            "consumed_bytes",
+            "client_consumed",
+            "freed_at_close",
+            "reclaimed_from_client",
+            "lost_in_client_free",
+            "drop_rcvbuf_full",
+            "drop_rcvbuf_full_at_drain",
+            "drop_ring_full",
+            "drop_closed",
+            "rcvbuf",
+            "rmem",
+            "rmem_high_water",
+            "condensed",
+            "ring_count",
+            "ring_size",
+        ];
+        let mut want = vec!["uint32_t id".to_string(), "uint32_t client_pid".to_string()];
+        want.extend(u64s.iter().map(|f| format!("uint64_t {f}")));
+        want.push("struct sockaddr_storage local".into());
+        want.push("socklen_t local_len".into());
+        want.push("char handler[16]".into());
+        assert_eq!(fields, want);
+        assert_eq!(
+            std::mem::size_of::<UdxSocketStats>(),
+            8 + 8 * u64s.len() + std::mem::size_of::<libc::sockaddr_storage>() + 4 + 16 + 4,
+            "no padding but the tail's"
+        );
     }
 
     /// Every `#define UDX_*` of the header has the value of this crate's

@@ -9,7 +9,9 @@
  * another thread, a detach with a socket open), then opens NAME, receives
  * until EXPECT datagrams arrived (10 s at most), each through every
  * accessor (its destination must be DST, e.g. "[fd00::2]:5000"), and
- * prints `api NAME received N bytes B ports {P} drops D`, then `api ok`.
+ * prints `api NAME received N bytes B ports {P} drops D`; with the batch
+ * released, reads the socket's counters (udx_stats: they must hold what
+ * it received) and prints `api stats NAME key=value ...`, then `api ok`.
  * A failed check prints `api.c:LINE: check failed: ...` and exits 1.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -21,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "udpdemux.h"
 
@@ -214,6 +217,37 @@ int main(int argc, char **argv) {
     CHECK_ERR(udx_detach(c, NULL), UDX_EBUSY, "1 socket(s) still open and 1 batch(es)");
     CHECK_ERR(udx_batch_release(NULL), UDX_ENULL, "batch is NULL");
     CHECK(udx_batch_release(b) == UDX_OK && udx_batch_len(b) == 0);
+
+    /* The socket's counters (the engine folds what this client freed in
+     * before it answers); an unknown name is refused with the reason. */
+    udx_socket_stats st;
+    CHECK_ERR(udx_stats(NULL, name, &st), UDX_ENULL, "client is NULL");
+    CHECK_ERR(udx_stats(c, NULL, &st), UDX_ENULL, "name is NULL");
+    CHECK_ERR(udx_stats(c, name, NULL), UDX_ENULL, "out is NULL");
+    CHECK_ERR(udx_stats(c, "nosuch", &st), UDX_ENOSOCKET, "no socket named \"nosuch\"");
+    CHECK_ERR(udx_stats(c, "bad name", &st), UDX_EINVAL, "is not valid");
+    memset(&st, 0xa5, sizeof st);
+    CHECK(udx_stats(c, name, &st) == UDX_OK);
+    CHECK(st.id == id && st.client_pid == (uint32_t)getpid());
+    CHECK(st.consumed == (uint64_t)n && st.client_consumed == (uint64_t)n);
+    CHECK(st.consumed_bytes == bytes && st.rmem == 0 && st.ring_count == 0);
+    CHECK(st.ring_size > 0 && st.rcvbuf > 0 && st.rmem_high_water > 0);
+    CHECK(st.offered == st.delivered + st.drop_rcvbuf_full + st.drop_rcvbuf_full_at_drain +
+                            st.drop_ring_full + st.drop_closed);
+    CHECK(strcmp(st.handler, "none") == 0);
+    {
+        char local[INET6_ADDRSTRLEN + 16];
+        CHECK(st.local_len == (st.local.ss_family == AF_INET ? sizeof(struct sockaddr_in)
+                                                             : sizeof(struct sockaddr_in6)));
+        addr_str(&st.local, local, sizeof local);
+        CHECK(strcmp(local, want_dst) == 0);
+    }
+    printf("api stats %s delivered=%llu consumed=%llu consumed_bytes=%llu rmem=%llu "
+           "rmem_high_water=%llu drop_rcvbuf_full=%llu drop_ring_full=%llu offered=%llu\n",
+           name, (unsigned long long)st.delivered, (unsigned long long)st.consumed,
+           (unsigned long long)st.consumed_bytes, (unsigned long long)st.rmem,
+           (unsigned long long)st.rmem_high_water, (unsigned long long)st.drop_rcvbuf_full,
+           (unsigned long long)st.drop_ring_full, (unsigned long long)st.offered);
     CHECK_ERR(udx_batch_free(NULL), UDX_ENULL, "batch is NULL");
     CHECK(udx_batch_free(b) == UDX_OK);
     CHECK_ERR(udx_detach(c, NULL), UDX_EBUSY, "1 socket(s) still open and 0 batch(es)");

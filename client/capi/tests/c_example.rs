@@ -3,7 +3,8 @@
 //! `-Wall -Wextra -Werror`, and run as clients of a real engine on a
 //! finite replay: each receives exactly the manifest's datagrams of the
 //! socket it opened, and the engine's books balance with the client's
-//! consumption in them. The header is checked against the library's
+//! consumption in them; the counters `api.c` reads with `udx_stats` are
+//! the exit JSON's for its socket. The header is checked against the library's
 //! exports and compiles as C++.
 //!
 //! The engine's spawn helpers and the replay's config are the client
@@ -153,6 +154,17 @@ fn c_clients_receive_a_finite_replay_exactly_and_the_books_balance() {
     let (got, app6_bytes): (u64, u64) = (w[3].parse().unwrap(), w[5].parse().unwrap());
     assert_eq!(got, a6, "{out}");
     assert!(l.ends_with("ports {0} drops 0"), "{l}");
+    // What udx_stats read once the C client had freed everything.
+    let c_stats: Vec<(String, u64)> = out
+        .lines()
+        .find_map(|l| l.strip_prefix("api stats app6 "))
+        .unwrap_or_else(|| panic!("no udx_stats line: {out}"))
+        .split(' ')
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap();
+            (k.to_string(), v.parse().unwrap())
+        })
+        .collect();
 
     // For S seconds (the replay is over: nothing comes), on a socket the
     // engine counts, which goes back to it at close.
@@ -172,6 +184,16 @@ fn c_clients_receive_a_finite_replay_exactly_and_the_books_balance() {
     let j = engine.stop();
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
     assert_eq!(j["rx_packets"], m["frames"]);
+    // The finite replay was over: the C client's stats are the exit's.
+    let app6 = socket_named(&j, "app6");
+    for (k, v) in &c_stats {
+        let exit = match k.strip_prefix("drop_") {
+            Some(r) => &app6["drops"][r],
+            None => &app6[k.as_str()],
+        };
+        assert_eq!(exit, v, "app6 {k}: udx_stats {v}, exit JSON {exit}");
+    }
+    assert_eq!(c_stats.len(), 8, "{c_stats:?}");
     for (name, addr, client_bytes) in [
         ("dns4", "198.18.1.1:53", None),
         ("echo4", "198.18.1.2:7", None),
