@@ -93,6 +93,12 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
                 continue;
             }
             polls = 0;
+        } else if shared.exception.is_some() {
+            // The kernel's frames wait on the tap for this loop: a short
+            // nap keeps the exception path's round trip well under a
+            // millisecond (a TCP peer's delayed ACK is 40 ms) while the
+            // main lcore stays mostly asleep.
+            std::thread::sleep(Duration::from_micros(100));
         } else if shared.clients.open.load(std::sync::atomic::Ordering::Relaxed) > 0 {
             // Nothing to consume here, but a client's frees to fold soon:
             // its socket's budget waits for them.
@@ -105,6 +111,10 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
         // send_burst's and the clients' TX rings into the main lcore's TX
         // queue, and the neighbour table's timers.
         crate::send::service(&shared, eal::rdtsc());
+        // The kernel's frames on the exception tap, out of the data port.
+        if let (Some(x), Some(q)) = (&shared.exception, shared.main_tx_queue) {
+            x.from_kernel(q);
+        }
         if signals::stop_requested() {
             log::info!("signal received, stopping");
             break;

@@ -1,0 +1,331 @@
+//! The exception path end to end: the engine runs on one end of a veth pair
+//! through `net_af_packet` (as in `netns_e2e`), with `[exception]` making a
+//! `net_tap` interface on the host. The host's kernel answers on that tap:
+//! `socat TCP-LISTEN` and `ping` reach it from a kernel client in the
+//! namespace, through the engine both ways, while UDP to the engine's
+//! sockets still lands in the sockets. Addresses: 198.18.0.0/24 and
+//! fd00:e::/64 only (the engine's .1/::1, the tap's .10/::10, the
+//! client's .2/::2). The tap is in the host's namespace, whose own network
+//! may use fd00::/64 (this machine's does): the kernel would drop echo
+//! requests that come from one of its own addresses.
+//!
+//! On a real server the NIC belongs to DPDK and the kernel never sees its
+//! frames; a veth end under `net_af_packet` is still the kernel's, so an
+//! nftables `netdev` ingress chain drops everything the kernel would receive
+//! on it (the packet socket the PMD reads is served before that hook). Every
+//! frame the kernel gets from the client then came through the engine and
+//! the tap.
+//!
+//! Needs root, `ip`, `ethtool`, `ping`, `python3`, `socat`, `nft`, `sysctl`.
+mod common;
+use common::*;
+#[path = "common/netns.rs"]
+mod netns;
+use netns::{can_run, cmd, must, Net};
+
+use std::time::{Duration, Instant};
+
+const ENGINE_V4: &str = "198.18.0.1";
+const ENGINE_V6: &str = "fd00:e::1";
+const TAP_V4: &str = "198.18.0.10";
+const TAP_V6: &str = "fd00:e::10";
+const CLIENT_V4: &str = "198.18.0.2/24";
+const CLIENT_V6: &str = "fd00:e::2/64";
+const TCP_PORT: &str = "7777";
+/// UDP to the tap's address: no engine socket has it, so with
+/// `unbound_udp` it goes to the kernel, where a socat receives it.
+const KERNEL_UDP_PORT: &str = "5300";
+const COUNT_N: usize = 300;
+const KERNEL_UDP_N: usize = 40;
+const TCP_BYTES: usize = 256 * 1024;
+
+/// The client in the namespace: one TCP connection to the tap's address
+/// sending a file and reading the echo into another; then datagrams to the
+/// engine's count sockets and to the kernel's UDP port. Prints JSON.
+const CLIENT: &str = r#"
+import json, socket, sys, threading, time
+tap, port, send_path, echo_path, v4, v6, kport, n, kn = sys.argv[1:10]
+n, kn = int(n), int(kn)
+data = open(send_path, "rb").read()
+s = socket.create_connection((tap, int(port)), timeout=10)
+got = bytearray()
+def rd():
+    while len(got) < len(data):
+        b = s.recv(65536)
+        if not b:
+            break
+        got.extend(b)
+t = threading.Thread(target=rd)
+t.start()
+s.sendall(data)
+t.join(15)
+s.close()
+open(echo_path, "wb").write(bytes(got))
+def burst(fam, addr, port, count, tag):
+    u = socket.socket(fam, socket.SOCK_DGRAM)
+    sent = 0
+    for i in range(count):
+        if u.sendto(b"%s%05d\n" % (tag, i), (addr, port)) > 0:
+            sent += 1
+        if i % 16 == 15:
+            time.sleep(0.003)
+    return sent
+out = {"tcp_echoed": len(got)}
+out["count4"] = burst(socket.AF_INET, v4, 9, n, b"c4")
+out["count6"] = burst(socket.AF_INET6, v6, 9, n, b"c6")
+out["kernel_udp"] = burst(socket.AF_INET, tap, int(kport), kn, b"ku")
+print(json.dumps(out))
+"#;
+
+/// The nftables table that keeps the host kernel off the engine's veth end.
+struct KernelOff(String);
+
+impl KernelOff {
+    fn on(dev: &str) -> KernelOff {
+        let t = KernelOff(format!("udxexc{}", std::process::id()));
+        must("nft", &["add", "table", "netdev", &t.0]);
+        must(
+            "nft",
+            &[
+                "add",
+                "chain",
+                "netdev",
+                &t.0,
+                "in",
+                &format!("{{ type filter hook ingress device \"{dev}\" priority 0; policy drop; }}"),
+            ],
+        );
+        t
+    }
+}
+
+impl Drop for KernelOff {
+    fn drop(&mut self) {
+        let _ = cmd("nft", &["delete", "table", "netdev", &self.0]);
+    }
+}
+
+/// A child process killed on drop.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn n(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn sock<'a>(j: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    j["sockets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("socket {name} in {j}"))
+}
+
+/// 256 KiB that no two offsets share by accident (a 64-bit LCG's high bytes).
+fn payload() -> Vec<u8> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    (0..TCP_BYTES)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (x >> 56) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn the_kernel_behind_the_tap_serves_tcp_and_ping_while_udp_stays_in_the_engine() {
+    if !can_run(&["ip", "ethtool", "ping", "python3", "sysctl", "socat", "nft"]) {
+        return;
+    }
+    let net = Net::create("x", CLIENT_V4, CLIENT_V6);
+    let tap = format!("udx-h{}", std::process::id() % 100_000);
+    let dir = scratch("exception");
+    let text = format!(
+        r#"{eal}
+[engine]
+stats_interval_ms = 1000
+
+[mempool]
+mbufs = 4095
+cache = 64
+
+[[port]]
+name = "net_af_packet0"
+rx_queues = 2
+tx_queues = 2
+rx_checksum_offload = false
+addresses = ["{ENGINE_V4}/24", "{ENGINE_V6}/64"]
+
+[[lcore]]
+id = 1
+role = "rx"
+queues = ["net_af_packet0:0", "net_af_packet0:1"]
+
+[[socket]]
+name = "count4"
+local = "{ENGINE_V4}:9"
+handler = "count"
+rcvbuf = 4194304
+
+[[socket]]
+name = "count6"
+local = "[{ENGINE_V6}]:9"
+handler = "count"
+rcvbuf = 4194304
+
+[exception]
+device = "net_tap0,iface={tap}"
+unbound_udp = true
+"#,
+        // Two queue pairs: the RX lcore (responder, writes to the tap) and
+        // the main lcore (the kernel's frames out of the port) each need a
+        // TX queue of their own.
+        eal = eal(
+            "exception",
+            &[&format!("net_af_packet0,iface={},qpairs=2", net.host)]
+        ),
+    );
+    let cfg = write(&dir, "c.toml", &text);
+    let check = run(&["check", "--config", cfg.to_str().unwrap()]);
+    assert!(check.status.success(), "check: {}", stdout(&check));
+    let _off = KernelOff::on(&net.host);
+    let json = dir.join("c.json");
+    let mut engine = EngineProc::start(&cfg, &json);
+    engine.wait_ready();
+
+    // The tap is the kernel's face of the engine's port: same MAC.
+    let tap_mac = std::fs::read_to_string(format!("/sys/class/net/{tap}/address"))
+        .unwrap_or_else(|e| panic!("tap {tap}: {e}"));
+    assert_eq!(tap_mac.trim(), net.host_mac(), "the tap takes the port's MAC");
+    must("ip", &["addr", "add", &format!("{TAP_V4}/24"), "dev", &tap]);
+    must(
+        "ip",
+        &["addr", "add", &format!("{TAP_V6}/64"), "dev", &tap, "nodad"],
+    );
+    must("ip", &["link", "set", &tap, "up"]);
+
+    let sent = payload();
+    let send_path = write(&dir, "send.bin", "");
+    std::fs::write(&send_path, &sent).unwrap();
+    let recv_path = dir.join("recv.bin");
+    let echo_path = dir.join("echo.bin");
+    let kudp_path = dir.join("kernel-udp.txt");
+    // The host's services on the tap's address: a TCP echo that also keeps
+    // what it received, and a UDP receiver.
+    let _tcp = Child(
+        std::process::Command::new("socat")
+            .args([
+                &format!("TCP-LISTEN:{TCP_PORT},bind={TAP_V4},reuseaddr"),
+                &format!("SYSTEM:tee {}", recv_path.display()),
+            ])
+            .spawn()
+            .expect("socat TCP"),
+    );
+    let _udp = Child(
+        std::process::Command::new("socat")
+            .args([
+                "-u",
+                &format!("UDP-RECV:{KERNEL_UDP_PORT},bind={TAP_V4}"),
+                &format!("CREATE:{}", kudp_path.display()),
+            ])
+            .spawn()
+            .expect("socat UDP"),
+    );
+    // socat listening (checked from the host's side, not through the engine).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !String::from_utf8_lossy(&cmd("ss", &["-ltn"]).stdout).contains(&format!("{TAP_V4}:{TCP_PORT}")) {
+        assert!(Instant::now() < deadline, "socat is not listening");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let client = net.exec(&[
+        "python3",
+        "-c",
+        CLIENT,
+        TAP_V4,
+        TCP_PORT,
+        send_path.to_str().unwrap(),
+        echo_path.to_str().unwrap(),
+        ENGINE_V4,
+        ENGINE_V6,
+        KERNEL_UDP_PORT,
+        &COUNT_N.to_string(),
+        &KERNEL_UDP_N.to_string(),
+    ]);
+    let ping4 = net.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "2", TAP_V4]);
+    let ping6 = net.exec(&["ping", "-6", "-c", "3", "-i", "0.2", "-W", "2", TAP_V6]);
+    let neigh4 =
+        String::from_utf8_lossy(&net.exec(&["ip", "neigh", "show", TAP_V4]).stdout).into_owned();
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, log) = engine.stop();
+
+    assert!(
+        client.status.success(),
+        "client failed: {}\nengine log:\n{log}",
+        String::from_utf8_lossy(&client.stderr)
+    );
+    let c: serde_json::Value = serde_json::from_slice(&client.stdout).expect("client JSON");
+    assert!(status.success(), "engine exit {status}; log:\n{log}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("stats json")).unwrap();
+    assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
+
+    // TCP both ways, byte for byte: what socat got and what came back.
+    let recv = std::fs::read(&recv_path).expect("socat's copy");
+    let echo = std::fs::read(&echo_path).expect("client's echo");
+    assert_eq!(recv.len(), sent.len(), "bytes the kernel received");
+    assert!(recv == sent, "the kernel received other bytes than were sent");
+    assert_eq!(echo.len(), sent.len(), "bytes echoed back: {c}");
+    assert!(echo == sent, "the echo differs from what was sent");
+
+    // ping to the tap's addresses: answered by the kernel, not the responder.
+    let p4 = String::from_utf8_lossy(&ping4.stdout).into_owned();
+    let p6 = String::from_utf8_lossy(&ping6.stdout).into_owned();
+    assert!(ping4.status.success() && p4.contains("3 received"), "ping: {p4}\n{log}");
+    assert!(ping6.status.success() && p6.contains("3 received"), "ping -6: {p6}\n{log}");
+    let r = &j["responder"];
+    assert_eq!(n(&r["icmp_echo_replies"]) + n(&r["icmp6_echo_replies"]), 0, "{r}");
+    // The client resolved the tap's address to the port's MAC through the
+    // kernel's ARP reply (the engine answers only for its own address).
+    assert!(neigh4.contains(&net.host_mac()), "ARP entry for {TAP_V4}: {neigh4:?}");
+
+    // UDP to the engine's sockets: all in the sockets, none to the kernel.
+    for name in ["count4", "count6"] {
+        let s = sock(&j, name);
+        assert_eq!(n(&s["offered"]), n(&c[name]), "{name}: {s}");
+        assert_eq!(n(&s["consumed"]), COUNT_N as u64, "{name}: {s}");
+    }
+    assert_eq!(n(&j["udp"]["UdpInDatagrams"]), COUNT_N as u64);
+    assert_eq!(n(&j["udp"]["Udp6InDatagrams"]), COUNT_N as u64);
+    // UDP to a port no socket has: the kernel's (unbound_udp), all of it.
+    let x = &j["exception_path"];
+    assert_eq!(n(&x["unbound_udp"]), KERNEL_UDP_N as u64, "{x}");
+    let kudp = std::fs::read_to_string(&kudp_path).unwrap_or_default();
+    assert_eq!(kudp.lines().count(), KERNEL_UDP_N, "datagrams the kernel received");
+    assert_eq!(n(&j["udp"]["UdpNoPorts"]), 0);
+
+    // Both ways counted; nothing lost on the way; the books hold the path.
+    assert_eq!(n(&x["rate_limited"]), 0, "{x}");
+    assert_eq!(n(&x["tx_errors"]), 0, "{x}");
+    assert_eq!(n(&x["from_kernel_tx_errors"]), 0, "{x}");
+    assert_eq!(n(&x["to_kernel"]), n(&j["exception"]), "{x}");
+    // 256 KiB is at least 180 full segments each way, plus ACKs.
+    assert!(n(&x["to_kernel"]) > 180 + KERNEL_UDP_N as u64, "{x}");
+    assert!(n(&x["from_kernel"]) > 180, "{x}");
+    let tap_port = j["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "net_tap0")
+        .expect("the tap in the port list");
+    assert_eq!(n(&tap_port["ipackets"]), n(&x["from_kernel"]), "{tap_port}");
+}
