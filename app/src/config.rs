@@ -912,6 +912,13 @@ impl Config {
         }
         self.address_problems(&mut out);
         self.exception.problems(&self.ports, &mut out);
+        if let Some(n) = self.exception.name() {
+            if self.eal.vdevs.iter().any(|v| v.split(',').next() == Some(n)) {
+                out.push(format!(
+                    "exception.device {n:?} is also in eal.vdevs: list it only in [exception] (the engine adds it to the EAL's devices)"
+                ));
+            }
+        }
         out
     }
 
@@ -1433,6 +1440,48 @@ queues = ["net_null0:0"]
         assert_eq!(c.engine.burst, 32);
         assert_eq!(c.engine.strategy, Strategy::NumaQueues);
         assert!(c.eal.args().contains(&"--vdev=net_null0".to_string()));
+    }
+
+    #[test]
+    fn exception_path_is_off_by_default_and_its_device_joins_the_eal_args() {
+        let c = load(MIN).unwrap();
+        assert!(c.exception.device.is_none());
+        assert!(!c.eal_args().iter().any(|a| a.contains("net_tap")));
+        let c = load(&format!(
+            "{MIN}[exception]\ndevice = \"net_tap0,iface=udx-host\"\nrate_pps = 5000\n"
+        ))
+        .unwrap();
+        assert_eq!(c.exception.name(), Some("net_tap0"));
+        assert_eq!(c.exception.devarg("iface"), Some("udx-host"));
+        assert_eq!(c.exception.data_port(&c.ports), Some("net_null0"));
+        assert_eq!((c.exception.rate_pps, c.exception.burst), (5000, 256));
+        assert!(!c.exception.unbound_udp);
+        assert!(c
+            .eal_args()
+            .contains(&"--vdev=net_tap0,iface=udx-host".to_string()));
+        assert_eq!(
+            c.exception.device_with_iface("udxchk1").as_deref(),
+            Some("net_tap0,iface=udxchk1")
+        );
+    }
+
+    #[test]
+    fn exception_problems_are_one_line_each_and_name_the_fix() {
+        let bad = |extra: &str| -> String {
+            match Config::parse_at(&format!("{MIN}[exception]\n{extra}\n"), Path::new("t")) {
+                Ok(c) => c.problems().join("\n"),
+                Err(e) => e.to_string(),
+            }
+        };
+        assert!(bad("device = \"net_null1\"").contains("net_tapN or virtio_userN"));
+        assert!(bad("device = \"net_tap0,iface=much-too-long-name\"").contains("1 to 15 characters"));
+        assert!(bad("device = \"virtio_user0,iface=x\"").contains("path=/dev/vhost-net"));
+        assert!(bad("device = \"net_tap0\"\nport = \"nope\"").contains("is not a [[port]]"));
+        assert!(bad("device = \"net_tap0\"\nrate_pps = 0").contains("rate_pps = 0"));
+        assert!(bad("port = \"net_null0\"").contains("device is not set"));
+        assert!(bad("device = \"net_null0\"").contains("also a [[port]]"));
+        assert!(bad("device = \"net_tap0\"\nspeed = 1").contains("speed"));
+        assert!(bad("device = \"net_null0\"").contains("also in eal.vdevs"));
     }
 
     #[test]

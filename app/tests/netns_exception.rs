@@ -329,3 +329,131 @@ unbound_udp = true
         .expect("the tap in the port list");
     assert_eq!(n(&tap_port["ipackets"]), n(&x["from_kernel"]), "{tap_port}");
 }
+
+/// The IPv4 header checksum (RFC 1071) of `h`, its own field zeroed first.
+fn ip4_csum(h: &mut [u8]) {
+    h[10] = 0;
+    h[11] = 0;
+    let mut s: u32 = h
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+        .sum();
+    while s >> 16 != 0 {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    h[10..12].copy_from_slice(&(!(s as u16)).to_be_bytes());
+}
+
+/// A flood the kernel would have to take: a replay of TCP segments (one UDP
+/// datagram to a bound socket per 8 frames) at full speed, with a
+/// 2000-per-second limit. The RX lcore hands the kernel about that many a
+/// second and drops the rest at the bucket; UDP goes to its socket only;
+/// every frame is in exactly one place.
+#[test]
+fn a_tcp_flood_is_cut_by_the_rate_limit_and_udp_stays_with_its_socket() {
+    use udpdemux::parse::build::{self, CsumMode, FragSpec, FrameSpec, L3Spec};
+    if !can_run(&[]) {
+        return;
+    }
+    let dir = scratch("exc-flood");
+    let frame = |dport: u16, tcp: bool, i: u16| -> Vec<u8> {
+        let payload = [0x5au8; 40];
+        let mut f = build::to_vec(&FrameSpec {
+            src_mac: [2, 0, 0, 0, 0, 2],
+            dst_mac: [2, 0, 0, 0, 0, 1],
+            vlans: &[],
+            l3: L3Spec::V4 {
+                src: "198.18.7.2".parse().unwrap(),
+                dst: "198.18.7.1".parse().unwrap(),
+                ttl: 64,
+                options: &[],
+                ident: i,
+                frag: FragSpec::default(),
+            },
+            sport: 40000 + i,
+            dport,
+            payload: &payload,
+            udp_csum: CsumMode::Correct,
+        })
+        .unwrap();
+        if tcp {
+            // The same packet as a TCP ACK segment: protocol 6, data
+            // offset 5, flag ACK (the engine reads neither TCP checksum
+            // nor payload; the kernel drops it: nothing here is its).
+            f[14 + 9] = 6;
+            ip4_csum(&mut f[14..34]);
+            f[34 + 12] = 5 << 4;
+            f[34 + 13] = 0x10;
+        }
+        f
+    };
+    let pcap = dir.join("flood.pcap");
+    let mut w = udpdemux::pcap::PcapWriter::new(std::fs::File::create(&pcap).unwrap(), 65535)
+        .unwrap();
+    for i in 0..512u16 {
+        w.write_packet(u64::from(i) * 1000, &frame(9, i % 8 != 0, i))
+            .unwrap();
+    }
+    w.flush().unwrap();
+    drop(w);
+    let tap = format!("udx-f{}", std::process::id() % 100_000);
+    let text = format!(
+        r#"{eal}
+[mempool]
+mbufs = 4095
+cache = 64
+
+[[port]]
+name = "net_pcap0"
+addresses = ["198.18.7.1/24"]
+
+[[lcore]]
+id = 1
+role = "rx"
+queues = ["net_pcap0:0"]
+
+[[socket]]
+name = "udp"
+local = "198.18.7.1:9"
+handler = "count"
+
+[exception]
+device = "net_tap0,iface={tap}"
+rate_pps = 2000
+burst = 50
+"#,
+        eal = eal(
+            "exc-flood",
+            // Two TX queues (the RX lcore's and the main lcore's): net_pcap
+            // has one per tx_pcap; what the kernel sends is written there.
+            &[&format!(
+                "net_pcap0,rx_pcap={},infinite_rx=1,tx_pcap={},tx_pcap={}",
+                pcap.display(),
+                dir.join("tx0.pcap").display(),
+                dir.join("tx1.pcap").display()
+            )]
+        ),
+    );
+    let cfg = write(&dir, "c.toml", &text);
+    let j = run_ok_json(&cfg, &["--duration", "1"]);
+    assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
+    let x = &j["exception_path"];
+    let secs = j["seconds"].as_f64().unwrap();
+    let rx = n(&j["rx_packets"]);
+    let udp = n(&j["udp"]["UdpInDatagrams"]);
+    // One in eight frames is UDP to the socket; all of them reach it.
+    assert!(udp > 0 && udp * 8 >= rx - 8 && udp * 8 <= rx + 8, "udp {udp} of {rx}");
+    assert_eq!(n(&x["unbound_udp"]), 0, "{x}");
+    // The rest is the exception path's: to the kernel at the limit, the
+    // rest dropped at the bucket (a tap write refused counts too).
+    let taken = n(&x["to_kernel"]) + n(&x["rate_limited"]) + n(&x["tx_errors"]);
+    assert_eq!(taken, n(&j["exception"]), "{x}");
+    assert_eq!(rx, udp + taken, "every frame in one place: {x}");
+    let limit = (2000.0 * (secs + 0.5)) as u64 + 50;
+    assert!(n(&x["to_kernel"]) + n(&x["tx_errors"]) <= limit, "{x} in {secs} s");
+    assert!(n(&x["to_kernel"]) >= 500, "the kernel got its share: {x}");
+    assert!(n(&x["rate_limited"]) > 10 * n(&x["to_kernel"]), "{x}");
+    // Nothing left over for the parse-drop counters (listed when non-zero).
+    assert_eq!(j["reasons"]["v4"]["not_udp"].as_u64().unwrap_or(0), 0, "{}", j["reasons"]);
+    eprintln!("{secs:.2} s: {rx} frames, {udp} UDP to the socket, exception {x}");
+}
