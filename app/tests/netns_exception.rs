@@ -278,6 +278,7 @@ unbound_udp = true
     let j: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("stats json")).unwrap();
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
+    assert_eq!(n(&j["hot_path_allocations"]), 0);
 
     // TCP both ways, byte for byte: what socat got and what came back.
     let recv = std::fs::read(&recv_path).expect("socat's copy");
@@ -437,6 +438,9 @@ burst = 50
     let cfg = write(&dir, "c.toml", &text);
     let j = run_ok_json(&cfg, &["--duration", "1"]);
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
+    // The RX loop runs under the binary's counting allocator: the
+    // exception path (bucket, tap write, bulk free) allocates nothing.
+    assert_eq!(n(&j["hot_path_allocations"]), 0);
     let x = &j["exception_path"];
     let secs = j["seconds"].as_f64().unwrap();
     let rx = n(&j["rx_packets"]);
