@@ -156,7 +156,8 @@ impl ExceptionConf {
         }
         if let Some(i) = self.devarg("iface") {
             // IFNAMSIZ is 16 with the NUL.
-            if i.is_empty() || i.len() > 15 || i.contains(['/', ' ', ':']) || i == "." || i == ".." {
+            if i.is_empty() || i.len() > 15 || i.contains(['/', ' ', ':']) || i == "." || i == ".."
+            {
                 out.push(format!(
                     "exception.device: iface={i:?} is not a usable interface name: 1 to 15 characters, no '/', ':' or space"
                 ));
@@ -177,7 +178,9 @@ impl ExceptionConf {
             _ => {}
         }
         if self.rate_pps == 0 {
-            out.push("exception.rate_pps = 0: must be >= 1 (frames per second to the kernel)".into());
+            out.push(
+                "exception.rate_pps = 0: must be >= 1 (frames per second to the kernel)".into(),
+            );
         }
         if self.burst == 0 {
             out.push("exception.burst = 0: must be >= 1".into());
@@ -913,7 +916,12 @@ impl Config {
         self.address_problems(&mut out);
         self.exception.problems(&self.ports, &mut out);
         if let Some(n) = self.exception.name() {
-            if self.eal.vdevs.iter().any(|v| v.split(',').next() == Some(n)) {
+            if self
+                .eal
+                .vdevs
+                .iter()
+                .any(|v| v.split(',').next() == Some(n))
+            {
                 out.push(format!(
                     "exception.device {n:?} is also in eal.vdevs: list it only in [exception] (the engine adds it to the EAL's devices)"
                 ));
@@ -1474,7 +1482,9 @@ queues = ["net_null0:0"]
             }
         };
         assert!(bad("device = \"net_null1\"").contains("net_tapN or virtio_userN"));
-        assert!(bad("device = \"net_tap0,iface=much-too-long-name\"").contains("1 to 15 characters"));
+        assert!(
+            bad("device = \"net_tap0,iface=much-too-long-name\"").contains("1 to 15 characters")
+        );
         assert!(bad("device = \"virtio_user0,iface=x\"").contains("path=/dev/vhost-net"));
         assert!(bad("device = \"net_tap0\"\nport = \"nope\"").contains("is not a [[port]]"));
         assert!(bad("device = \"net_tap0\"\nrate_pps = 0").contains("rate_pps = 0"));

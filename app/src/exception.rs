@@ -183,7 +183,9 @@ pub fn start(cfg: &Config, rx_lcores: usize, numa: i32) -> Result<Option<Started
     let tap = port::by_name(name).ok_or_else(|| {
         format!("exception.device {name:?} was not probed: its PMD is missing (apt-get install dpdk) or /dev/net/tun (net_tap) or /dev/vhost-net (virtio_user) is absent")
     })?;
-    let data_name = e.data_port(&cfg.ports).ok_or("exception: no [[port]] to serve")?;
+    let data_name = e
+        .data_port(&cfg.ports)
+        .ok_or("exception: no [[port]] to serve")?;
     let data_port = port::by_name(data_name)
         .ok_or_else(|| format!("exception.port {data_name:?} was not probed"))?;
     let queues = rx_lcores.max(1) as u16;

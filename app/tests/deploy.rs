@@ -165,20 +165,33 @@ fn the_dockerfile_pins_the_dpdk_and_rust_the_tests_run_with() {
     let dpdk = docker_arg(&text, "DPDK_VERSION");
     let rust = docker_arg(&text, "RUST_VERSION");
     // Both stages install that version, the build stage from that image.
-    assert!(text.contains("FROM rust:${RUST_VERSION}-bookworm AS build"), "{text}");
+    assert!(
+        text.contains("FROM rust:${RUST_VERSION}-bookworm AS build"),
+        "{text}"
+    );
     assert!(text.contains("\"libdpdk-dev=${DPDK_VERSION}\""), "{text}");
-    assert_eq!(text.matches("\"dpdk=${DPDK_VERSION}\"").count(), 2, "{text}");
+    assert_eq!(
+        text.matches("\"dpdk=${DPDK_VERSION}\"").count(),
+        2,
+        "{text}"
+    );
     let o = Command::new("dpkg-query")
         .args(["-W", "-f=${Version}", "libdpdk-dev"])
         .output()
         .expect("dpkg-query (Debian)");
-    assert!(o.status.success(), "libdpdk-dev is not installed: run scripts/setup.sh");
+    assert!(
+        o.status.success(),
+        "libdpdk-dev is not installed: run scripts/setup.sh"
+    );
     let here = String::from_utf8_lossy(&o.stdout).trim().to_string();
     assert_eq!(
         dpdk, here,
         "Dockerfile: set ARG DPDK_VERSION={here} (the libdpdk-dev the tests run with)"
     );
-    let o = Command::new("rustc").arg("--version").output().expect("rustc");
+    let o = Command::new("rustc")
+        .arg("--version")
+        .output()
+        .expect("rustc");
     let v = String::from_utf8_lossy(&o.stdout);
     let here = v.split_whitespace().nth(1).unwrap_or("").to_string();
     assert_eq!(

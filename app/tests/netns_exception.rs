@@ -92,7 +92,9 @@ impl KernelOff {
                 "netdev",
                 &t.0,
                 "in",
-                &format!("{{ type filter hook ingress device \"{dev}\" priority 0; policy drop; }}"),
+                &format!(
+                    "{{ type filter hook ingress device \"{dev}\" priority 0; policy drop; }}"
+                ),
             ],
         );
         t
@@ -205,7 +207,11 @@ unbound_udp = true
     // The tap is the kernel's face of the engine's port: same MAC.
     let tap_mac = std::fs::read_to_string(format!("/sys/class/net/{tap}/address"))
         .unwrap_or_else(|e| panic!("tap {tap}: {e}"));
-    assert_eq!(tap_mac.trim(), net.host_mac(), "the tap takes the port's MAC");
+    assert_eq!(
+        tap_mac.trim(),
+        net.host_mac(),
+        "the tap takes the port's MAC"
+    );
     must("ip", &["addr", "add", &format!("{TAP_V4}/24"), "dev", &tap]);
     must(
         "ip",
@@ -242,7 +248,9 @@ unbound_udp = true
     );
     // socat listening (checked from the host's side, not through the engine).
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !String::from_utf8_lossy(&cmd("ss", &["-ltn"]).stdout).contains(&format!("{TAP_V4}:{TCP_PORT}")) {
+    while !String::from_utf8_lossy(&cmd("ss", &["-ltn"]).stdout)
+        .contains(&format!("{TAP_V4}:{TCP_PORT}"))
+    {
         assert!(Instant::now() < deadline, "socat is not listening");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -284,20 +292,36 @@ unbound_udp = true
     let recv = std::fs::read(&recv_path).expect("socat's copy");
     let echo = std::fs::read(&echo_path).expect("client's echo");
     assert_eq!(recv.len(), sent.len(), "bytes the kernel received");
-    assert!(recv == sent, "the kernel received other bytes than were sent");
+    assert!(
+        recv == sent,
+        "the kernel received other bytes than were sent"
+    );
     assert_eq!(echo.len(), sent.len(), "bytes echoed back: {c}");
     assert!(echo == sent, "the echo differs from what was sent");
 
     // ping to the tap's addresses: answered by the kernel, not the responder.
     let p4 = String::from_utf8_lossy(&ping4.stdout).into_owned();
     let p6 = String::from_utf8_lossy(&ping6.stdout).into_owned();
-    assert!(ping4.status.success() && p4.contains("3 received"), "ping: {p4}\n{log}");
-    assert!(ping6.status.success() && p6.contains("3 received"), "ping -6: {p6}\n{log}");
+    assert!(
+        ping4.status.success() && p4.contains("3 received"),
+        "ping: {p4}\n{log}"
+    );
+    assert!(
+        ping6.status.success() && p6.contains("3 received"),
+        "ping -6: {p6}\n{log}"
+    );
     let r = &j["responder"];
-    assert_eq!(n(&r["icmp_echo_replies"]) + n(&r["icmp6_echo_replies"]), 0, "{r}");
+    assert_eq!(
+        n(&r["icmp_echo_replies"]) + n(&r["icmp6_echo_replies"]),
+        0,
+        "{r}"
+    );
     // The client resolved the tap's address to the port's MAC through the
     // kernel's ARP reply (the engine answers only for its own address).
-    assert!(neigh4.contains(&net.host_mac()), "ARP entry for {TAP_V4}: {neigh4:?}");
+    assert!(
+        neigh4.contains(&net.host_mac()),
+        "ARP entry for {TAP_V4}: {neigh4:?}"
+    );
 
     // UDP to the engine's sockets: all in the sockets, none to the kernel.
     for name in ["count4", "count6"] {
@@ -311,7 +335,11 @@ unbound_udp = true
     let x = &j["exception_path"];
     assert_eq!(n(&x["unbound_udp"]), KERNEL_UDP_N as u64, "{x}");
     let kudp = std::fs::read_to_string(&kudp_path).unwrap_or_default();
-    assert_eq!(kudp.lines().count(), KERNEL_UDP_N, "datagrams the kernel received");
+    assert_eq!(
+        kudp.lines().count(),
+        KERNEL_UDP_N,
+        "datagrams the kernel received"
+    );
     assert_eq!(n(&j["udp"]["UdpNoPorts"]), 0);
 
     // Both ways counted; nothing lost on the way; the books hold the path.
@@ -389,8 +417,8 @@ fn a_tcp_flood_is_cut_by_the_rate_limit_and_udp_stays_with_its_socket() {
         f
     };
     let pcap = dir.join("flood.pcap");
-    let mut w = udpdemux::pcap::PcapWriter::new(std::fs::File::create(&pcap).unwrap(), 65535)
-        .unwrap();
+    let mut w =
+        udpdemux::pcap::PcapWriter::new(std::fs::File::create(&pcap).unwrap(), 65535).unwrap();
     for i in 0..512u16 {
         w.write_packet(u64::from(i) * 1000, &frame(9, i % 8 != 0, i))
             .unwrap();
@@ -446,7 +474,10 @@ burst = 50
     let rx = n(&j["rx_packets"]);
     let udp = n(&j["udp"]["UdpInDatagrams"]);
     // One in eight frames is UDP to the socket; all of them reach it.
-    assert!(udp > 0 && udp * 8 >= rx - 8 && udp * 8 <= rx + 8, "udp {udp} of {rx}");
+    assert!(
+        udp > 0 && udp * 8 >= rx - 8 && udp * 8 <= rx + 8,
+        "udp {udp} of {rx}"
+    );
     assert_eq!(n(&x["unbound_udp"]), 0, "{x}");
     // The rest is the exception path's: to the kernel at the limit, the
     // rest dropped at the bucket (a tap write refused counts too).
@@ -454,10 +485,18 @@ burst = 50
     assert_eq!(taken, n(&j["exception"]), "{x}");
     assert_eq!(rx, udp + taken, "every frame in one place: {x}");
     let limit = (2000.0 * (secs + 0.5)) as u64 + 50;
-    assert!(n(&x["to_kernel"]) + n(&x["tx_errors"]) <= limit, "{x} in {secs} s");
+    assert!(
+        n(&x["to_kernel"]) + n(&x["tx_errors"]) <= limit,
+        "{x} in {secs} s"
+    );
     assert!(n(&x["to_kernel"]) >= 500, "the kernel got its share: {x}");
     assert!(n(&x["rate_limited"]) > 10 * n(&x["to_kernel"]), "{x}");
     // Nothing left over for the parse-drop counters (listed when non-zero).
-    assert_eq!(j["reasons"]["v4"]["not_udp"].as_u64().unwrap_or(0), 0, "{}", j["reasons"]);
+    assert_eq!(
+        j["reasons"]["v4"]["not_udp"].as_u64().unwrap_or(0),
+        0,
+        "{}",
+        j["reasons"]
+    );
     eprintln!("{secs:.2} s: {rx} frames, {udp} UDP to the socket, exception {x}");
 }
