@@ -504,17 +504,20 @@ fi
 # The tap is a kernel interface of this host named udxb<pid>, with no
 # address: the kernel drops what it gets (nothing it receives is for it).
 EXC_IFACE="udxb$$"
+# net_pcap has one TX queue per tx_pcap; the RX lcore (responder) and the
+# main lcore (the kernel's frames) need one each. Same vdev with the path off.
+exdev() { echo "$(pcapdev "$1"),tx_pcap=/dev/null,tx_pcap=/dev/null"; }
 exc_extra() { # RATE_PPS, or empty for the path off
   [ -n "$1" ] || return 0
   printf '\n[exception]\ndevice = "net_tap0,iface=%s"\nrate_pps = %s\n' "$EXC_IFACE" "$1"
 }
 if on exception; then
   for k in 1 2; do
-    engine "exc-udp-$k" "$(mkcfg "exc-udp-$k" "$(pcapdev plain64)" numa-queues true 0 "$(exc_extra "$EXC_PPS")")" "$SECS"
-    engine "exc-flood-$k" "$(mkcfg "exc-flood-$k" "$(pcapdev tcpmix64)" numa-queues true 0 "$(exc_extra "$EXC_PPS")")" "$SECS"
-    engine "exc-off-$k" "$(mkcfg "exc-off-$k" "$(pcapdev tcpmix64)" numa-queues true 0)" "$SECS"
+    engine "exc-udp-$k" "$(mkcfg "exc-udp-$k" "$(exdev plain64)" numa-queues true 0 "$(exc_extra "$EXC_PPS")")" "$SECS"
+    engine "exc-flood-$k" "$(mkcfg "exc-flood-$k" "$(exdev tcpmix64)" numa-queues true 0 "$(exc_extra "$EXC_PPS")")" "$SECS"
+    engine "exc-off-$k" "$(mkcfg "exc-off-$k" "$(exdev tcpmix64)" numa-queues true 0)" "$SECS"
   done
-  engine exc-nolimit "$(mkcfg exc-nolimit "$(pcapdev tcpmix64)" numa-queues true 0 "$(exc_extra 1000000000)")" "$SECS"
+  engine exc-nolimit "$(mkcfg exc-nolimit "$(exdev tcpmix64)" numa-queues true 0 "$(exc_extra 1000000000)")" "$SECS"
 fi
 
 # 3. Memory: the same pipeline run 10x longer must reach the same peak.
