@@ -73,7 +73,7 @@ pub struct ExceptionConf {
 }
 
 fn d_exc_rate() -> u32 {
-    20_000
+    10_000
 }
 fn d_exc_burst() -> u32 {
     256
