@@ -3,7 +3,8 @@
 //! `net_tap` interface on the host. The host's kernel answers on that tap:
 //! `socat TCP-LISTEN` and `ping` reach it from a kernel client in the
 //! namespace, through the engine both ways, while UDP to the engine's
-//! sockets still lands in the sockets. Addresses: 198.18.0.0/24 and
+//! sockets still lands in the sockets; a 3000-byte ping -6 (fragments, not
+//! UDP) reaches the kernel whole. Addresses: 198.18.0.0/24 and
 //! fd00:e::/64 only (the engine's .1/::1, the tap's .10/::10, the
 //! client's .2/::2). The tap is in the host's namespace, whose own network
 //! may use fd00::/64 (this machine's does): the kernel would drop echo
@@ -275,6 +276,13 @@ burst = 2000
     ]);
     let ping4 = net.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "2", TAP_V4]);
     let ping6 = net.exec(&["ping", "-6", "-c", "3", "-i", "0.2", "-W", "2", TAP_V6]);
+    // A 3000-byte echo over IPv6: fragments both ways (not UDP, so the
+    // kernel's). Not over IPv4: af_packet's fanout reassembles IPv4
+    // fragments before the PMD sees them (docs/design.md, net_af_packet
+    // and IPv4 fragments).
+    let big6 = net.exec(&[
+        "ping", "-6", "-c", "2", "-i", "0.2", "-W", "2", "-s", "3000", TAP_V6,
+    ]);
     let neigh4 =
         String::from_utf8_lossy(&net.exec(&["ip", "neigh", "show", TAP_V4]).stdout).into_owned();
     std::thread::sleep(Duration::from_millis(300));
@@ -314,12 +322,27 @@ burst = 2000
         ping6.status.success() && p6.contains("3 received"),
         "ping -6: {p6}\n{log}"
     );
+    let pb = String::from_utf8_lossy(&big6.stdout).into_owned();
+    assert!(
+        big6.status.success() && pb.contains("2 received"),
+        "ping -6 -s 3000: {pb}\n{} {}\n{log}",
+        j["exception_path"],
+        j["reasons"]
+    );
     let r = &j["responder"];
     assert_eq!(
         n(&r["icmp_echo_replies"]) + n(&r["icmp6_echo_replies"]),
         0,
         "{r}"
     );
+    // The fragments went to the kernel whole, none to the drop counters.
+    assert_eq!(n(&j["reassembly"]["fragments"]), 0, "{}", j["reassembly"]);
+    for fam in ["v4", "v6"] {
+        for reason in ["fragment_first", "fragment_later"] {
+            let v = j["reasons"][fam][reason].as_u64().unwrap_or(0);
+            assert_eq!(v, 0, "{fam} {reason}: {}", j["reasons"]);
+        }
+    }
     // The client resolved the tap's address to the port's MAC through the
     // kernel's ARP reply (the engine answers only for its own address).
     assert!(

@@ -266,7 +266,24 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
                 if e.reason().is_fragment() {
                     // SAFETY: ours alone (the contract); given up unless NotTaken.
                     match unsafe { super::frag::offer(me, m, tsc, free, &mut dgrams[nd]) } {
-                        super::frag::Offered::NotTaken => {}
+                        super::frag::Offered::NotTaken => {
+                            // A fragment of another protocol (a large ping,
+                            // TCP without PMTUD) is the kernel's to reassemble;
+                            // UDP fragments never go there.
+                            if let Some(x) = exc {
+                                // SAFETY: ours alone (the contract); read only.
+                                let data = unsafe { MbufRef::from_ptr(m) }.data();
+                                if crate::reasm::fragment_protocol(data)
+                                    .is_some_and(|p| p != parse::PROTO_UDP)
+                                {
+                                    // SAFETY: a live mbuf we own exclusively, handed over.
+                                    let owned = unsafe { Mbuf::from_raw(NonNull::new_unchecked(m)) };
+                                    x.to_kernel(&me.exception, me.control.tx_queue, owned, tsc, free, false);
+                                    mib.exception.add(1);
+                                    continue;
+                                }
+                            }
+                        }
                         super::frag::Offered::Taken => continue,
                         super::frag::Offered::Complete(head) => {
                             mbufs[nd] = head;
