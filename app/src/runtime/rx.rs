@@ -293,7 +293,8 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
                     }
                 }
                 // ARP and ICMP may be for the control path (replies on this
-                // lcore's TX queue); what it does not take is counted as now.
+                // lcore's TX queue); what it does not take goes to the
+                // exception path if the port has one, else is counted here.
                 let mut m = m;
                 if crate::exception::wants(&e) {
                     // SAFETY: a live mbuf we own exclusively (the contract),
