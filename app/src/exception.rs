@@ -33,8 +33,9 @@ use crate::receive::sync::CachePadded;
 /// passes of the main lcore.
 const TAP_DESC: u16 = 512;
 
-/// Frames the main lcore moves per tap queue per pass.
+/// Frames the main lcore moves per tap burst, and bursts per queue per pass.
 const FROM_KERNEL_BURST: usize = 32;
+const FROM_KERNEL_BURSTS: usize = 8;
 
 /// The exception device and the data port it serves.
 pub struct ExceptionPath {
@@ -143,7 +144,9 @@ impl ExceptionPath {
         let mut bufs: MbufBurst<FROM_KERNEL_BURST> = MbufBurst::new();
         let mut total = 0;
         for q in 0..self.queues {
-            loop {
+            // A few bursts per queue per pass: a busy kernel cannot keep the
+            // main lcore from its timers and signals.
+            for _ in 0..FROM_KERNEL_BURSTS {
                 let n = port::rx_into(self.tap, q, &mut bufs, FROM_KERNEL_BURST);
                 if n == 0 {
                     break;
