@@ -213,8 +213,18 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
                 print!("{}", nstat::render(&now, last_nstat.as_ref(), secs));
                 last_nstat = Some(now);
             } else {
+                // The exception path's totals, when it is on.
+                let exc = shared
+                    .exception
+                    .as_ref()
+                    .map(|x| {
+                        let to: u64 = shared.rx.iter().map(|l| l.exception.stats.to_kernel.get()).sum();
+                        let lim: u64 = shared.rx.iter().map(|l| l.exception.stats.rate_limited.get()).sum();
+                        format!(" | kernel: to {to} from {} rate-limited {lim}", x.from.sent.get())
+                    })
+                    .unwrap_or_default();
                 log::info!(
-                    "rx {} pps {} bit/s | delivered {}/s drops {}/s | total rx {} delivered {} drops {} | pool free {}/{} low-water {}",
+                    "rx {} pps {} bit/s | delivered {}/s drops {}/s | total rx {} delivered {} drops {} | pool free {}/{} low-water {}{exc}",
                     counters::human(counters::rate(pkts, last_pkts, secs)),
                     counters::human(counters::rate(bytes, last_bytes, secs) * 8.0),
                     counters::human(counters::rate(delivered, last_delivered, secs)),
