@@ -963,7 +963,7 @@ done
 exc_row "tcpmix64, path on, no limit (10^9 pps)" exc-nolimit 1
 echo
 EXR=$(median "${EXPR[@]}")
-echo "Goal: UDP to the sockets under the flood, path on with its limit, against the same replay with the path off, paired per round: median $EXR, spread $(spread "${EXPR[@]}") over $EXC_ROUNDS rounds (at least 0.9: $(goal "$EXR" ">=" 0.9)); delivered: median $(median "${EXPD[@]}"), spread $(spread "${EXPD[@]}"). The bucket alone (rate_pps 1, no tap writes) against path off: median $(median "${EXPB[@]}"), spread $(spread "${EXPB[@]}"): the rest of the flood's cost is the $EXC_PPS tap writes a second, and scales with \`rate_pps\`. Against \`plain64\` alone (the UDP frames arrive half as often in the mix): $(ratio "$(median "${EXF[@]}")" "$(median "${EXU[@]}")"). Without the limit: $(ratio "$(demuxed_mpps exc-nolimit)" "$(median "${EXO[@]}")") of the path-off rate (every TCP frame a write to the tap)."
+echo "Goal: UDP to the sockets under the flood, path on with its limit, against the same replay with the path off, paired per round: median $EXR, spread $(spread "${EXPR[@]}") over $EXC_ROUNDS rounds (at least 0.9: $(goal "$EXR" ">=" 0.9)); delivered: median $(median "${EXPD[@]}"), spread $(spread "${EXPD[@]}"). The bucket alone (rate_pps 1, no tap writes) against path off: median $(median "${EXPB[@]}"), spread $(spread "${EXPB[@]}") (the path's per-frame cost without the $EXC_PPS tap writes a second, whose cost scales with \`rate_pps\`). Against \`plain64\` alone (the UDP frames arrive half as often in the mix): $(ratio "$(median "${EXF[@]}")" "$(median "${EXU[@]}")"). Without the limit: $(ratio "$(demuxed_mpps exc-nolimit)" "$(median "${EXO[@]}")") of the path-off rate (every TCP frame a write to the tap)."
 echo
 fi
 if on memory; then
