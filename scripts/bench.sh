@@ -25,6 +25,9 @@
 #     feeding the engine over net_memif, books checked against the sender
 #   - parse + lookup ns/packet for 16 .. 1 000 000 sockets (udpdemux bench-demux)
 #   - a kernel baseline: recvmmsg(2) on a loopback UDP socket, same payloads
+#   - the exception path (issue 19): UDP delivered while a flood of TCP frames
+#     goes to the kernel through a net_tap port under its rate limit, against
+#     the same replay with the path off and against the UDP frames alone
 #
 # Prints Markdown (also written to $BENCH_DIR/bench.md); exits non-zero if the
 # books of any run do not balance. A full run (no BENCH_ONLY) whose books
@@ -57,12 +60,16 @@
 #                    memif     external senders over net_memif (hugepages only)
 #                    demux     udpdemux bench-demux (parse + lookup ns/packet)
 #                    kernel    recvmmsg(2) baseline
+#                    exception UDP delivered under a TCP flood to the exception
+#                              port (net_tap, rate-limited), path off, no limit
 #                  Rows that compare with a section not run show "-" or n/a.
 #   BENCH_PAIRS    floor/pipeline pairs in "pipeline" (default 5, at least 1)
 #   BENCH_CLIENT_PAIRS  pipeline/client pairs in "client" (default 3, at least 1)
 #   BENCH_FLOOD2_RUNS        runs per strategy in "flood2" (default 3)
 #   BENCH_FLOOD2_VICTIM_PPS  the victim's consumer cap in "flood2" (default 1000000)
 #   BENCH_VICTIM_PPS         the victim's consumer cap in "flood" (default 200000)
+#   BENCH_EXC_PPS  exception.rate_pps in "exception" (default 10000, the config's default)
+#   BENCH_EXC_ROUNDS  rounds (path on with the flood / off / UDP alone) in "exception" (default 5)
 #   BENCH_FRAMES   frames per replayed pcap (default 8192)
 #   BENCH_DIR      output directory (default target/bench)
 #   BENCH_DOCS     the file whose bench:begin/bench:end region gets the report of a
@@ -87,7 +94,7 @@ rm -f "$W"/*.json "$W"/*.log "$W"/*.toml "$W/demux.md"
 log() { echo "bench: $*" >&2; }
 die() { log "error: $*"; exit 2; }
 
-SECTIONS="rate rxcore pipeline client flood flood2 memory memif demux kernel"
+SECTIONS="rate rxcore pipeline client flood flood2 memory memif demux kernel exception"
 ONLY=${BENCH_ONLY:-}
 for x in ${ONLY//,/ }; do
   [[ " $SECTIONS " == *" $x "* ]] || die "BENCH_ONLY: unknown section \"$x\" (sections: $SECTIONS)"
@@ -101,6 +108,9 @@ F2_RUNS=${BENCH_FLOOD2_RUNS:-3}
 [ "$F2_RUNS" -ge 1 ] || die "BENCH_FLOOD2_RUNS must be at least 1"
 F2_VRATE=${BENCH_FLOOD2_VICTIM_PPS:-1000000}
 VRATE=${BENCH_VICTIM_PPS:-200000}
+EXC_PPS=${BENCH_EXC_PPS:-10000}
+EXC_ROUNDS=${BENCH_EXC_ROUNDS:-5}
+[ "$EXC_ROUNDS" -ge 1 ] || die "BENCH_EXC_ROUNDS must be at least 1"
 
 for t in dpdk-testpmd jq awk timeout taskset; do
   command -v "$t" >/dev/null || die "$t not found: run sudo bash scripts/setup.sh"
@@ -152,6 +162,48 @@ awk -v frames="$FRAMES" 'BEGIN {
 # without staging and delivery.
 sed 's/"198\.19\.0\./"198.19.1./' "$W/spread.toml" >"$W/miss.toml"
 "$BIN" gen --config "$W/miss.toml" --out "$W/miss64.pcap" >/dev/null
+# The exception section's flood: plain64 with a TCP twin after every frame
+# (the same addresses, ports and L4 length; an ACK segment with correct
+# checksums), so half the frames are TCP that no socket takes.
+if on exception; then
+  python3 - "$W/plain64.pcap" "$W/tcpmix64.pcap" <<'PY'
+import struct, sys
+def csum(b):
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+data = open(sys.argv[1], "rb").read()
+out, off, n = [data[:24]], 24, 0
+while off + 16 <= len(data):
+    incl = struct.unpack("<I", data[off + 8:off + 12])[0]
+    rec, frame = data[off:off + 16], bytearray(data[off + 16:off + 16 + incl])
+    off += 16 + incl
+    out += [rec, bytes(frame)]
+    et = frame[12:14]
+    if et == b"\x08\x00":
+        l3, l4 = 14, 14 + (frame[14] & 15) * 4
+        frame[l3 + 9] = 6
+        frame[l3 + 10:l3 + 12] = b"\0\0"
+        frame[l3 + 10:l3 + 12] = struct.pack("!H", csum(bytes(frame[l3:l4])))
+        pseudo = bytes(frame[l3 + 12:l3 + 20]) + struct.pack("!BBH", 0, 6, len(frame) - l4)
+    elif et == b"\x86\xdd":
+        l3, l4 = 14, 54
+        frame[l3 + 6] = 6
+        pseudo = bytes(frame[l3 + 8:l3 + 40]) + struct.pack("!IxxxB", len(frame) - l4, 6)
+    else:
+        continue
+    ports = bytes(frame[l4:l4 + 4])
+    seg = bytearray(ports + struct.pack("!IIBBHHH", n, 0, 5 << 4, 0x10, 512, 0, 0)) + frame[l4 + 20:]
+    seg[16:18] = struct.pack("!H", csum(pseudo + bytes(seg)))
+    frame[l4:] = seg
+    n += 1
+    out += [rec, bytes(frame)]
+open(sys.argv[2], "wb").write(b"".join(out))
+PY
+fi
 
 # ---------------------------------------------------------------- configs
 # mkcfg NAME VDEV STRATEGY SMALL_CACHE VICTIM_PPS [ENGINE_EXTRA] [RCVBUF] [TOPOLOGY]
@@ -444,6 +496,40 @@ if on flood2; then
       engine "f2u-$st-$k" "$(mkcfg "f2u-$st-$k" "$(pcap2dev flood flood)" "$st" true unbound "" "" two-rx)" "$SECS"
     done
   done
+fi
+
+# 2c. The exception path (issue 19): one RX lcore replays tcpmix64 (every
+# UDP frame of plain64 followed by a TCP twin no socket takes) with
+# [exception] on a net_tap port and its rate limit; the same replay with the
+# path off (the TCP frames dropped at parse as not_udp, what they cost before
+# the path existed); the same with the limit lifted (rate_pps 10^9: every
+# TCP frame is a write(2) to the tap); the path on at rate_pps 1 (its
+# per-frame cost without the writes); and plain64 alone with the path on.
+# The tap is a kernel interface of this host named udxb<pid>, with no
+# address: the kernel drops what it gets (nothing it receives is for it).
+EXC_IFACE="udxb$$"
+# net_pcap has one TX queue per tx_pcap; the RX lcore (responder) and the
+# main lcore (the kernel's frames) need one each. Same vdev with the path off.
+exdev() { echo "$(pcapdev "$1"),tx_pcap=/dev/null,tx_pcap=/dev/null"; }
+exc_extra() { # RATE_PPS, or empty for the path off
+  [ -n "$1" ] || return 0
+  printf '\n[exception]\ndevice = "net_tap0,iface=%s"\nrate_pps = %s\n' "$EXC_IFACE" "$1"
+}
+if on exception; then
+  for k in $(seq "$EXC_ROUNDS"); do
+    engine "exc-udp-$k" "$(mkcfg "exc-udp-$k" "$(exdev plain64)" numa-queues true 0 "$(exc_extra "$EXC_PPS")")" "$SECS"
+    order="flood off bucket"; [ $((k % 2)) -eq 0 ] && order="bucket off flood"
+    for r in $order; do
+      case $r in
+        flood) engine "exc-flood-$k" "$(mkcfg "exc-flood-$k" "$(exdev tcpmix64)" numa-queues true 0 "$(exc_extra "$EXC_PPS")")" "$SECS" ;;
+        off) engine "exc-off-$k" "$(mkcfg "exc-off-$k" "$(exdev tcpmix64)" numa-queues true 0)" "$SECS" ;;
+        # rate_pps 1: the bucket refuses all but a frame a second, so this
+        # is the per-frame cost of the path alone, without the tap writes.
+        bucket) engine "exc-bucket-$k" "$(mkcfg "exc-bucket-$k" "$(exdev tcpmix64)" numa-queues true 0 "$(exc_extra 1)")" "$SECS" ;;
+      esac
+    done
+  done
+  engine exc-nolimit "$(mkcfg exc-nolimit "$(exdev tcpmix64)" numa-queues true 0 "$(exc_extra 1000000000)")" "$SECS"
 fi
 
 # 3. Memory: the same pipeline run 10x longer must reach the same peak.
@@ -846,6 +932,38 @@ NQV=$(median ${F2VD[numa-queues]}); BLV=$(median ${F2VD[busylock]}); NQC=$(sfmt 
 echo "Goal, victim: numa-queues delivers $(awk -v v="$NQV" 'BEGIN { printf "%.0f", v }')/s against busylock's $(awk -v v="$BLV" 'BEGIN { printf "%.0f", v }')/s (medians; at least as much: $(awk -v a="$NQV" -v b="$BLV" 'BEGIN { exit !(a >= b) }' && echo met || echo '**not met**')). That is $(awk -v a="$NQV" -v c="$F2_VRATE" 'BEGIN { printf "%.0f%%", a / c * 100 }') and $(awk -v a="$BLV" -v c="$F2_VRATE" 'BEGIN { printf "%.0f%%", a / c * 100 }') of the victim's cap$(awk -v a="$NQV" -v b="$BLV" -v c="$F2_VRATE" 'BEGIN { if (a < 0.95 * c || b < 0.95 * c) print ": below it, the main lcore'"'"'s share of CPU 0 or the delivery into the socket, not the cap, limits the victim"; else print ": the cap binds in both" }')."
 echo "Goal, others: with numa-queues the other sockets' share changes by $NQC pp against the victim-unbound runs (busylock: $BLC pp) (lose under 5 points: $(goal "$NQC" ">=" -5))."
 echo "Books: $(if [[ " ${F2BK[numa-queues]} ${F2BK[busylock]}" == *false* ]]; then echo "**NOT balanced** in at least one run"; else echo "balanced in every flood2 run"; fi)."
+echo
+fi
+if on exception; then
+echo "### The exception path under a TCP flood (issue 19)"
+echo
+echo "One RX lcore; \`tcpmix64\` is \`plain64\` with a TCP twin after every frame (half the frames are TCP no socket takes). With the path on they go to a \`net_tap\` port (the kernel drops them: the tap has no address), at most $EXC_PPS/s (\`exception.rate_pps\`); the rest are dropped and counted at the token bucket. Path off: the TCP frames are dropped at parse (\`not_udp\`). A replay hands the RX lcore frames as fast as it takes them, so UDP frames arrive only half as often in \`tcpmix64\` as in \`plain64\`: the flood's cost to UDP is the ratio against the same replay with the path off; the ratio against \`plain64\` alone is given as well. The goal is read on the UDP the RX lcore hands to the sockets (\`UdpInDatagrams\`): delivery after that is the consumers' (the main lcore, on CPU 0 here), the same in every run; delivered is shown beside it. $EXC_ROUNDS rounds, alternating."
+echo
+echo "| run | round | Mpps received | UDP Mpps to sockets | UDP Mpps delivered | to kernel | rate limited | tap TX errors | books |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---|"
+exc_row() { # WHAT NAME ROUND
+  echo "| $1 | $3 | $(fmt "$(mpps "$2")") | $(fmt "$(demuxed_mpps "$2")") | $(fmt "$(delivered_mpps "$2")") | $(jq -r '.exception_path.to_kernel // "-"' "$(jf "$2")") | $(jq -r '.exception_path.rate_limited // "-"' "$(jf "$2")") | $(jq -r '.exception_path.tx_errors // "-"' "$(jf "$2")") | $(jq -r '.books_balanced // "-"' "$(jf "$2")") |"
+}
+# UDP the RX lcore handed to the sockets (InDatagrams): what the exception
+# path can take from; delivery after it depends on the consumers (the main
+# lcore on CPU 0 here), the same in every run.
+demuxed_mpps() { jq -r 'if .udp then ((.udp.UdpInDatagrams + .udp.Udp6InDatagrams) / .seconds / 1e6) else 0 end' "$(jf "$1")"; }
+EXF=(); EXO=(); EXU=(); EXFD=(); EXOD=(); EXPR=(); EXPD=(); EXPB=()
+for k in $(seq "$EXC_ROUNDS"); do
+  exc_row "plain64, path on ($EXC_PPS pps)" "exc-udp-$k" "$k"
+  exc_row "tcpmix64, path on ($EXC_PPS pps)" "exc-flood-$k" "$k"
+  exc_row "tcpmix64, path off" "exc-off-$k" "$k"
+  exc_row "tcpmix64, path on (1 pps: the bucket alone)" "exc-bucket-$k" "$k"
+  EXF+=("$(demuxed_mpps "exc-flood-$k")"); EXO+=("$(demuxed_mpps "exc-off-$k")"); EXU+=("$(demuxed_mpps "exc-udp-$k")")
+  EXFD+=("$(delivered_mpps "exc-flood-$k")"); EXOD+=("$(delivered_mpps "exc-off-$k")")
+  EXPR+=("$(ratio "$(demuxed_mpps "exc-flood-$k")" "$(demuxed_mpps "exc-off-$k")")")
+  EXPD+=("$(ratio "$(delivered_mpps "exc-flood-$k")" "$(delivered_mpps "exc-off-$k")")")
+  EXPB+=("$(ratio "$(demuxed_mpps "exc-bucket-$k")" "$(demuxed_mpps "exc-off-$k")")")
+done
+exc_row "tcpmix64, path on, no limit (10^9 pps)" exc-nolimit 1
+echo
+EXR=$(median "${EXPR[@]}")
+echo "Goal: UDP to the sockets under the flood, path on with its limit, against the same replay with the path off, paired per round: median $EXR, spread $(spread "${EXPR[@]}") over $EXC_ROUNDS rounds (at least 0.9: $(goal "$EXR" ">=" 0.9)); delivered: median $(median "${EXPD[@]}"), spread $(spread "${EXPD[@]}"). The bucket alone (rate_pps 1, no tap writes) against path off: median $(median "${EXPB[@]}"), spread $(spread "${EXPB[@]}") (the path's per-frame cost without the $EXC_PPS tap writes a second, whose cost scales with \`rate_pps\`). Against \`plain64\` alone (the UDP frames arrive half as often in the mix): $(ratio "$(median "${EXF[@]}")" "$(median "${EXU[@]}")"). Without the limit: $(ratio "$(demuxed_mpps exc-nolimit)" "$(median "${EXO[@]}")") of the path-off rate (every TCP frame a write to the tap)."
 echo
 fi
 if on memory; then

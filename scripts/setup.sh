@@ -6,7 +6,8 @@
 #     cc, c++ and nm also build and check the C API, client/capi), and the tools the
 #     tests drive (tshark, iproute2, iputils-ping, socat, netsniff-ng, valgrind,
 #     promtool from prometheus, systemd-analyze from systemd, bind9-dnsutils:
-#     dig queries the DNS example, client/dns)
+#     dig queries the DNS example, client/dns; nftables: the exception-path
+#     test keeps the host kernel off the veth end the engine owns)
 #   - 2 MB hugepages (HUGEPAGES, default 512) and a hugetlbfs mount on /dev/hugepages
 # Without root it changes nothing and prints what to run.
 set -euo pipefail
@@ -14,7 +15,7 @@ set -euo pipefail
 HUGEPAGES=${HUGEPAGES:-512}
 PKGS=(libdpdk-dev dpdk dpdk-dev libclang-dev clang pkg-config build-essential libpcap-dev
       tshark iproute2 iputils-ping socat netcat-openbsd netsniff-ng valgrind python3 jq ethtool
-      prometheus systemd bind9-dnsutils)
+      prometheus systemd bind9-dnsutils nftables)
 
 say() { echo "setup: $*"; }
 

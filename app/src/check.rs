@@ -283,11 +283,46 @@ pub fn check_eal_args(cfg: &Config) -> Vec<String> {
     e.memory_mb = e.memory_mb.clamp(64, 256);
     e.file_prefix = check_prefix();
     let mut a = e.args();
+    // The exception device under a private interface name: probing it
+    // checks the driver and its arguments, and never attaches to the
+    // interface a running engine owns (a tap with two owners would hand
+    // the kernel's frames to both).
+    if let Some(d) = cfg.exception.device_with_iface(&check_iface()) {
+        a.push(format!("--vdev={d}"));
+    }
     if !a.iter().any(|x| x == "--no-shconf") {
         a.push("--no-shconf".into());
     }
     a.push("--no-telemetry".into());
     a
+}
+
+/// The interface name `check` probes the exception device under.
+fn check_iface() -> String {
+    format!("udxchk{}", std::process::id() % 1_000_000)
+}
+
+/// The exception device, probed by the EAL: found, with a queue pair for
+/// every RX lcore (each writes to the kernel on its own TX queue).
+fn exception_problems(cfg: &Config, out: &mut Vec<Problem>) {
+    let Some(name) = cfg.exception.name() else {
+        return;
+    };
+    let Some(id) = port::by_name(name) else {
+        out.push(Problem::error(format!(
+            "exception.device {name:?} was not probed: its PMD is missing (apt-get install dpdk) or /dev/net/tun (net_tap) or /dev/vhost-net (virtio_user) is absent"
+        )));
+        return;
+    };
+    let rx = cfg.lcores.iter().filter(|l| l.role == Role::Rx).count() as u16;
+    match port::info(id) {
+        Ok(i) if i.max_rx_queues < rx || i.max_tx_queues < rx => out.push(Problem::error(format!(
+            "exception.device {name:?} ({}): {rx} queue pairs needed (one per RX lcore) but it has at most {} RX / {} TX: for virtio_user set queues={rx}",
+            i.driver, i.max_rx_queues, i.max_tx_queues
+        ))),
+        Ok(_) => {}
+        Err(e) => out.push(Problem::error(format!("exception.device {name:?}: {e}"))),
+    }
 }
 
 /// Problems only the EAL can see. Initialises the EAL (once per process).
@@ -388,6 +423,7 @@ pub fn check_eal(cfg: &Config) -> Vec<Problem> {
             }
         }
     }
+    exception_problems(cfg, &mut out);
     drop(eal);
     out
 }

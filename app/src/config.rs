@@ -40,6 +40,152 @@ pub struct Config {
     pub reassembly: ReassemblyConf,
     #[serde(default)]
     pub metrics: MetricsConf,
+    #[serde(default)]
+    pub exception: ExceptionConf,
+}
+
+/// The exception path to the kernel (`runtime::exception`): off unless
+/// `device` is set.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExceptionConf {
+    /// The vdev that carries frames to and from the kernel, as for
+    /// `--vdev`: `net_tap0,iface=udx-host` or
+    /// `virtio_user0,path=/dev/vhost-net,iface=udx-host,queues=N`.
+    #[serde(default)]
+    pub device: Option<String>,
+    /// The `[[port]]` whose traffic it carries (default: the first).
+    #[serde(default)]
+    pub port: Option<String>,
+    /// Frames per second handed to the kernel, over all RX lcores (each
+    /// gets its share); the rest are dropped and counted, so a flood of
+    /// exception traffic costs the RX lcores a token-bucket check per
+    /// frame, not a system call.
+    #[serde(default = "d_exc_rate")]
+    pub rate_pps: u32,
+    /// Frames the bucket lets through at once after a quiet spell.
+    #[serde(default = "d_exc_burst")]
+    pub burst: u32,
+    /// Valid UDP to a port no socket is bound to goes to the kernel too
+    /// (otherwise it is `UdpNoPorts`, as without the exception path).
+    #[serde(default)]
+    pub unbound_udp: bool,
+}
+
+fn d_exc_rate() -> u32 {
+    10_000
+}
+fn d_exc_burst() -> u32 {
+    256
+}
+
+impl Default for ExceptionConf {
+    fn default() -> Self {
+        ExceptionConf {
+            device: None,
+            port: None,
+            rate_pps: d_exc_rate(),
+            burst: d_exc_burst(),
+            unbound_udp: false,
+        }
+    }
+}
+
+/// The drivers an exception device may use: both hand frames to a kernel
+/// interface (KNI, the third, left DPDK in 23.11).
+pub const EXCEPTION_DRIVERS: [&str; 2] = ["net_tap", "virtio_user"];
+
+impl ExceptionConf {
+    /// The device's name (its port name once probed): `device` up to the
+    /// first comma.
+    pub fn name(&self) -> Option<&str> {
+        self.device
+            .as_deref()
+            .map(|d| d.split(',').next().unwrap_or("").trim())
+    }
+
+    /// The value of one `key=value` devarg of `device`.
+    pub fn devarg(&self, key: &str) -> Option<&str> {
+        self.device
+            .as_deref()?
+            .split(',')
+            .skip(1)
+            .find_map(|kv| kv.trim().strip_prefix(key)?.strip_prefix('='))
+    }
+
+    /// `device` with its `iface=` replaced by `iface` (added when absent):
+    /// `check` probes the device under a private interface name, so it
+    /// never attaches to the one a running engine owns.
+    pub fn device_with_iface(&self, iface: &str) -> Option<String> {
+        let d = self.device.as_deref()?;
+        let mut parts: Vec<String> = d
+            .split(',')
+            .filter(|kv| !kv.trim().starts_with("iface="))
+            .map(str::to_string)
+            .collect();
+        parts.push(format!("iface={iface}"));
+        Some(parts.join(","))
+    }
+
+    /// The name of the data port it serves, in `ports` (the first by default).
+    pub fn data_port<'a>(&'a self, ports: &'a [PortConf]) -> Option<&'a str> {
+        match &self.port {
+            Some(p) => Some(p.as_str()),
+            None => ports.first().map(|p| p.name.as_str()),
+        }
+    }
+
+    /// Every problem with the section, one line each (none when off).
+    pub fn problems(&self, ports: &[PortConf], out: &mut Vec<String>) {
+        let Some(name) = self.name() else {
+            if let Some(p) = &self.port {
+                out.push(format!(
+                    "exception.port = {p:?} but exception.device is not set: set device (e.g. \"net_tap0,iface=udx-host\") or remove port"
+                ));
+            }
+            return;
+        };
+        if !EXCEPTION_DRIVERS.iter().any(|d| {
+            name.strip_prefix(d)
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        }) {
+            out.push(format!(
+                "exception.device = {:?}: the device must be a net_tapN or virtio_userN vdev, e.g. \"net_tap0,iface=udx-host\"",
+                self.device.as_deref().unwrap_or("")
+            ));
+        }
+        if let Some(i) = self.devarg("iface") {
+            // IFNAMSIZ is 16 with the NUL.
+            if i.is_empty() || i.len() > 15 || i.contains(['/', ' ', ':']) || i == "." || i == ".."
+            {
+                out.push(format!(
+                    "exception.device: iface={i:?} is not a usable interface name: 1 to 15 characters, no '/', ':' or space"
+                ));
+            }
+        }
+        if name.starts_with("virtio_user") && self.devarg("path").is_none() {
+            out.push("exception.device: virtio_user needs path=/dev/vhost-net (the kernel's vhost-net backend)".into());
+        }
+        if ports.iter().any(|p| p.name == name) {
+            out.push(format!(
+                "exception.device {name:?} is also a [[port]]: the exception device is the engine's own, do not list it as a port"
+            ));
+        }
+        match self.data_port(ports) {
+            Some(p) if !ports.iter().any(|c| c.name == p) => out.push(format!(
+                "exception.port = {p:?} is not a [[port]]: name one of the configured ports"
+            )),
+            _ => {}
+        }
+        if self.rate_pps == 0 {
+            out.push(
+                "exception.rate_pps = 0: must be >= 1 (frames per second to the kernel)".into(),
+            );
+        }
+        if self.burst == 0 {
+            out.push("exception.burst = 0: must be >= 1".into());
+        }
+    }
 }
 
 /// The Prometheus endpoint (`runtime::metrics`): off unless `listen` is set.
@@ -768,7 +914,29 @@ impl Config {
             socket_problems(s, &mut out);
         }
         self.address_problems(&mut out);
+        self.exception.problems(&self.ports, &mut out);
+        if let Some(n) = self.exception.name() {
+            if self
+                .eal
+                .vdevs
+                .iter()
+                .any(|v| v.split(',').next() == Some(n))
+            {
+                out.push(format!(
+                    "exception.device {n:?} is also in eal.vdevs: list it only in [exception] (the engine adds it to the EAL's devices)"
+                ));
+            }
+        }
         out
+    }
+
+    /// The EAL's arguments: `[eal]`'s, and the exception device.
+    pub fn eal_args(&self) -> Vec<String> {
+        let mut a = self.eal.args();
+        if let Some(d) = &self.exception.device {
+            a.push(format!("--vdev={d}"));
+        }
+        a
     }
 }
 
@@ -1280,6 +1448,50 @@ queues = ["net_null0:0"]
         assert_eq!(c.engine.burst, 32);
         assert_eq!(c.engine.strategy, Strategy::NumaQueues);
         assert!(c.eal.args().contains(&"--vdev=net_null0".to_string()));
+    }
+
+    #[test]
+    fn exception_path_is_off_by_default_and_its_device_joins_the_eal_args() {
+        let c = load(MIN).unwrap();
+        assert!(c.exception.device.is_none());
+        assert!(!c.eal_args().iter().any(|a| a.contains("net_tap")));
+        let c = load(&format!(
+            "{MIN}[exception]\ndevice = \"net_tap0,iface=udx-host\"\nrate_pps = 5000\n"
+        ))
+        .unwrap();
+        assert_eq!(c.exception.name(), Some("net_tap0"));
+        assert_eq!(c.exception.devarg("iface"), Some("udx-host"));
+        assert_eq!(c.exception.data_port(&c.ports), Some("net_null0"));
+        assert_eq!((c.exception.rate_pps, c.exception.burst), (5000, 256));
+        assert!(!c.exception.unbound_udp);
+        assert!(c
+            .eal_args()
+            .contains(&"--vdev=net_tap0,iface=udx-host".to_string()));
+        assert_eq!(
+            c.exception.device_with_iface("udxchk1").as_deref(),
+            Some("net_tap0,iface=udxchk1")
+        );
+    }
+
+    #[test]
+    fn exception_problems_are_one_line_each_and_name_the_fix() {
+        let bad = |extra: &str| -> String {
+            match Config::parse_at(&format!("{MIN}[exception]\n{extra}\n"), Path::new("t")) {
+                Ok(c) => c.problems().join("\n"),
+                Err(e) => e.to_string(),
+            }
+        };
+        assert!(bad("device = \"net_null1\"").contains("net_tapN or virtio_userN"));
+        assert!(
+            bad("device = \"net_tap0,iface=much-too-long-name\"").contains("1 to 15 characters")
+        );
+        assert!(bad("device = \"virtio_user0,iface=x\"").contains("path=/dev/vhost-net"));
+        assert!(bad("device = \"net_tap0\"\nport = \"nope\"").contains("is not a [[port]]"));
+        assert!(bad("device = \"net_tap0\"\nrate_pps = 0").contains("rate_pps = 0"));
+        assert!(bad("port = \"net_null0\"").contains("device is not set"));
+        assert!(bad("device = \"net_null0\"").contains("also a [[port]]"));
+        assert!(bad("device = \"net_tap0\"\nspeed = 1").contains("speed"));
+        assert!(bad("device = \"net_null0\"").contains("also in eal.vdevs"));
     }
 
     #[test]

@@ -196,6 +196,9 @@ pub struct UdpMib {
     pub errors: [[Counter; crate::parse::Reason::COUNT]; 3],
     /// Frames taken by the control path (ARP, ICMP echo, neighbour discovery).
     pub control: Counter,
+    /// Frames taken by the exception path (to the kernel, or dropped by
+    /// its rate limit; `exception::ToKernelStats` has the breakdown).
+    pub exception: Counter,
     /// Flow-table lookups (exactly one per valid UDP datagram).
     pub lookups: Counter,
     /// `run --demux-only`: datagrams demuxed (and in `in_datagrams`) then
@@ -219,5 +222,6 @@ impl UdpMib {
             .sum::<u64>()
             + e
             + self.control.get()
+            + self.exception.get()
     }
 }

@@ -6,6 +6,7 @@
 //! socket's ring) -> the consumer (`runtime::consumer`, or an application
 //! through `api`). `runtime` is the poll-mode runtime around them.
 // The receive heart: pure Rust, model-checked with loom (`--cfg loom`).
+pub mod exception;
 pub mod receive;
 
 // The live counter cells (the receive heart's among them); `summary`,

@@ -104,6 +104,20 @@ pub fn counters(s: &Summary) -> Counters {
     out.push(("UdpDemuxRxBytes".into(), s.rx_bytes));
     out.push(("UdpDemuxLookups".into(), s.lookups));
     out.push(("UdpDemuxControl".into(), s.control));
+    out.push(("UdpDemuxException".into(), s.exception));
+    for (k, v) in &s.exception_path {
+        // to_kernel -> UdpDemuxExceptionToKernel, as nstat names go.
+        let camel: String = k
+            .split('_')
+            .map(|w| {
+                let mut c = w.chars();
+                c.next()
+                    .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                    .unwrap_or_default()
+            })
+            .collect();
+        out.push((format!("UdpDemuxException{camel}"), *v));
+    }
     out.push(("UdpDemuxHotPathAllocations".into(), s.hot_path_allocations));
     let p = &s.rx_pool;
     for (name, v) in [

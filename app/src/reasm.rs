@@ -113,6 +113,19 @@ impl Key {
 /// fragment, or a frame the parser would not have passed): such frames
 /// keep the parser's verdict. Every read is bounds-checked.
 pub fn classify(frame: &[u8]) -> Option<FragInfo> {
+    classify_any(frame).and_then(|(proto, info)| (proto == PROTO_UDP).then_some(info))
+}
+
+/// The protocol a fragment carries (IPv4's protocol field, the IPv6
+/// fragment header's next header), for a frame [`classify`] would read
+/// as a fragment of any protocol: the exception path sends the kernel the
+/// fragments that are not UDP.
+pub fn fragment_protocol(frame: &[u8]) -> Option<u8> {
+    classify_any(frame).map(|(proto, _)| proto)
+}
+
+/// [`classify`] for every protocol: the fragment's protocol and place.
+fn classify_any(frame: &[u8]) -> Option<(u8, FragInfo)> {
     let eth = ether::EthernetFrame::new_checked(frame).ok()?;
     let mut ethertype = eth.ethertype();
     let mut l3 = ether::HEADER_LEN;
@@ -138,33 +151,36 @@ fn u16_of(v: usize) -> Option<u16> {
     u16::try_from(v).ok()
 }
 
-fn classify_v4(ipbuf: &[u8], l3: usize) -> Option<FragInfo> {
+fn classify_v4(ipbuf: &[u8], l3: usize) -> Option<(u8, FragInfo)> {
     let ip = ipv4::Ipv4Packet::new_checked(ipbuf).ok()?;
     let hl = ip.header_len();
     let total = usize::from(ip.total_len());
     if ip.version() != 4 || hl < ipv4::HEADER_LEN || total < hl || total > ipbuf.len() {
         return None;
     }
-    if !ip.is_fragment() || ip.protocol() != PROTO_UDP {
+    if !ip.is_fragment() {
         return None;
     }
-    Some(FragInfo {
-        key: Key::V4 {
-            src: ip.src_addr(),
-            dst: ip.dst_addr(),
-            proto: ip.protocol(),
-            id: ip.ident(),
+    Some((
+        ip.protocol(),
+        FragInfo {
+            key: Key::V4 {
+                src: ip.src_addr(),
+                dst: ip.dst_addr(),
+                proto: ip.protocol(),
+                id: ip.ident(),
+            },
+            l3_off: u16_of(l3)?,
+            unfrag_len: u16_of(hl)?,
+            data_off: u16_of(l3 + hl)?,
+            data_len: u16_of(total - hl)?,
+            offset: u32::from(ip.frag_offset()) * 8,
+            more: ip.more_frags(),
         },
-        l3_off: u16_of(l3)?,
-        unfrag_len: u16_of(hl)?,
-        data_off: u16_of(l3 + hl)?,
-        data_len: u16_of(total - hl)?,
-        offset: u32::from(ip.frag_offset()) * 8,
-        more: ip.more_frags(),
-    })
+    ))
 }
 
-fn classify_v6(ipbuf: &[u8], l3: usize) -> Option<FragInfo> {
+fn classify_v6(ipbuf: &[u8], l3: usize) -> Option<(u8, FragInfo)> {
     use ipv6::next_header as nh;
     let ip = ipv6::Ipv6Packet::new_checked(ipbuf).ok()?;
     if ip.version() != 6 {
@@ -180,23 +196,26 @@ fn classify_v6(ipbuf: &[u8], l3: usize) -> Option<FragInfo> {
         match next {
             nh::FRAGMENT => {
                 let f = ipv6::FragmentHeader::new_checked(packet.get(off..)?).ok()?;
-                if f.next_header() != PROTO_UDP || (f.frag_offset() == 0 && !f.more_frags()) {
+                if f.frag_offset() == 0 && !f.more_frags() {
                     return None;
                 }
                 let data = off + ipv6::FRAG_HEADER_LEN;
-                return Some(FragInfo {
-                    key: Key::V6 {
-                        src: ip.src_addr(),
-                        dst: ip.dst_addr(),
-                        id: f.ident(),
+                return Some((
+                    f.next_header(),
+                    FragInfo {
+                        key: Key::V6 {
+                            src: ip.src_addr(),
+                            dst: ip.dst_addr(),
+                            id: f.ident(),
+                        },
+                        l3_off: u16_of(l3)?,
+                        unfrag_len: u16_of(off)?,
+                        data_off: u16_of(l3 + data)?,
+                        data_len: u16_of(end.checked_sub(data)?)?,
+                        offset: u32::from(f.frag_offset()) * 8,
+                        more: f.more_frags(),
                     },
-                    l3_off: u16_of(l3)?,
-                    unfrag_len: u16_of(off)?,
-                    data_off: u16_of(l3 + data)?,
-                    data_len: u16_of(end.checked_sub(data)?)?,
-                    offset: u32::from(f.frag_offset()) * 8,
-                    more: f.more_frags(),
-                });
+                ));
             }
             nh::HOP_BY_HOP | nh::ROUTING | nh::DEST_OPTS => {
                 let h = ipv6::ExtHeader::new_checked(packet.get(off..)?).ok()?;

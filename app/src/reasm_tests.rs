@@ -560,3 +560,23 @@ fn vlan_tagged_fragments() {
     held(t.offer(&fs[1]));
     assert_eq!(done(t.offer(&fs[0])), orig);
 }
+
+/// The exception path asks which protocol a fragment carries: UDP's stay
+/// with the reassembler, the others (here the same fragments relabelled
+/// ICMP / ICMPv6) are not [`classify`]'s, and whole frames are no fragment.
+#[test]
+fn fragment_protocol_names_what_the_reassembler_leaves() {
+    for v6 in [false, true] {
+        let f = whole(v6, 7, 1, &payload(3000, 1));
+        assert_eq!(crate::reasm::fragment_protocol(&f), None, "not a fragment");
+        for mut p in frags(&f, &[1480, 2960], 9) {
+            assert_eq!(crate::reasm::fragment_protocol(&p), Some(17));
+            // IPv4's protocol field; IPv6's fragment header (first after
+            // the fixed header here) names the next header.
+            let (at, other) = if v6 { (14 + 40, 58) } else { (14 + 9, 1) };
+            p[at] = other;
+            assert_eq!(crate::reasm::fragment_protocol(&p), Some(other));
+            assert!(classify(&p).is_none(), "not a UDP fragment");
+        }
+    }
+}

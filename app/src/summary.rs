@@ -32,6 +32,15 @@ pub struct Summary {
     pub control: u64,
     /// The control path's breakdown (ARP replies, NAs, echo replies, rate limited, TX errors).
     pub responder: BTreeMap<String, u64>,
+    /// Frames the exception path took (handed to the kernel, or dropped by
+    /// its rate limit or a refused write): a place in the books, like `control`.
+    pub exception: u64,
+    /// The exception path both ways (empty when it is off): `to_kernel`,
+    /// `rate_limited`, `tx_errors` (the three add up to `exception`),
+    /// `unbound_udp` (of those, valid UDP no socket took), `from_kernel`
+    /// and `from_kernel_tx_errors` (the kernel's frames sent out of the
+    /// data port, or refused by it).
+    pub exception_path: BTreeMap<String, u64>,
     pub sockets: Vec<SocketSummary>,
     /// Drops per NUMA (or virtual) node, summed over sockets (the kernel's `numa_drop_counters`).
     pub nodes: Vec<NodeSummary>,
@@ -276,6 +285,14 @@ pub(crate) fn print_summary(s: &Summary) {
             udp.join(", ")
         }
     );
+    if !s.exception_path.is_empty() {
+        let x: Vec<String> = s
+            .exception_path
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        println!("  exception path: {}", x.join(", "));
+    }
     if s.floor_no_socket > 0 {
         println!(
             "  pipeline floor: {} frames matched no socket's port (freed)",

@@ -112,6 +112,10 @@ fn cases() -> Vec<Case> {
         // [reassembly].
         case("reassembly.max_datagrams 0", "reassembly.max_datagrams = 0", add("[reassembly]\nmax_datagrams = 0")),
         case("reassembly.max_frags 1", "reassembly.max_frags = 1", add("[reassembly]\nmax_frags = 1")),
+        case("exception device not a tap", "must be a net_tapN or virtio_userN vdev", add("[exception]\ndevice = \"net_ring0\"")),
+        case("exception iface too long", "is not a usable interface name", add("[exception]\ndevice = \"net_tap0,iface=a-very-long-name\"")),
+        case("exception port unknown", "exception.port = \"net_x\" is not a [[port]]", add("[exception]\ndevice = \"net_tap0\"\nport = \"net_x\"")),
+        case("exception rate 0", "exception.rate_pps = 0", add("[exception]\ndevice = \"net_tap0\"\nrate_pps = 0")),
         case("reassembly.high_thresh 1000", "reassembly.high_thresh = 1000", add("[reassembly]\nhigh_thresh = 1000")),
         case("reassembly.timeout_secs 0", "reassembly.timeout_secs = 0", add("[reassembly]\ntimeout_secs = 0")),
         case("reassembly unknown key", "unknown field `ipfrag_time`", add("[reassembly]\nipfrag_time = 30")),

@@ -145,3 +145,57 @@ fn under_the_journal_log_lines_have_a_priority_and_no_timestamp() {
         .iter()
         .any(|l| l.starts_with("<6>INFO udpdemux::runtime::setup: DPDK")));
 }
+
+/// The value of `ARG NAME=value` in the Dockerfile.
+fn docker_arg(text: &str, name: &str) -> String {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("ARG {name}=")))
+        .unwrap_or_else(|| panic!("Dockerfile: no ARG {name}=..."))
+        .trim()
+        .to_string()
+}
+
+/// The Dockerfile builds with what this machine tests with: the Debian DPDK
+/// package version installed here and the rustc that built this test. When
+/// either moves (a Debian point release, a toolchain update) this fails and
+/// names the line to change.
+#[test]
+fn the_dockerfile_pins_the_dpdk_and_rust_the_tests_run_with() {
+    let text = std::fs::read_to_string(repo().join("Dockerfile")).unwrap();
+    let dpdk = docker_arg(&text, "DPDK_VERSION");
+    let rust = docker_arg(&text, "RUST_VERSION");
+    // Both stages install that version, the build stage from that image.
+    assert!(
+        text.contains("FROM rust:${RUST_VERSION}-bookworm AS build"),
+        "{text}"
+    );
+    assert!(text.contains("\"libdpdk-dev=${DPDK_VERSION}\""), "{text}");
+    assert_eq!(
+        text.matches("\"dpdk=${DPDK_VERSION}\"").count(),
+        2,
+        "{text}"
+    );
+    let o = Command::new("dpkg-query")
+        .args(["-W", "-f=${Version}", "libdpdk-dev"])
+        .output()
+        .expect("dpkg-query (Debian)");
+    assert!(
+        o.status.success(),
+        "libdpdk-dev is not installed: run scripts/setup.sh"
+    );
+    let here = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    assert_eq!(
+        dpdk, here,
+        "Dockerfile: set ARG DPDK_VERSION={here} (the libdpdk-dev the tests run with)"
+    );
+    let o = Command::new("rustc")
+        .arg("--version")
+        .output()
+        .expect("rustc");
+    let v = String::from_utf8_lossy(&o.stdout);
+    let here = v.split_whitespace().nth(1).unwrap_or("").to_string();
+    assert_eq!(
+        rust, here,
+        "Dockerfile: set ARG RUST_VERSION={here} (the rustc the tests run with: {v})"
+    );
+}

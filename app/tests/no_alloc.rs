@@ -14,7 +14,8 @@
 //! binary itself: `rx_loop` runs inside an `alloc_guard::HotSection` under
 //! the binary's counting allocator, and the EAL-backed tests
 //! (`pipeline.rs` for every strategy and small-cache setting,
-//! `foundation.rs`) require `hot_path_allocations == 0` in the run's JSON.
+//! `foundation.rs`, and `netns_exception.rs` for the exception path)
+//! require `hot_path_allocations == 0` in the run's JSON.
 #![cfg(not(loom))]
 
 use std::ptr::NonNull;

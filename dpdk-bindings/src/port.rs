@@ -318,6 +318,21 @@ pub fn mac(id: u16) -> [u8; 6] {
     a.addr_bytes
 }
 
+/// Set a port's MAC address (`rte_eth_dev_default_mac_addr_set`); on a
+/// `net_tap` port this renames the kernel interface's address too.
+pub fn set_mac(id: u16, mac: [u8; 6]) -> Result<()> {
+    let mut a = ffi::rte_ether_addr { addr_bytes: mac };
+    // SAFETY: valid port id checked by DPDK; `a` outlives the call.
+    let ret = unsafe { ffi::rte_eth_dev_default_mac_addr_set(id, &mut a) };
+    if ret != 0 {
+        return Err(DpdkError::from_ret(
+            format!("rte_eth_dev_default_mac_addr_set(port {id})"),
+            ret,
+        ));
+    }
+    Ok(())
+}
+
 pub fn stats(id: u16) -> PortStats {
     let mut s = ffi::rte_eth_stats::default();
     // SAFETY: valid out struct.

@@ -13,8 +13,8 @@
 //! rate-limits ICMP with `icmp_msgs_per_sec`/`icmp_msgs_burst`, not ARP).
 //!
 //! Anything else, including requests for addresses that are not ours, is
-//! left to the caller and counted under its parse reason: the exception path
-//! to the kernel (a `net_tap` port) is not implemented.
+//! left to the caller: with `[exception]` it goes to the kernel
+//! (`crate::exception`), otherwise it is counted under its parse reason.
 //!
 //! This file holds the shared state ([`Iface`], the token buckets, the
 //! counters), the dispatch ([`classify`], [`write_reply`], [`handle`]) and

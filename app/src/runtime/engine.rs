@@ -45,6 +45,8 @@ pub struct Engine {
     port_names: Vec<String>,
     pools: Vec<(u32, Mempool)>,
     small_pools: Vec<(u32, Mempool)>,
+    /// The exception device's pool (its port is the last of `ports`).
+    exc_pool: Option<Mempool>,
     started: Instant,
     cfg: Config,
     config_path: Option<PathBuf>,
@@ -112,6 +114,7 @@ impl Engine {
             port_names: built.port_names,
             pools: built.pools,
             small_pools: built.small_pools,
+            exc_pool: built.exc_pool,
             started: Instant::now(),
             cfg: cfg.clone(),
             config_path: opts.config_path.clone(),
@@ -268,6 +271,7 @@ impl Drop for Engine {
         teardown::release_small_caches(&self.shared);
         self.small_pools.clear();
         self.pools.clear();
+        self.exc_pool.take();
         self.eal.take();
     }
 }

@@ -93,6 +93,12 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
                 continue;
             }
             polls = 0;
+        } else if shared.exception.is_some() {
+            // The kernel's frames wait on the tap for this loop: a short
+            // nap keeps the exception path's round trip well under a
+            // millisecond (a TCP peer's delayed ACK is 40 ms) while the
+            // main lcore stays mostly asleep.
+            std::thread::sleep(Duration::from_micros(100));
         } else if shared.clients.open.load(std::sync::atomic::Ordering::Relaxed) > 0 {
             // Nothing to consume here, but a client's frees to fold soon:
             // its socket's budget waits for them.
@@ -105,6 +111,10 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
         // send_burst's and the clients' TX rings into the main lcore's TX
         // queue, and the neighbour table's timers.
         crate::send::service(&shared, eal::rdtsc());
+        // The kernel's frames on the exception tap, out of the data port.
+        if let (Some(x), Some(q)) = (&shared.exception, shared.main_tx_queue) {
+            x.from_kernel(q);
+        }
         if signals::stop_requested() {
             log::info!("signal received, stopping");
             break;
@@ -203,8 +213,18 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
                 print!("{}", nstat::render(&now, last_nstat.as_ref(), secs));
                 last_nstat = Some(now);
             } else {
+                // The exception path's totals, when it is on.
+                let exc = shared
+                    .exception
+                    .as_ref()
+                    .map(|x| {
+                        let to: u64 = shared.rx.iter().map(|l| l.exception.stats.to_kernel.get()).sum();
+                        let lim: u64 = shared.rx.iter().map(|l| l.exception.stats.rate_limited.get()).sum();
+                        format!(" | kernel: to {to} from {} rate-limited {lim}", x.from.sent.get())
+                    })
+                    .unwrap_or_default();
                 log::info!(
-                    "rx {} pps {} bit/s | delivered {}/s drops {}/s | total rx {} delivered {} drops {} | pool free {}/{} low-water {}",
+                    "rx {} pps {} bit/s | delivered {}/s drops {}/s | total rx {} delivered {} drops {} | pool free {}/{} low-water {}{exc}",
                     counters::human(counters::rate(pkts, last_pkts, secs)),
                     counters::human(counters::rate(bytes, last_bytes, secs) * 8.0),
                     counters::human(counters::rate(delivered, last_delivered, secs)),

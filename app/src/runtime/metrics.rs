@@ -361,6 +361,37 @@ pub fn render(s: &Summary, x: &Extra) -> String {
         &[],
         s.hot_path_allocations,
     );
+    o.counter(
+        "udpdemux_exception_frames_total",
+        "Frames the exception path took (to the kernel, or dropped on the way)",
+        &[],
+        s.exception,
+    );
+    for (k, v) in &s.exception_path {
+        let (direction, outcome) = match k.as_str() {
+            "to_kernel" => ("to_kernel", "sent"),
+            "rate_limited" => ("to_kernel", "rate_limited"),
+            "tx_errors" => ("to_kernel", "tx_error"),
+            "from_kernel" => ("from_kernel", "sent"),
+            "from_kernel_tx_errors" => ("from_kernel", "tx_error"),
+            // Of the to_kernel ones: valid UDP no socket took.
+            _ => continue,
+        };
+        o.counter(
+            "udpdemux_exception_total",
+            "The exception path's frames by direction and outcome",
+            &[("direction", direction), ("outcome", outcome)],
+            *v,
+        );
+    }
+    if let Some(v) = s.exception_path.get("unbound_udp") {
+        o.counter(
+            "udpdemux_exception_unbound_udp_total",
+            "Valid UDP datagrams no socket took that the exception path took",
+            &[],
+            *v,
+        );
+    }
     for (k, v) in &s.responder {
         o.counter(
             "udpdemux_responder_total",

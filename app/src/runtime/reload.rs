@@ -102,6 +102,10 @@ pub fn static_edits(old: &Config, new: &Config) -> Vec<&'static str> {
     if differs(&old.lcores, &new.lcores) {
         out.push("[[lcore]]");
     }
+    // The tap is probed with the EAL and its buckets sized at start.
+    if differs(&old.exception, &new.exception) {
+        out.push("[exception]");
+    }
     out
 }
 

@@ -242,6 +242,37 @@ fn summarize_inner(
         }
     }
 
+    let exception = sum(&|m| m.exception.get());
+    let mut exception_path = BTreeMap::new();
+    if let Some(x) = &shared.exception {
+        let lsum = |f: &dyn Fn(&crate::exception::ToKernelStats) -> u64| -> u64 {
+            shared.rx.iter().map(|l| f(&l.exception.stats)).sum()
+        };
+        for (k, v) in [
+            ("to_kernel", lsum(&|s| s.to_kernel.get())),
+            ("rate_limited", lsum(&|s| s.rate_limited.get())),
+            ("tx_errors", lsum(&|s| s.tx_errors.get())),
+            ("unbound_udp", lsum(&|s| s.unbound_udp.get())),
+            ("from_kernel", x.from.sent.get()),
+            ("from_kernel_tx_errors", x.from.tx_errors.get()),
+        ] {
+            exception_path.insert(k.to_string(), v);
+        }
+    }
+    if at_exit {
+        let taken: u64 = shared.rx.iter().map(|l| l.exception.stats.taken()).sum();
+        if taken != exception {
+            problems.push(format!(
+                "exception path took {exception} frames but accounted for {taken}"
+            ));
+        }
+    }
+    let exception_udp: u64 = shared
+        .rx
+        .iter()
+        .map(|l| l.exception.stats.unbound_udp.get())
+        .sum();
+
     // Per-node drops: the sum over sockets (removed ones included) of each stage node's counters.
     let mut nodes: Vec<NodeSummary> = Vec::new();
     for l in &shared.rx {
@@ -354,7 +385,8 @@ fn summarize_inner(
             ));
         }
         let valid = lookups;
-        let expect_lookups = in_dg + udp["UdpNoPorts"] + udp["Udp6NoPorts"];
+        // Valid UDP no socket took is NoPorts, or the kernel's (`unbound_udp`).
+        let expect_lookups = in_dg + udp["UdpNoPorts"] + udp["Udp6NoPorts"] + exception_udp;
         if valid != expect_lookups {
             problems.push(format!(
                 "{valid} lookups for {expect_lookups} valid datagrams (must be one each)"
@@ -412,6 +444,8 @@ fn summarize_inner(
         floor_no_socket,
         control,
         responder,
+        exception,
+        exception_path,
         sockets,
         nodes,
         lcores,

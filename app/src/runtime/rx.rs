@@ -237,6 +237,12 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
 ) {
     let mib: &UdpMib = &me.mib;
     let strategy = shared.strategy;
+    // The exception path, when it serves this port (one load per chunk).
+    let exc = shared
+        .exception
+        .as_ref()
+        .filter(|x| x.data_port == port_id);
+    let exc_udp = exc.filter(|x| x.unbound_udp);
     // Pass 1: parse. Datagrams are kept (with their mbuf) for the lookup
     // pass; everything else is settled here.
     let mut dgrams = [const { std::mem::MaybeUninit::<parse::Datagram>::uninit() }; CHUNK];
@@ -260,7 +266,24 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
                 if e.reason().is_fragment() {
                     // SAFETY: ours alone (the contract); given up unless NotTaken.
                     match unsafe { super::frag::offer(me, m, tsc, free, &mut dgrams[nd]) } {
-                        super::frag::Offered::NotTaken => {}
+                        super::frag::Offered::NotTaken => {
+                            // A fragment of another protocol (a large ping,
+                            // TCP without PMTUD) is the kernel's to reassemble;
+                            // UDP fragments never go there.
+                            if let Some(x) = exc {
+                                // SAFETY: ours alone (the contract); read only.
+                                let data = unsafe { MbufRef::from_ptr(m) }.data();
+                                if crate::reasm::fragment_protocol(data)
+                                    .is_some_and(|p| p != parse::PROTO_UDP)
+                                {
+                                    // SAFETY: a live mbuf we own exclusively, handed over.
+                                    let owned = unsafe { Mbuf::from_raw(NonNull::new_unchecked(m)) };
+                                    x.to_kernel(&me.exception, me.control.tx_queue, owned, tsc, free, false);
+                                    mib.exception.add(1);
+                                    continue;
+                                }
+                            }
+                        }
                         super::frag::Offered::Taken => continue,
                         super::frag::Offered::Complete(head) => {
                             mbufs[nd] = head;
@@ -270,12 +293,10 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
                     }
                 }
                 // ARP and ICMP may be for the control path (replies on this
-                // lcore's TX queue); what it does not take is counted as now.
+                // lcore's TX queue); what it does not take goes to the
+                // exception path if the port has one, else is counted here.
                 let mut m = m;
-                if matches!(
-                    e,
-                    parse::ParseError::NotIp { .. } | parse::ParseError::NotUdp { .. }
-                ) {
+                if crate::exception::wants(&e) {
                     // SAFETY: a live mbuf we own exclusively (the contract),
                     // handed over as an owned one; what is not taken comes back.
                     let owned = unsafe { Mbuf::from_raw(NonNull::new_unchecked(m)) };
@@ -291,7 +312,16 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
                             mib.control.add(1);
                             continue;
                         }
-                        Err(back) => m = back.into_raw().as_ptr(),
+                        Err(back) => {
+                            // What the responder left goes to the kernel
+                            // when this port has an exception path.
+                            if let Some(x) = exc {
+                                x.to_kernel(&me.exception, me.control.tx_queue, back, tsc, free, false);
+                                mib.exception.add(1);
+                                continue;
+                            }
+                            m = back.into_raw().as_ptr();
+                        }
                     }
                 }
                 let fam = e.family().map(|f| f.index()).unwrap_or(2);
@@ -323,6 +353,16 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
     for ((f, d), &m) in found.iter().zip(dgrams).zip(&mbufs) {
         let fam = d.family.index();
         let Some(sock) = *f else {
+            // A reassembled chain stays here: its headers are the first
+            // fragment's, not a datagram the kernel could take as it is.
+            // SAFETY: ours alone (the contract); a read of one field.
+            if let Some(x) = exc_udp.filter(|_| unsafe { MbufRef::from_ptr(m) }.nb_segs() == 1) {
+                // SAFETY: a live mbuf we own exclusively, handed over.
+                let owned = unsafe { Mbuf::from_raw(NonNull::new_unchecked(m)) };
+                x.to_kernel(&me.exception, me.control.tx_queue, owned, tsc, free, true);
+                mib.exception.add(1);
+                continue;
+            }
             no_ports[fam] += 1;
             // SAFETY: ours, given up here.
             unsafe { free.push(m) };

@@ -32,6 +32,8 @@ pub struct Built {
     /// Each RX pool's low-water mark and the RX lcores that allocate from
     /// it (same order as `pools`).
     pub pool_marks: Vec<(u32, Vec<u32>)>,
+    /// The exception device's pool (its port is the last of `ports`).
+    pub exc_pool: Option<Mempool>,
 }
 
 /// Whether `path` can be written, leaving no file behind that was not there.
@@ -96,7 +98,7 @@ fn hugepages_free() -> u64 {
 
 /// This engine's claim on its file prefix.
 pub fn lock_instance(cfg: &Config) -> Result<InstanceLock, EngineError> {
-    let prefix = crate::instance::effective_prefix(&cfg.eal.args())
+    let prefix = crate::instance::effective_prefix(&cfg.eal_args())
         .unwrap_or_else(|| cfg.eal.file_prefix.clone());
     crate::instance::lock(&prefix).map_err(EngineError::Setup)
 }
@@ -104,7 +106,7 @@ pub fn lock_instance(cfg: &Config) -> Result<InstanceLock, EngineError> {
 /// Initialise the EAL, with its own words in the error if it refuses.
 pub fn init_eal(cfg: &Config) -> Result<Eal, EngineError> {
     let capture = crate::eal_log::Capture::start();
-    let res = Eal::init(&cfg.eal.args());
+    let res = Eal::init(&cfg.eal_args());
     let logged = capture
         .map(crate::eal_log::Capture::finish)
         .unwrap_or_default();
@@ -131,12 +133,29 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
     let main_tx_queue = Some((rx_lcores.len() + consumers.len()) as u16);
     let pools = rx_pools(cfg, &rx_lcores)?;
     let small_pools = small_pools(cfg, &rx_lcores)?;
-    let (ports, mut ifaces) = start_ports(cfg, &port_ids, &rx_lcores, &pools, consumers.len())?;
+    // Declared before the ports: if setup fails below, the ports close
+    // before their pool goes.
+    let mut exc_pool: Option<Mempool> = None;
+    let (mut ports, mut ifaces) =
+        start_ports(cfg, &port_ids, &rx_lcores, &pools, consumers.len())?;
 
     let numa = rx_lcores
         .first()
         .map(|l| lcore::socket_id(l.lcore) as i32)
         .unwrap_or(0);
+    let mut port_names: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
+    let exception = match crate::exception::start(cfg, rx_lcores.len(), numa)
+        .map_err(EngineError::Setup)?
+    {
+        Some(s) => {
+            let crate::exception::Started { path, port, pool } = s;
+            exc_pool = Some(pool);
+            ports.push(port);
+            port_names.push(path.tap_name.clone());
+            Some(path)
+        }
+        None => None,
+    };
     let send = send_path(&mut ifaces, numa)?;
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
@@ -160,6 +179,7 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
         pool_watch: Default::default(),
         clients: Default::default(),
         send,
+        exception,
     });
     let pool_marks = pool_marks(cfg, &shared, &pools);
     create_sockets(cfg, &shared)?;
@@ -173,10 +193,11 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
     Ok(Built {
         shared,
         ports,
-        port_names: cfg.ports.iter().map(|p| p.name.clone()).collect(),
+        port_names,
         pools,
         small_pools,
         pool_marks,
+        exc_pool,
     })
 }
 
@@ -260,6 +281,7 @@ fn find_ports(cfg: &Config) -> Result<Vec<u16>, EngineError> {
 
 /// RX lcores, with the node each belongs to, mapped to dense stage indices.
 fn plan_rx_lcores(cfg: &Config, port_ids: &[u16]) -> (Vec<u32>, Vec<RxLcore>) {
+    let n_rx = cfg.lcores.iter().filter(|l| l.role == Role::Rx).count();
     let mut node_ids: Vec<u32> = Vec::new();
     let mut rx_lcores = Vec::new();
     for l in cfg.lcores.iter().filter(|l| l.role == Role::Rx) {
@@ -303,6 +325,7 @@ fn plan_rx_lcores(cfg: &Config, port_ids: &[u16]) -> (Vec<u32>, Vec<RxLcore>) {
                 cfg.engine.control_pps,
                 cfg.engine.control_burst,
             ),
+            exception: crate::exception::LcoreException::new(cfg, n_rx, eal::tsc_hz()),
             small: Mutex::new(None),
             cache_stats: CachePadded::default(),
             // Preallocated now: the loop must not allocate.
@@ -460,7 +483,10 @@ fn start_ports(
                     .1,
             );
         }
-        let wants_tx = wants_echo || !pc.addresses.is_empty();
+        // The exception path sends the kernel's frames from the main lcore.
+        let exception_port = cfg.exception.device.is_some()
+            && cfg.exception.data_port(&cfg.ports) == Some(pc.name.as_str());
+        let wants_tx = wants_echo || !pc.addresses.is_empty() || exception_port;
         let tx_queues = if wants_tx {
             pc.tx_queues.max(tx_slots as u16)
         } else {

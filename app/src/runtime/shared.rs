@@ -127,6 +127,8 @@ pub struct Shared {
     /// main lcore on `main_tx_queue`; `None` when no port has an address
     /// (nothing to send from).
     pub send: Option<crate::send::TxPath>,
+    /// The exception path to the kernel (`[exception]`); `None`: off.
+    pub exception: Option<crate::exception::ExceptionPath>,
 }
 
 /// One RX lcore's assignment and counters.
@@ -146,6 +148,9 @@ pub struct RxLcore {
     pub quiescent: counters::Counter,
     /// ARP / ND / ICMP echo responder state: TX queue, rate limits, counters.
     pub control: crate::control::LcoreControl,
+    /// The exception path's token bucket and counters (its TX queue on
+    /// the tap is `control.tx_queue`).
+    pub exception: crate::exception::LcoreException,
     /// The small-buffer cache: taken by the lcore when its loop starts (no
     /// lock per packet), given back when it ends so teardown can check it.
     pub small: Mutex<Option<crate::small_cache::SmallCache>>,

@@ -148,6 +148,10 @@ pub fn stats_entries(s: &Summary) -> Vec<(String, u64)> {
     v.push(("rx_bytes".into(), s.rx_bytes));
     v.push(("lookups".into(), s.lookups));
     v.push(("control".into(), s.control));
+    v.push(("exception".into(), s.exception));
+    for (k, x) in &s.exception_path {
+        v.push((format!("exception_{k}"), *x));
+    }
     v.push(("hot_path_allocations".into(), s.hot_path_allocations));
     let p = &s.rx_pool;
     for (name, x) in [
