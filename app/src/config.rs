@@ -40,7 +40,12 @@ pub struct Config {
     pub reassembly: ReassemblyConf,
     #[serde(default)]
     pub metrics: MetricsConf,
+    #[serde(default)]
+    pub neighbour: NeighbourConf,
 }
+
+mod neighbour;
+pub use neighbour::{parse_mac, NeighbourConf, StaticNeighbour};
 
 /// The Prometheus endpoint (`runtime::metrics`): off unless `listen` is set.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -669,6 +674,7 @@ impl Config {
                 ));
             }
         }
+        out.extend(self.neighbour.problems(&self.ports));
         if self.ports.is_empty() {
             out.push("no [[port]] configured: add one (e.g. name = \"net_null0\" with eal.vdevs = [\"net_null0\"])".into());
         }

@@ -30,7 +30,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use dpdk_sys::{port, Mbuf, MbufBurst, MbufRing, Mempool};
 
+use crate::config::NeighbourConf;
 use crate::control::{solicited_node, Iface, Ifaces};
+use crate::heard::HeardQueue;
 use crate::counters::Counter;
 use crate::runtime::shared::{ConsumedBy, Shared};
 use crate::neigh::{Learn, NeighStats, Params, Resolve, Table};
@@ -98,6 +100,15 @@ pub struct TxPath {
     /// it the memory is gone, and the handle is forgotten).
     pool: Option<Mempool>,
     pub neigh: Arc<Neigh>,
+    /// Neighbours the RX lcores heard in received datagrams (`heard`),
+    /// taught to the table by the main lcore; `None`: learning from traffic
+    /// is off (`neighbour.learn_from_traffic = false`).
+    pub heard: Option<HeardQueue>,
+    /// How often an RX lcore reports a source it already reported (TSC ticks).
+    pub heard_interval: u64,
+    /// Reports that taught nothing: off-link source, non-unicast MAC, or
+    /// the table full of entries that may not make room.
+    pub heard_ignored: Counter,
     pub senders: SenderStats,
     pub drain: DrainStats,
     /// Datagrams in the ring or the neighbour table when the engine stopped
@@ -149,8 +160,8 @@ impl Drop for TxPath {
 
 impl TxPath {
     /// The ring, the pool and the neighbour table, on NUMA node `numa`,
-    /// with timers in TSC ticks of `hz`.
-    pub fn new(numa: i32, hz: u64) -> dpdk_sys::Result<TxPath> {
+    /// with timers in TSC ticks of `hz`, sized and timed by `conf`.
+    pub fn new(numa: i32, hz: u64, conf: &NeighbourConf) -> dpdk_sys::Result<TxPath> {
         let pool = Mempool::new(
             "tx_pool",
             POOL_MBUFS,
@@ -164,7 +175,14 @@ impl TxPath {
         Ok(TxPath {
             ring,
             pool: Some(pool),
-            neigh: Arc::new(Mutex::new(Table::new(Params::defaults(hz)))),
+            neigh: Arc::new(Mutex::new(Table::new(params(conf, hz)))),
+            heard: conf
+                .learn_from_traffic
+                .then(|| HeardQueue::new(crate::heard::QUEUE_LEN)),
+            // A tenth of the reachable time: an entry that traffic keeps
+            // confirming never goes stale.
+            heard_interval: (conf.reachable_ms.saturating_mul(hz) / 1000 / 10).max(1),
+            heard_ignored: Counter::default(),
             senders: SenderStats::default(),
             drain: DrainStats::default(),
             freed_at_stop: AtomicU64::new(0),
@@ -187,6 +205,39 @@ impl TxPath {
 
     pub fn neigh_stats(&self) -> NeighStats {
         self.table().stats
+    }
+
+    /// A static entry (`[[neighbour.static]]`); false when there is no room.
+    pub fn add_static(&self, port: u16, ip: IpAddr, mac: [u8; 6]) -> bool {
+        self.table().add_static(port, ip, mac)
+    }
+
+    /// Teach the table what the RX lcores heard (main lcore, table locked):
+    /// on-link sources with a unicast MAC only.
+    fn take_heard(&self, ifaces: &Ifaces, table: &mut Table<Mbuf>, now: u64) {
+        let Some(q) = &self.heard else { return };
+        q.take(|h| {
+            let on_link = ifaces.get(h.port).is_some_and(|i| match h.ip {
+                IpAddr::V4(a) => on_link_v4(i, a).is_some() && !i.is_v4_broadcast(a) && !i.has_v4(a),
+                IpAddr::V6(a) => on_link_v6(i, &a).is_some() && !a.is_multicast() && !i.has_v6(&a),
+            });
+            if !(on_link && unicast_mac(&h.mac) && table.learn(h.port, h.ip, h.mac, Learn::Traffic, now)) {
+                self.heard_ignored.add(1);
+            }
+        });
+    }
+}
+
+/// The table's limits and timers from `[neighbour]`, in ticks of `hz`.
+pub fn params(conf: &NeighbourConf, hz: u64) -> Params {
+    let ticks = |ms: u64| (ms.saturating_mul(hz) / 1000).max(1);
+    Params {
+        capacity: conf.entries as usize,
+        unres_qlen: conf.unres_qlen as usize,
+        mcast_solicit: conf.mcast_solicit,
+        retrans: ticks(conf.retrans_ms),
+        reachable: ticks(conf.reachable_ms),
+        gc_stale: ticks(conf.gc_stale_ms),
     }
 }
 
@@ -671,6 +722,9 @@ pub fn service(shared: &Shared, now: u64) {
         refresh_clients(tx, shared, &mut rings);
     }
     let mut table = tx.table();
+    // What the RX lcores heard, before anything is resolved: a reply to a
+    // datagram just received finds its sender's MAC.
+    tx.take_heard(ifaces, &mut table, now);
     // What an RX lcore resolved since the last pass goes first: a datagram
     // sent after those were held must not overtake them.
     table.take_ready(|port, mac, m| out.push(port, mac, m));
@@ -997,6 +1051,13 @@ pub struct SendSummary {
     pub bad_requests: u64,
     pub client_freed: u64,
     pub neigh: NeighStats,
+    /// Neighbours heard in received datagrams: reports the RX lcores made,
+    /// those dropped on a full queue, those the main lcore took, and those
+    /// of them that taught nothing.
+    pub heard_reported: u64,
+    pub heard_dropped: u64,
+    pub heard_taken: u64,
+    pub heard_ignored: u64,
     /// Held in the neighbour table or the ring when the summary was taken.
     pub in_flight: u64,
 }
@@ -1006,7 +1067,14 @@ impl SendSummary {
         let r = |c: &[AtomicU64; 2]| [0, 1].map(|i| c[i].load(Ordering::Relaxed));
         let g = |c: &[Counter; 2]| [0, 1].map(|i| c[i].get());
         let t = tx.table();
+        let h = |f: fn(&HeardQueue) -> &AtomicU64| {
+            tx.heard.as_ref().map_or(0, |q| f(q).load(Ordering::Relaxed))
+        };
         SendSummary {
+            heard_reported: h(|q| &q.reported),
+            heard_dropped: h(|q| &q.dropped),
+            heard_taken: h(|q| &q.taken),
+            heard_ignored: tx.heard_ignored.get(),
             accepted: r(&tx.senders.accepted),
             out_datagrams: g(&tx.drain.out),
             tx_errors: g(&tx.drain.tx_errors),

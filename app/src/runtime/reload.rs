@@ -102,6 +102,9 @@ pub fn static_edits(old: &Config, new: &Config) -> Vec<&'static str> {
     if differs(&old.lcores, &new.lcores) {
         out.push("[[lcore]]");
     }
+    if differs(&old.neighbour, &new.neighbour) {
+        out.push("[neighbour]");
+    }
     out
 }
 
