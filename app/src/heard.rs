@@ -211,7 +211,14 @@ mod tests {
         let mut got = Vec::new();
         q.take(|h| got.push(h));
         assert_eq!(got.len(), 5);
-        assert_eq!(got[0], Heard { port: 0, ip: a, mac: A });
+        assert_eq!(
+            got[0],
+            Heard {
+                port: 0,
+                ip: a,
+                mac: A
+            }
+        );
         assert_eq!(q.reported.load(Ordering::Relaxed), 5);
         assert_eq!(q.taken.load(Ordering::Relaxed), 5);
     }

@@ -619,7 +619,10 @@ mod tests {
         assert_eq!(t.get(0, a), Some((State::Stale, MAC)));
         assert_eq!(t.resolve(0, a, 1, 2), Resolve::Send(MAC, 1));
         // Incomplete, holding a datagram: resolved by traffic, released.
-        assert!(matches!(t.resolve(0, b, 2, 3), Resolve::Queued { solicit: true, .. }));
+        assert!(matches!(
+            t.resolve(0, b, 2, 3),
+            Resolve::Queued { solicit: true, .. }
+        ));
         assert!(t.learn(0, b, MAC, Learn::Traffic, 4));
         let mut out = Vec::new();
         t.take_ready(|_, m, x| out.push((m, x)));
@@ -648,7 +651,11 @@ mod tests {
         assert_eq!(t.resolve(0, a, 1, 0), Resolve::Send(MAC, 1));
         // Nothing heard changes them; no timer collects them; nothing evicts them.
         let other = [2, 0, 0, 0, 0, 9];
-        for how in [Learn::Confirmed, Learn::Heard { create: true }, Learn::Traffic] {
+        for how in [
+            Learn::Confirmed,
+            Learn::Heard { create: true },
+            Learn::Traffic,
+        ] {
             assert!(t.learn(0, a, other, how, 5));
         }
         t.tick(u64::MAX / 2, |_, _| {}, |_: u32| {});

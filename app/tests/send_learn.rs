@@ -52,7 +52,16 @@ fn a_reply_to_a_datagram_needs_no_solicit() {
         netns::must(
             "ip",
             &[
-                "-n", ns, "neigh", "replace", ip, "lladdr", &engine_mac, "dev", peer, "nud",
+                "-n",
+                ns,
+                "neigh",
+                "replace",
+                ip,
+                "lladdr",
+                &engine_mac,
+                "dev",
+                peer,
+                "nud",
                 "permanent",
             ],
         );
@@ -134,8 +143,10 @@ mac = "{peer_mac}"
         engine.main_loop(Some(t0.elapsed().as_secs_f64() + 0.02));
         for sock in [&srv4, &srv6] {
             api::recv_burst(sock, &mut batch);
-            let got: Vec<(SocketAddr, Vec<u8>)> =
-                batch.iter().map(|r| (r.src(), r.payload().to_vec())).collect();
+            let got: Vec<(SocketAddr, Vec<u8>)> = batch
+                .iter()
+                .map(|r| (r.src(), r.payload().to_vec()))
+                .collect();
             batch.clear();
             for (src, p) in got {
                 if replied.contains(&src) {
@@ -151,11 +162,19 @@ mac = "{peer_mac}"
             // After the replies: to the static entry, and to the address
             // that never spoke.
             assert_eq!(
-                api::send_from(&tx, addr("198.18.0.1:9001"), &[(addr("198.18.0.4:7000"), &b"static"[..])]),
+                api::send_from(
+                    &tx,
+                    addr("198.18.0.1:9001"),
+                    &[(addr("198.18.0.4:7000"), &b"static"[..])]
+                ),
                 1
             );
             assert_eq!(
-                api::send_from(&tx, addr("198.18.0.1:9001"), &[(addr("198.18.0.3:7000"), &b"quiet"[..])]),
+                api::send_from(
+                    &tx,
+                    addr("198.18.0.1:9001"),
+                    &[(addr("198.18.0.3:7000"), &b"quiet"[..])]
+                ),
                 1
             );
             extra_sent = true;
@@ -164,7 +183,11 @@ mac = "{peer_mac}"
             break;
         }
     }
-    eprintln!("replied {replied:?} after {:?}; {:?}", t0.elapsed(), engine.shared().send.as_ref().unwrap().neigh_stats());
+    eprintln!(
+        "replied {replied:?} after {:?}; {:?}",
+        t0.elapsed(),
+        engine.shared().send.as_ref().unwrap().neigh_stats()
+    );
     // The table's state before the engine stops.
     let shared = std::sync::Arc::clone(engine.shared());
     let path = shared.send.as_ref().unwrap();
@@ -181,7 +204,10 @@ mac = "{peer_mac}"
     let k = kernel.finish();
     let j = serde_json::to_value(&summary).unwrap();
 
-    assert_eq!(replied, vec![addr("198.18.0.2:7000"), addr("[fd00::2]:7000")]);
+    assert_eq!(
+        replied,
+        vec![addr("198.18.0.2:7000"), addr("[fd00::2]:7000")]
+    );
     assert!(summary.books_balanced, "{:?}", summary.problems);
     assert_eq!(summary.hot_path_allocations, 0);
     assert_eq!(k["got"]["v4"], serde_json::json!(["re:hello4"]), "{k}");
@@ -194,7 +220,12 @@ mac = "{peer_mac}"
     let nb = &s["neigh"];
     // The kernel never asked for the engine's MAC, so only traffic taught it.
     assert_eq!(n(&j["responder"]["arp_replies"]), 0, "{}", j["responder"]);
-    assert_eq!(n(&j["responder"]["nd_advertisements"]), 0, "{}", j["responder"]);
+    assert_eq!(
+        n(&j["responder"]["nd_advertisements"]),
+        0,
+        "{}",
+        j["responder"]
+    );
     assert_eq!(n(&nb["from_traffic"]), 2, "{s}");
     assert_eq!(n(&nb["permanent"]), 1, "{s}");
     assert!(n(&s["heard_reported"]) >= 2, "{s}");

@@ -93,17 +93,24 @@ pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     let parts: Vec<&str> = s.split([':', '-']).collect();
     let mut mac = [0u8; 6];
     if parts.len() != 6 {
-        return Err(format!("{s:?} is not a MAC address (six hex bytes, \"02:00:00:00:00:02\")"));
+        return Err(format!(
+            "{s:?} is not a MAC address (six hex bytes, \"02:00:00:00:00:02\")"
+        ));
     }
     for (b, p) in mac.iter_mut().zip(&parts) {
         if p.len() != 2 {
-            return Err(format!("{s:?} is not a MAC address (six hex bytes, \"02:00:00:00:00:02\")"));
+            return Err(format!(
+                "{s:?} is not a MAC address (six hex bytes, \"02:00:00:00:00:02\")"
+            ));
         }
-        *b = u8::from_str_radix(p, 16)
-            .map_err(|_| format!("{s:?} is not a MAC address (six hex bytes, \"02:00:00:00:00:02\")"))?;
+        *b = u8::from_str_radix(p, 16).map_err(|_| {
+            format!("{s:?} is not a MAC address (six hex bytes, \"02:00:00:00:00:02\")")
+        })?;
     }
     if mac[0] & 1 != 0 || mac == [0; 6] {
-        return Err(format!("{s:?} is a multicast or zero MAC: a neighbour has a unicast one"));
+        return Err(format!(
+            "{s:?} is a multicast or zero MAC: a neighbour has a unicast one"
+        ));
     }
     Ok(mac)
 }
@@ -115,7 +122,9 @@ fn on_link(a: &IfAddr, ip: IpAddr) -> bool {
             u32::from(x) & m == u32::from(y) & m
         }
         (IpAddr::V6(x), IpAddr::V6(y)) => {
-            let m = u128::MAX.checked_shl(128 - u32::from(a.prefix)).unwrap_or(0);
+            let m = u128::MAX
+                .checked_shl(128 - u32::from(a.prefix))
+                .unwrap_or(0);
             u128::from(x) & m == u128::from(y) & m
         }
         _ => false,
@@ -151,7 +160,10 @@ impl NeighbourConf {
     pub fn problems(&self, ports: &[PortConf]) -> Vec<String> {
         let mut out = Vec::new();
         if self.entries == 0 || self.entries > 4096 {
-            out.push(format!("neighbour.entries = {}: must be 1..=4096", self.entries));
+            out.push(format!(
+                "neighbour.entries = {}: must be 1..=4096",
+                self.entries
+            ));
         }
         if self.unres_qlen > 256 {
             out.push(format!(
@@ -160,7 +172,10 @@ impl NeighbourConf {
             ));
         }
         if self.mcast_solicit == 0 || self.mcast_solicit > 32 {
-            out.push(format!("neighbour.mcast_solicit = {}: must be 1..=32", self.mcast_solicit));
+            out.push(format!(
+                "neighbour.mcast_solicit = {}: must be 1..=32",
+                self.mcast_solicit
+            ));
         }
         for (key, v, max) in [
             ("retrans_ms", self.retrans_ms, 60_000),
@@ -189,10 +204,15 @@ impl NeighbourConf {
                 IpAddr::V6(a) => a.is_unspecified() || a.is_multicast(),
             };
             if bad_ip {
-                out.push(format!("{what}: not a unicast address: a neighbour has one"));
+                out.push(format!(
+                    "{what}: not a unicast address: a neighbour has one"
+                ));
                 continue;
             }
-            if ports.iter().any(|p| p.addresses.iter().any(|a| a.addr == s.ip)) {
+            if ports
+                .iter()
+                .any(|p| p.addresses.iter().any(|a| a.addr == s.ip))
+            {
                 out.push(format!("{what}: is a port's own address: remove the entry"));
                 continue;
             }
@@ -217,7 +237,13 @@ mod tests {
     fn macs() {
         assert_eq!(parse_mac("02:00:00:00:00:0a"), Ok([2, 0, 0, 0, 0, 10]));
         assert_eq!(parse_mac("02-00-00-00-00-0A"), Ok([2, 0, 0, 0, 0, 10]));
-        for bad in ["02:00:00:00:00", "02:00:00:00:00:0g", "2:0:0:0:0:1", "01:00:5e:00:00:01", "00:00:00:00:00:00"] {
+        for bad in [
+            "02:00:00:00:00",
+            "02:00:00:00:00:0g",
+            "2:0:0:0:0:1",
+            "01:00:5e:00:00:01",
+            "00:00:00:00:00:00",
+        ] {
             assert!(parse_mac(bad).is_err(), "{bad}");
         }
     }
