@@ -696,9 +696,10 @@ impl Out<'_> {
 /// The main lcore's part, at TSC `now`, on its TX queue: drain the
 /// senders' ring and the clients' rings through the neighbour table, send
 /// what is resolved, run the table's timers (solicit retries, expiry).
-pub fn service(shared: &Shared, now: u64) {
+/// How many frames it took from the rings.
+pub fn service(shared: &Shared, now: u64) -> usize {
     let Some(tx) = shared.send.as_ref() else {
-        return;
+        return 0;
     };
     let (ifaces, queue) = (&shared.ifaces, shared.main_tx_queue);
     let mut out = Out {
@@ -715,7 +716,7 @@ pub fn service(shared: &Shared, now: u64) {
     if !full && tx.ring.looks_empty() && rings.iter().all(|(_, r)| r.looks_empty()) {
         // Nothing to send, no timer due: what an RX lcore resolved since
         // goes out at the next full pass (within a millisecond).
-        return;
+        return 0;
     }
     if full {
         tx.next_full.set(now + tx.ms_ticks);
@@ -747,8 +748,10 @@ pub fn service(shared: &Shared, now: u64) {
             Resolve::Full(m) => drop(m),
         }
     };
+    let mut taken = 0;
     loop {
         let n = tx.ring.dequeue(&mut burst, 64);
+        taken += n;
         for m in burst.drain() {
             resolve(m, &mut table, &mut out);
         }
@@ -759,6 +762,7 @@ pub fn service(shared: &Shared, now: u64) {
     for (_, r) in rings.iter() {
         loop {
             let n = r.dequeue(&mut burst, 64);
+            taken += n;
             for m in burst.drain() {
                 if let Some(m) = finish_request(tx, shared, m) {
                     resolve(m, &mut table, &mut out);
@@ -787,6 +791,7 @@ pub fn service(shared: &Shared, now: u64) {
             None => tx.drain.solicits_failed.add(1),
         }
     }
+    taken
 }
 
 /// At most this many solicits per service pass; the others go out at

@@ -83,6 +83,10 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
     // The RX pools' free counts, once per millisecond at most (TSC).
     let mut sampler = Sampler::new(start_tsc);
     let mut next_sample = start_tsc;
+    // The send path moved frames less than a millisecond ago: poll it
+    // again at once rather than sleep (a sender's next burst comes within
+    // microseconds, and the rings would fill while this lcore slept).
+    let mut tx_busy_until = 0u64;
     loop {
         // The poll re-reads the registry when it changed: sockets added
         // on SIGHUP are consumed too.
@@ -93,6 +97,8 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
                 continue;
             }
             polls = 0;
+        } else if eal::rdtsc() < tx_busy_until {
+            // Sending: no sleep.
         } else if shared.clients.open.load(std::sync::atomic::Ordering::Relaxed) > 0 {
             // Nothing to consume here, but a client's frees to fold soon:
             // its socket's budget waits for them.
@@ -104,7 +110,10 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
         clients::serve(&shared);
         // send_burst's and the clients' TX rings into the main lcore's TX
         // queue, and the neighbour table's timers.
-        crate::send::service(&shared, eal::rdtsc());
+        let now = eal::rdtsc();
+        if crate::send::service(&shared, now) > 0 {
+            tx_busy_until = now + ms_ticks;
+        }
         if signals::stop_requested() {
             log::info!("signal received, stopping");
             break;
