@@ -610,7 +610,9 @@ EOF
     SEND_TP+=("$(testpmd_txonly "send-tp$i")")
     log "run send-ud$i (send_bench, ${SECS}s)"
     "$SEND_BENCH" "$W/send.toml" --local 198.18.0.1:5000 --dst 198.18.0.2:9 --size 64 --burst 32 \
-      --secs "$SECS" --cpu 1 >"$W/send-ud$i.json" 2>"$W/send-ud$i.log" || { log "send_bench failed: $(tail -1 "$W/send-ud$i.log")"; FAIL=1; }
+      --secs "$SECS" --cpu 1 >"$W/send-ud$i.out" 2>"$W/send-ud$i.log" || { log "send_bench failed: $(tail -1 "$W/send-ud$i.log")"; FAIL=1; }
+    # Its last line is the JSON (the engine's summary comes before it).
+    grep '^{' "$W/send-ud$i.out" | tail -1 >"$W/send-ud$i.json" || true
     [ -s "$W/send-ud$i.json" ] || echo '{}' >"$W/send-ud$i.json"
     SEND_UD+=("$(jq -r '.mpps // 0' "$W/send-ud$i.json")")
     SEND_REF+=("$(jq -r '.refused // 0' "$W/send-ud$i.json")")
