@@ -50,8 +50,13 @@ fn main() {
     } else {
         fail(usage)
     };
-    let (mut dst, mut count, mut name, mut secs, mut sockets): (Option<SocketAddr>, usize, String, f64, usize) =
-        (None, 4096, "www.example.test.".into(), 3.0, 4);
+    let (mut dst, mut count, mut name, mut secs, mut sockets): (
+        Option<SocketAddr>,
+        usize,
+        String,
+        f64,
+        usize,
+    ) = (None, 4096, "www.example.test.".into(), 3.0, 4);
     while let Some(a) = args.next() {
         let v = args.next().unwrap_or_else(|| fail(usage));
         match a.as_str() {
@@ -75,8 +80,8 @@ fn main() {
 fn write_pcap(path: &str, dst: SocketAddr, queries: &[Vec<u8>]) {
     use udpdemux::pcap::PcapWriter;
     let f = std::fs::File::create(path).unwrap_or_else(|e| fail(&format!("{path}: {e}")));
-    let mut w = PcapWriter::new(std::io::BufWriter::new(f), 65535)
-        .unwrap_or_else(|e| fail(&e.to_string()));
+    let mut w =
+        PcapWriter::new(std::io::BufWriter::new(f), 65535).unwrap_or_else(|e| fail(&e.to_string()));
     let src_ip: std::net::IpAddr = if dst.is_ipv4() {
         "198.18.7.1".parse().unwrap()
     } else {
@@ -104,7 +109,8 @@ fn kernel(dst: SocketAddr, queries: &[Vec<u8>], secs: f64, sockets: usize) {
     let socks: Vec<UdpSocket> = (0..sockets)
         .map(|_| {
             let s = UdpSocket::bind(bind).unwrap_or_else(|e| fail(&e.to_string()));
-            s.set_nonblocking(true).unwrap_or_else(|e| fail(&e.to_string()));
+            s.set_nonblocking(true)
+                .unwrap_or_else(|e| fail(&e.to_string()));
             s
         })
         .collect();
@@ -140,7 +146,9 @@ fn sockaddr(a: SocketAddr) -> (libc::sockaddr_storage, u32) {
     let len = match a {
         SocketAddr::V4(v) => {
             // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
-            let sin = unsafe { &mut *(&mut st as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            let sin = unsafe {
+                &mut *(&mut st as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>()
+            };
             sin.sin_family = libc::AF_INET as u16;
             sin.sin_port = v.port().to_be();
             sin.sin_addr.s_addr = u32::from(*v.ip()).to_be();
@@ -148,7 +156,9 @@ fn sockaddr(a: SocketAddr) -> (libc::sockaddr_storage, u32) {
         }
         SocketAddr::V6(v) => {
             // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
-            let sin6 = unsafe { &mut *(&mut st as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            let sin6 = unsafe {
+                &mut *(&mut st as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
+            };
             sin6.sin6_family = libc::AF_INET6 as u16;
             sin6.sin6_port = v.port().to_be();
             sin6.sin6_addr.s6_addr = v.ip().octets();
@@ -181,11 +191,19 @@ unsafe fn send_batch(
         v.iov_len = q.len();
         h.msg_hdr.msg_iov = v;
         h.msg_hdr.msg_iovlen = 1;
-        h.msg_hdr.msg_name = (storage as *const libc::sockaddr_storage as *mut libc::sockaddr_storage).cast();
+        h.msg_hdr.msg_name =
+            (storage as *const libc::sockaddr_storage as *mut libc::sockaddr_storage).cast();
         h.msg_hdr.msg_namelen = len;
     }
     // SAFETY: every header points at a live buffer of its stated length.
-    let n = unsafe { libc::sendmmsg(s.as_raw_fd(), hdrs.as_mut_ptr(), BATCH as u32, libc::MSG_DONTWAIT) };
+    let n = unsafe {
+        libc::sendmmsg(
+            s.as_raw_fd(),
+            hdrs.as_mut_ptr(),
+            BATCH as u32,
+            libc::MSG_DONTWAIT,
+        )
+    };
     let n = n.max(0) as usize;
     *next = (*next + n) % queries.len();
     n
