@@ -388,47 +388,72 @@ pub fn send_burst(
     dgrams: &[(SocketAddr, &[u8])],
 ) -> usize {
     let mut burst = MbufBurst::<64>::new();
+    let mut stash = MbufBurst::<64>::new();
     let mut taken = 0;
-    for (dst, payload) in dgrams {
-        let fam = family(dst.ip());
-        if payload.len() > max_payload(fam) {
-            add(&tx.senders.too_big, fam, 1);
-            continue;
+    for chunk in dgrams.chunks(64) {
+        // One trip to the pool per chunk: an application thread is no lcore
+        // and has no mempool cache, so each single alloc would be a ring
+        // operation of its own. All or nothing: when the pool is too low
+        // for the chunk, each datagram tries alone below.
+        let _ = tx.pool().alloc_into(&mut stash, chunk.len());
+        let mut fresh = stash.drain();
+        for (dst, payload) in chunk {
+            taken += send_one(tx, ifaces, local, *dst, payload, &mut fresh, &mut burst);
         }
-        let Some((iface, src)) = route(ifaces, local.ip(), dst.ip()) else {
-            add(&tx.senders.no_route, fam, 1);
-            continue;
-        };
-        let Some(spec) = frame_spec(iface.mac, SocketAddr::new(src, local.port()), *dst, payload)
-        else {
-            add(&tx.senders.no_route, fam, 1);
-            continue;
-        };
-        let Some(mut m) = tx.pool().alloc() else {
-            add(&tx.senders.no_buffer, fam, 1);
-            continue;
-        };
-        let written = build::frame_len(&spec)
-            .ok()
-            .and_then(|n| u16::try_from(n).ok())
-            .and_then(|n| m.append(n))
-            .and_then(|out| build::write_frame(&spec, out).ok());
-        if written.is_none() {
-            add(&tx.senders.no_buffer, fam, 1);
-            continue;
-        }
-        m.view_mut().set_port(iface.port);
-        if offload_if_offered(iface, &mut m).is_none() {
-            add(&tx.senders.no_buffer, fam, 1);
-            continue;
-        }
-        if burst.spare() == 0 {
-            taken += flush(tx, &mut burst);
-        }
-        // Room: flushed above when full.
-        let _ = burst.push(m);
+        // What was not used goes back (freed in bulk).
+        drop(fresh);
     }
     taken + flush(tx, &mut burst)
+}
+
+/// Build one datagram into an mbuf of `fresh` (or a new one) and add it to
+/// `burst`; what a flush of a full `burst` took. A refused one is counted
+/// by reason.
+fn send_one(
+    tx: &TxPath,
+    ifaces: &Ifaces,
+    local: SocketAddr,
+    dst: SocketAddr,
+    payload: &[u8],
+    fresh: &mut impl Iterator<Item = Mbuf>,
+    burst: &mut MbufBurst<64>,
+) -> usize {
+    let fam = family(dst.ip());
+    if payload.len() > max_payload(fam) {
+        add(&tx.senders.too_big, fam, 1);
+        return 0;
+    }
+    let Some((iface, src)) = route(ifaces, local.ip(), dst.ip()) else {
+        add(&tx.senders.no_route, fam, 1);
+        return 0;
+    };
+    let Some(spec) = frame_spec(iface.mac, SocketAddr::new(src, local.port()), dst, payload)
+    else {
+        add(&tx.senders.no_route, fam, 1);
+        return 0;
+    };
+    let Some(mut m) = fresh.next().or_else(|| tx.pool().alloc()) else {
+        add(&tx.senders.no_buffer, fam, 1);
+        return 0;
+    };
+    let written = build::frame_len(&spec)
+        .ok()
+        .and_then(|n| u16::try_from(n).ok())
+        .and_then(|n| m.append(n))
+        .and_then(|out| build::write_frame(&spec, out).ok());
+    if written.is_none() {
+        add(&tx.senders.no_buffer, fam, 1);
+        return 0;
+    }
+    m.view_mut().set_port(iface.port);
+    if offload_if_offered(iface, &mut m).is_none() {
+        add(&tx.senders.no_buffer, fam, 1);
+        return 0;
+    }
+    let taken = if burst.spare() == 0 { flush(tx, burst) } else { 0 };
+    // Room: flushed above when full.
+    let _ = burst.push(m);
+    taken
 }
 
 /// Onto the ring; what does not fit is freed and counted.
