@@ -104,9 +104,9 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
             // frames per 100 µs is 10 Mpps).
             std::thread::sleep(Duration::from_micros(100));
         } else if eal::rdtsc() < tx_busy_until {
-            // An in-process sender is busy: poll again, but let a thread
-            // sharing this CPU run first.
-            std::thread::yield_now();
+            // An in-process sender is busy: poll again at once, as an lcore
+            // does (a yield here hands the CPU to any other runnable task
+            // for a whole time slice, and the TX ring fills meanwhile).
         } else {
             // Nothing to consume here: the main lcore only keeps time.
             std::thread::sleep(Duration::from_millis(5));
