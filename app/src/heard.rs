@@ -9,7 +9,12 @@
 //! [`HeardFilter`], a small direct-mapped cache of its own (no sharing),
 //! remembers the (port, source, MAC) it reported last per slot and when;
 //! a datagram whose source is in it with the same MAC, reported less than
-//! `interval` ago, costs a hash and a compare. Anything else is pushed onto
+//! `interval` ago, costs a hash and a compare. More sources than slots (a
+//! scan, or a flood from many addresses) would make every datagram a
+//! report, so an lcore reports at most [`REPORTS_PER_WINDOW`] per window
+//! (a millisecond); the rest are counted as `suppressed` in a plain
+//! counter of the lcore's, added to the shared one once per window.
+//! Anything else is pushed onto
 //! [`HeardQueue`], a bounded lock-free queue allocated once; when it is
 //! full the report is dropped and counted (the next datagram from that
 //! source reports again). The main lcore pops the queue at the start of
@@ -42,6 +47,8 @@ pub struct HeardQueue {
     pub dropped: AtomicU64,
     /// Reports the main lcore took (every one pushed is taken or still queued).
     pub taken: AtomicU64,
+    /// Reports an RX lcore did not make: over its per-window budget.
+    pub suppressed: AtomicU64,
 }
 
 impl HeardQueue {
@@ -51,6 +58,7 @@ impl HeardQueue {
             reported: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             taken: AtomicU64::new(0),
+            suppressed: AtomicU64::new(0),
         }
     }
 
@@ -90,6 +98,8 @@ impl HeardQueue {
 
 /// Slots of an RX lcore's filter (a power of two).
 const SLOTS: usize = 64;
+/// Reports an RX lcore may make per window.
+pub const REPORTS_PER_WINDOW: u32 = 32;
 
 #[derive(Debug, Clone, Copy)]
 struct Slot {
@@ -107,10 +117,17 @@ pub struct HeardFilter {
     /// Report a known source again after this many ticks (so the main lcore
     /// keeps its entry fresh while it talks).
     interval: u64,
+    /// The rate limit: window length in ticks, its start, reports in it,
+    /// and those suppressed not yet added to the queue's counter.
+    window: u64,
+    window_start: u64,
+    in_window: u32,
+    suppressed: u64,
 }
 
 impl HeardFilter {
-    pub fn new(interval: u64) -> HeardFilter {
+    /// `interval` and `window` in the caller's ticks.
+    pub fn new(interval: u64, window: u64) -> HeardFilter {
         HeardFilter {
             slots: [Slot {
                 port: 0,
@@ -119,6 +136,18 @@ impl HeardFilter {
                 at: 0,
             }; SLOTS],
             interval: interval.max(1),
+            window: window.max(1),
+            window_start: 0,
+            in_window: 0,
+            suppressed: 0,
+        }
+    }
+
+    /// Add what this filter suppressed to the queue's counter.
+    pub fn flush(&mut self, q: &HeardQueue) {
+        if self.suppressed != 0 {
+            q.suppressed.fetch_add(self.suppressed, Ordering::Relaxed);
+            self.suppressed = 0;
         }
     }
 
@@ -137,11 +166,12 @@ impl HeardFilter {
     }
 
     /// A datagram from `ip` at `mac` on `port` at TSC `now`: pushed onto `q`
-    /// unless reported within the interval. True when a report was pushed
-    /// or dropped (counted by the queue).
+    /// unless reported within the interval or over the window's budget.
+    /// True when a report was pushed or dropped (counted by the queue).
     #[inline]
     pub fn offer(&mut self, q: &HeardQueue, port: u16, ip: IpAddr, mac: [u8; 6], now: u64) -> bool {
-        let s = &mut self.slots[Self::index(&ip)];
+        let i = Self::index(&ip);
+        let s = &self.slots[i];
         if s.at != 0
             && s.ip == ip
             && s.mac == mac
@@ -150,9 +180,20 @@ impl HeardFilter {
         {
             return false;
         }
+        if now.wrapping_sub(self.window_start) >= self.window {
+            self.window_start = now;
+            self.in_window = 0;
+            self.flush(q);
+        }
+        if self.in_window >= REPORTS_PER_WINDOW {
+            // Not remembered: reported once the budget allows.
+            self.suppressed += 1;
+            return false;
+        }
+        self.in_window += 1;
         // Remembered even when the queue was full: the report is retried
         // after the interval, not on every datagram of a flood.
-        *s = Slot {
+        self.slots[i] = Slot {
             port,
             ip,
             mac,
@@ -171,16 +212,22 @@ pub struct Listener<'q> {
 }
 
 impl<'q> Listener<'q> {
-    pub fn new(q: &'q HeardQueue, interval: u64) -> Listener<'q> {
+    pub fn new(q: &'q HeardQueue, interval: u64, window: u64) -> Listener<'q> {
         Listener {
             q,
-            f: HeardFilter::new(interval),
+            f: HeardFilter::new(interval, window),
         }
     }
 
     #[inline]
     pub fn offer(&mut self, port: u16, ip: IpAddr, mac: [u8; 6], now: u64) -> bool {
         self.f.offer(self.q, port, ip, mac, now)
+    }
+}
+
+impl Drop for Listener<'_> {
+    fn drop(&mut self) {
+        self.f.flush(self.q);
     }
 }
 
@@ -197,7 +244,7 @@ mod tests {
     #[test]
     fn a_source_is_reported_once_per_interval_and_again_when_it_moves() {
         let q = HeardQueue::new(8);
-        let mut f = HeardFilter::new(100);
+        let mut f = HeardFilter::new(100, 1000);
         let a = ip("198.18.0.2");
         assert!(f.offer(&q, 0, a, A, 10));
         for t in 11..110 {
@@ -226,7 +273,7 @@ mod tests {
     #[test]
     fn a_full_queue_drops_and_counts_and_a_flood_does_not_retry_per_datagram() {
         let q = HeardQueue::new(2);
-        let mut f = HeardFilter::new(1000);
+        let mut f = HeardFilter::new(1000, 1000);
         for i in 0..4u8 {
             f.offer(&q, 0, IpAddr::V4([198, 18, 0, 10 + i].into()), A, 1);
         }
@@ -240,6 +287,24 @@ mod tests {
             q.reported.load(Ordering::Relaxed) + q.dropped.load(Ordering::Relaxed),
             4
         );
+    }
+
+    #[test]
+    fn an_lcore_reports_at_most_its_budget_per_window() {
+        let q = HeardQueue::new(1024);
+        let mut f = HeardFilter::new(1_000_000, 100);
+        // 200 distinct sources in one window: the budget, the rest counted.
+        for i in 0..200u32 {
+            f.offer(&q, 0, IpAddr::V4((0xc612_0000 + i).into()), A, 1);
+        }
+        assert_eq!(q.len(), REPORTS_PER_WINDOW as usize);
+        f.flush(&q);
+        assert_eq!(
+            q.suppressed.load(Ordering::Relaxed),
+            200 - u64::from(REPORTS_PER_WINDOW)
+        );
+        // The next window reports again.
+        assert!(f.offer(&q, 0, IpAddr::V4((0xc612_1000u32).into()), A, 101));
     }
 
     #[test]

@@ -101,6 +101,7 @@ pub fn counters(s: &Summary) -> Counters {
             ("UdpDemuxNeighHeardReports", t.heard_reported),
             ("UdpDemuxNeighHeardDropped", t.heard_dropped),
             ("UdpDemuxNeighHeardIgnored", t.heard_ignored),
+            ("UdpDemuxNeighHeardSuppressed", t.heard_suppressed),
         ] {
             out.push((name.into(), v));
         }

@@ -195,6 +195,11 @@ impl TxPath {
         })
     }
 
+    /// TSC ticks in a millisecond.
+    pub fn ms_ticks(&self) -> u64 {
+        self.ms_ticks
+    }
+
     pub fn pool(&self) -> &Mempool {
         self.pool.as_ref().expect("the pool lives as long as the path")
     }
@@ -1088,6 +1093,8 @@ pub struct SendSummary {
     pub heard_dropped: u64,
     pub heard_taken: u64,
     pub heard_ignored: u64,
+    /// Reports the RX lcores did not make (over their per-millisecond budget).
+    pub heard_suppressed: u64,
     /// Held in the neighbour table or the ring when the summary was taken.
     pub in_flight: u64,
 }
@@ -1105,6 +1112,7 @@ impl SendSummary {
             heard_dropped: h(|q| &q.dropped),
             heard_taken: h(|q| &q.taken),
             heard_ignored: tx.heard_ignored.get(),
+            heard_suppressed: h(|q| &q.suppressed),
             accepted: r(&tx.senders.accepted),
             out_datagrams: g(&tx.drain.out),
             tx_errors: g(&tx.drain.tx_errors),

@@ -483,6 +483,7 @@ pub fn render(s: &Summary, x: &Extra) -> String {
             ("udpdemux_neigh_heard_reports_total", "Sources RX lcores reported from received datagrams", t.heard_reported),
             ("udpdemux_neigh_heard_dropped_total", "Source reports dropped: the queue to the main lcore was full", t.heard_dropped),
             ("udpdemux_neigh_heard_ignored_total", "Source reports that taught nothing (off-link, bad MAC, table full)", t.heard_ignored),
+            ("udpdemux_neigh_heard_suppressed_total", "Source reports an RX lcore did not make (over its per-millisecond budget)", t.heard_suppressed),
         ] {
             o.counter(name, help, &[], v);
         }

@@ -46,7 +46,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     let mut heard = shared.send.as_ref().and_then(|t| {
         t.heard
             .as_ref()
-            .map(|q| crate::heard::Listener::new(q, t.heard_interval))
+            .map(|q| crate::heard::Listener::new(q, t.heard_interval, t.ms_ticks()))
     });
     let _hot = HotSection::enter();
     while !shared.stop.load(Ordering::Relaxed) {
