@@ -28,6 +28,13 @@
 #   - the exception path (issue 19): UDP delivered while a flood of TCP frames
 #     goes to the kernel through a net_tap port under its rate limit, against
 #     the same replay with the path off and against the UDP frames alone
+#   - send_burst's rate to one destination, 64-byte payloads, against
+#     dpdk-testpmd --forward-mode=txonly on the same port (net_null, no-rx),
+#     in alternating pairs (issue 17; the `send_bench` example)
+#   - the DNS example's answered queries per second, engine mode (queries
+#     replayed by net_pcap into the engine, the responder a client process)
+#     against kernel mode (recvmmsg/sendmmsg on loopback), the same queries
+#     from the same generator (the udpdemux-dns `dns_load` example) (issue 17)
 #
 # Prints Markdown (also written to $BENCH_DIR/bench.md); exits non-zero if the
 # books of any run do not balance. A full run (no BENCH_ONLY) whose books
@@ -62,6 +69,9 @@
 #                    kernel    recvmmsg(2) baseline
 #                    exception UDP delivered under a TCP flood to the exception
 #                              port (net_tap, rate-limited), path off, no limit
+#                    send      send_burst (send_bench) / testpmd txonly pairs on net_null
+#                    dns       DNS example: engine mode / kernel mode answered queries per second
+#                              (engine mode needs hugepages: the responder is a client process)
 #                  Rows that compare with a section not run show "-" or n/a.
 #   BENCH_PAIRS    floor/pipeline pairs in "pipeline" (default 5, at least 1)
 #   BENCH_CLIENT_PAIRS  pipeline/client pairs in "client" (default 3, at least 1)
@@ -70,6 +80,7 @@
 #   BENCH_VICTIM_PPS         the victim's consumer cap in "flood" (default 200000)
 #   BENCH_EXC_PPS  exception.rate_pps in "exception" (default 10000, the config's default)
 #   BENCH_EXC_ROUNDS  rounds (path on with the flood / off / UDP alone) in "exception" (default 5)
+#   BENCH_SEND_PAIRS    send_bench/testpmd txonly pairs in "send" (default 3, at least 1)
 #   BENCH_FRAMES   frames per replayed pcap (default 8192)
 #   BENCH_DIR      output directory (default target/bench)
 #   BENCH_DOCS     the file whose bench:begin/bench:end region gets the report of a
@@ -94,7 +105,7 @@ rm -f "$W"/*.json "$W"/*.log "$W"/*.toml "$W/demux.md"
 log() { echo "bench: $*" >&2; }
 die() { log "error: $*"; exit 2; }
 
-SECTIONS="rate rxcore pipeline client flood flood2 memory memif demux kernel exception"
+SECTIONS="rate rxcore pipeline client flood flood2 memory memif demux kernel exception send dns"
 ONLY=${BENCH_ONLY:-}
 for x in ${ONLY//,/ }; do
   [[ " $SECTIONS " == *" $x "* ]] || die "BENCH_ONLY: unknown section \"$x\" (sections: $SECTIONS)"
@@ -104,6 +115,8 @@ PAIRS=${BENCH_PAIRS:-5}
 [ "$PAIRS" -ge 1 ] || die "BENCH_PAIRS must be at least 1"
 CPAIRS=${BENCH_CLIENT_PAIRS:-3}
 [ "$CPAIRS" -ge 1 ] || die "BENCH_CLIENT_PAIRS must be at least 1"
+SPAIRS=${BENCH_SEND_PAIRS:-3}
+[ "$SPAIRS" -ge 1 ] || die "BENCH_SEND_PAIRS must be at least 1"
 F2_RUNS=${BENCH_FLOOD2_RUNS:-3}
 [ "$F2_RUNS" -ge 1 ] || die "BENCH_FLOOD2_RUNS must be at least 1"
 F2_VRATE=${BENCH_FLOOD2_VICTIM_PPS:-1000000}
@@ -122,9 +135,16 @@ if [ -z "${BENCH_NO_BUILD:-}" ]; then
   log "building (release, fat LTO: about 2 minutes on a fresh machine)"
   cargo build --release -j2 -p udpdemux --bin udpdemux --example recvmmsg_baseline >&2
   if on client; then cargo build --release -j2 -p udpdemux-client --example bench >&2; fi
+  if on send; then cargo build --release -j2 -p udpdemux --example send_bench >&2; fi
+  if on dns; then cargo build --release -j2 -p udpdemux-dns --bin udpdemux-dns --example dns_load >&2; fi
 fi
 [ -x "$BIN" ] && [ -x "$BASELINE" ] || die "$BIN or $BASELINE missing: build first (unset BENCH_NO_BUILD)"
 CLIENT_BENCH=$TARGET/release/examples/bench
+SEND_BENCH=$TARGET/release/examples/send_bench
+DNS_BIN=$TARGET/release/udpdemux-dns
+DNS_LOAD=$TARGET/release/examples/dns_load
+if on send; then [ -x "$SEND_BENCH" ] || die "$SEND_BENCH missing: build first (unset BENCH_NO_BUILD)"; fi
+if on dns; then [ -x "$DNS_BIN" ] && [ -x "$DNS_LOAD" ] || die "$DNS_BIN or $DNS_LOAD missing: build first (unset BENCH_NO_BUILD)"; fi
 if on client; then [ -x "$CLIENT_BENCH" ] || die "$CLIENT_BENCH missing: build first (unset BENCH_NO_BUILD)"; fi
 
 # Hugepages when there are enough (memif needs them: it shares memory between
@@ -628,6 +648,134 @@ if on kernel; then
   log "run kernel recvmmsg baseline"
   "$BASELINE" --sizes 64,512,1400 --secs 2 --json >"$W/kernel.json" 2>"$W/kernel.log" || { log "baseline failed"; FAIL=1; echo '[]' >"$W/kernel.json"; }
 fi
+
+# 6. send_burst against testpmd txonly (issue 17), on the same port type:
+# net_null with no-rx=1, 106-byte frames (64-byte payload) to one
+# destination. testpmd: its forwarding lcore on CPU 1 builds and sends.
+# send_bench: an application thread on CPU 1 calls send_burst (bursts of
+# 32), the main lcore on CPU 0 drains the TX ring into the port; the RX
+# lcore the engine needs (nothing to receive) shares CPU 1 under
+# SCHED_IDLE. A static neighbour for the destination: nobody answers ARP
+# on net_null.
+testpmd_txonly() { # NAME
+  log "run $1 (dpdk-testpmd txonly, ${SECS}s)"
+  timeout -s INT $((SECS + 2)) dpdk-testpmd -l 0,1 "${TP_MEM[@]}" --no-pci --file-prefix="bench-tp-$$" \
+    --vdev=net_null0,no-rx=1 -- --forward-mode=txonly --txpkts=106 --tx-ip=198.18.0.1,198.18.0.2 \
+    --tx-udp=5000,9 --stats-period 1 --total-num-mbufs=32768 </dev/null >"$W/$1.log" 2>&1 || true
+  awk '/Tx-pps:/ { if ($2 > 0) v[n++] = $2 }
+       END { s = 0; c = 0; for (i = 1; i < n; i++) { s += v[i]; c++ }
+             if (c == 0 && n > 0) { s = v[n-1]; c = 1 }
+             if (c) printf "%.3f", s / c / 1e6; else print 0 }' "$W/$1.log"
+}
+SEND_TP=(); SEND_UD=(); SEND_REF=(); SEND_BAL=()
+if on send; then
+  cat >"$W/send.toml" <<EOF
+[eal]
+lcores = "0@0,1@1"
+no_huge = $NO_HUGE
+memory_mb = $MEM_MB
+no_pci = true
+file_prefix = "bench-send-$$"
+vdevs = ["net_null0,no-rx=1"]
+
+[[port]]
+name = "net_null0"
+tx_queues = 2
+addresses = ["198.18.0.1/24"]
+
+[[lcore]]
+id = 1
+role = "rx"
+queues = ["net_null0:0"]
+
+[[neighbour.static]]
+ip = "198.18.0.2"
+mac = "02:00:00:00:00:02"
+EOF
+  for i in $(seq "$SPAIRS"); do
+    SEND_TP+=("$(testpmd_txonly "send-tp$i")")
+    log "run send-ud$i (send_bench, ${SECS}s)"
+    "$SEND_BENCH" "$W/send.toml" --local 198.18.0.1:5000 --dst 198.18.0.2:9 --size 64 --burst 32 \
+      --secs "$SECS" --cpu 1 >"$W/send-ud$i.out" 2>"$W/send-ud$i.log" || { log "send_bench failed: $(tail -1 "$W/send-ud$i.log")"; FAIL=1; }
+    # Its last line is the JSON (the engine's summary comes before it).
+    grep '^{' "$W/send-ud$i.out" | tail -1 >"$W/send-ud$i.json" || true
+    [ -s "$W/send-ud$i.json" ] || echo '{}' >"$W/send-ud$i.json"
+    SEND_UD+=("$(jq -r '.mpps // 0' "$W/send-ud$i.json")")
+    SEND_REF+=("$(jq -r '.refused // 0' "$W/send-ud$i.json")")
+    SEND_BAL+=("$(jq -r '.books_balanced // false' "$W/send-ud$i.json")")
+    [ "${SEND_BAL[-1]}" = true ] || { log "send-ud$i: books do NOT balance"; FAIL=1; }
+  done
+fi
+
+# 7. The DNS example (issue 17): answered queries per second. The same
+# 4096 A queries (dns_load) drive both: engine mode replays them from a pcap
+# (net_pcap infinite_rx; RX lcore on CPU 1), the responder is a client
+# process on CPU 0 beside the main lcore (which transmits its answers into
+# tx_pcap=/dev/null); kernel mode answers on a loopback socket (responder on
+# CPU 1, dns_load sending with sendmmsg and counting answers on CPU 0).
+DNS_ENG=""; DNS_KER=""; DNS_NOTE=""
+wait_line() { # FILE PATTERN TRIES(0.1 s)
+  local i; for i in $(seq "$3"); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1
+}
+if on dns && [ "$NO_HUGE" = true ]; then
+  DNS_NOTE="Skipped: the engine-mode responder is a client process (DPDK multi-process needs hugepages) and fewer than 200 were free."
+elif on dns; then
+  "$DNS_LOAD" pcap "$W/dns.pcap" --dst 198.18.0.1:53 --count 4096
+  cat >"$W/dns.toml" <<EOF
+[eal]
+lcores = "0@0,1@1"
+no_huge = false
+memory_mb = $MEM_MB
+no_pci = true
+file_prefix = "bench-dns-$$"
+vdevs = ["net_pcap0,rx_pcap=$W/dns.pcap,infinite_rx=1,tx_pcap=/dev/null,tx_pcap=/dev/null"]
+
+[mempool]
+mbufs = 16383
+
+[[port]]
+name = "net_pcap0"
+tx_queues = 2
+rx_checksum_offload = false
+addresses = ["198.18.0.1/16"]
+
+[[lcore]]
+id = 1
+role = "rx"
+queues = ["net_pcap0:0"]
+EOF
+  log "run dns-engine (net_pcap replay -> engine -> udpdemux-dns client, ${SECS}s)"
+  "$BIN" run --config "$W/dns.toml" --duration $((SECS + 60)) --stats-json "$W/dns-engine.json" >"$W/dns-engine.log" 2>&1 &
+  epid=$!
+  wait_line "$W/dns-engine.log" "port net_pcap0" 200 || log "dns-engine: port not up: $(tail -1 "$W/dns-engine.log")"
+  taskset -c 0 "$DNS_BIN" --zone conf/dns-zone.toml "bench-dns-$$" --bind dns4@198.18.0.1:53 \
+    >"$W/dns-engine-srv.log" 2>&1 &
+  spid=$!
+  if wait_line "$W/dns-engine-srv.log" '^ready' 200; then
+    sleep "$SECS"
+  else
+    log "dns-engine: the responder did not start: $(tail -1 "$W/dns-engine-srv.log")"; FAIL=1
+  fi
+  kill -INT "$spid" 2>/dev/null || true; wait "$spid" || true
+  kill -INT "$epid" 2>/dev/null || true; wait "$epid" || true
+  [ -s "$W/dns-engine.json" ] || echo '{}' >"$W/dns-engine.json"
+  [ "$(jq -r '.books_balanced // false' "$W/dns-engine.json")" = true ] || { log "dns-engine: books do NOT balance"; FAIL=1; }
+  grep '^{' "$W/dns-engine-srv.log" | tail -1 >"$W/dns-engine-srv.json" || echo '{}' >"$W/dns-engine-srv.json"
+  DNS_ENG=$(jq -r --argjson s "$SECS" '(.responses // 0) / $s / 1e6' "$W/dns-engine-srv.json")
+
+  log "run dns-kernel (dns_load -> loopback -> udpdemux-dns --kernel, ${SECS}s)"
+  taskset -c 1 "$DNS_BIN" --zone conf/dns-zone.toml --kernel 127.0.0.1:5353 >"$W/dns-kernel-srv.log" 2>&1 &
+  spid=$!
+  if wait_line "$W/dns-kernel-srv.log" '^ready' 100; then
+    taskset -c 0 "$DNS_LOAD" kernel --dst 127.0.0.1:5353 --count 4096 --secs "$SECS" >"$W/dns-kernel.json" 2>"$W/dns-kernel.log" || FAIL=1
+  else
+    log "dns-kernel: the responder did not start: $(tail -1 "$W/dns-kernel-srv.log")"; FAIL=1
+  fi
+  kill -INT "$spid" 2>/dev/null || true; wait "$spid" || true
+  [ -s "$W/dns-kernel.json" ] || echo '{}' >"$W/dns-kernel.json"
+  grep '^{' "$W/dns-kernel-srv.log" | tail -1 >"$W/dns-kernel-srv.json" || echo '{}' >"$W/dns-kernel-srv.json"
+  DNS_KER=$(jq -r '.mpps // 0' "$W/dns-kernel.json")
+fi
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ================================================================ report
@@ -997,6 +1145,39 @@ if on demux; then
 echo "### Parse + early demux, ns per packet (no EAL, \`udpdemux bench-demux\`)"
 echo
 cat "$W/demux.md" 2>/dev/null || echo "(bench-demux wrote nothing: see $W/demux.log)"
+echo
+fi
+if on send; then
+echo "### send_burst against testpmd txonly (net_null, 64-byte payloads, one destination)"
+echo
+echo "testpmd: \`--forward-mode=txonly --txpkts=106\` on \`net_null0,no-rx=1\`, its forwarding lcore on CPU 1 (mean Tx-pps of the full stats periods). send_burst: the \`send_bench\` example on the same port type, an application thread on CPU 1 calling \`send_burst\` (bursts of 32; headers, software checksums and an mbuf of the TX pool per datagram), the main lcore on CPU 0 draining the TX ring through the neighbour table (a static entry) into the port; Mpps = \`UdpOutDatagrams\` over the measured window. So send_burst uses two CPUs where testpmd uses one, and testpmd's txonly re-sends pre-built headers."
+echo
+echo "| pair | testpmd txonly Mpps | send_burst Mpps | ratio | send_burst refused (ring full / no mbuf) | books |"
+echo "|---:|---:|---:|---:|---:|---|"
+for i in "${!SEND_UD[@]}"; do
+  echo "| $((i + 1)) | ${SEND_TP[$i]} | $(fmt "${SEND_UD[$i]}") | $(ratio "${SEND_UD[$i]}" "${SEND_TP[$i]}") | ${SEND_REF[$i]} | ${SEND_BAL[$i]} |"
+done
+# shellcheck disable=SC2086
+echo
+# shellcheck disable=SC2086
+echo "Median: send_burst $(fmt "$(median ${SEND_UD[*]})") Mpps (spread $(spread ${SEND_UD[*]})) / testpmd $(fmt "$(median ${SEND_TP[*]})") Mpps (spread $(spread ${SEND_TP[*]})) = $(ratio "$(median ${SEND_UD[*]})" "$(median ${SEND_TP[*]})")."
+echo
+fi
+if on dns; then
+echo "### DNS example: answered queries per second, engine mode / kernel mode"
+echo
+if [ -n "$DNS_NOTE" ]; then
+  echo "$DNS_NOTE"
+else
+  echo "The same 4096 A queries for www.example.test (from \`dns_load\`, two A records each answer). Engine mode: replayed by \`net_pcap\` (\`infinite_rx\`) into the engine (RX lcore on CPU 1), answered by \`udpdemux-dns\` as a client process on CPU 0 (beside the main lcore, which transmits the answers into \`tx_pcap=/dev/null\`); answered = the responder's responses taken by \`send_burst\` over ${SECS} s. Kernel mode: \`udpdemux-dns --kernel 127.0.0.1:5353\` (recvmmsg/sendmmsg) on CPU 1, \`dns_load kernel\` on CPU 0 sending with sendmmsg from 4 sockets and counting answers; answered = answers it received per second."
+  echo
+  echo "| mode | answered Mqps | queries in | responses | sent on the wire (UdpOutDatagrams) | dropped before the responder |"
+  echo "|---|---:|---:|---:|---:|---|"
+  echo "| engine (client process) | $(fmt "$DNS_ENG") | $(jq -r '.queries // 0' "$W/dns-engine-srv.json") | $(jq -r '.responses // 0' "$W/dns-engine-srv.json") | $(jq -r '.udp.UdpOutDatagrams // 0' "$W/dns-engine.json") | $(drops dns-engine) |"
+  echo "| kernel (recvmmsg/sendmmsg) | $(fmt "$DNS_KER") | $(jq -r '.queries // 0' "$W/dns-kernel-srv.json") | $(jq -r '.responses // 0' "$W/dns-kernel-srv.json") | - | sent by dns_load $(jq -r '.sent // 0' "$W/dns-kernel.json"), answered $(jq -r '.answered // 0' "$W/dns-kernel.json") |"
+  echo
+  echo "Ratio engine / kernel: $(ratio "$DNS_ENG" "$DNS_KER") (goal >= 10: $(goal "$(ratio "$DNS_ENG" "$DNS_KER")" ">=" 10))."
+fi
 echo
 fi
 echo "Books: $( [ "$FAIL" -eq 0 ] && echo "balanced in every run" || echo "NOT balanced in at least one run (see bench: lines on stderr and $W/*.json)")."

@@ -42,6 +42,8 @@ pub struct Config {
     pub metrics: MetricsConf,
     #[serde(default)]
     pub exception: ExceptionConf,
+    #[serde(default)]
+    pub neighbour: NeighbourConf,
 }
 
 /// The exception path to the kernel (`runtime::exception`): off unless
@@ -187,6 +189,9 @@ impl ExceptionConf {
         }
     }
 }
+
+mod neighbour;
+pub use neighbour::{parse_mac, NeighbourConf, StaticNeighbour};
 
 /// The Prometheus endpoint (`runtime::metrics`): off unless `listen` is set.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -815,6 +820,7 @@ impl Config {
                 ));
             }
         }
+        out.extend(self.neighbour.problems(&self.ports));
         if self.ports.is_empty() {
             out.push("no [[port]] configured: add one (e.g. name = \"net_null0\" with eal.vdevs = [\"net_null0\"])".into());
         }

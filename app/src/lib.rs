@@ -16,6 +16,9 @@ pub mod counters;
 pub mod client_proto;
 pub mod config;
 pub mod flow_table;
+/// Neighbours heard in received datagrams, reported by RX lcores to the
+/// main lcore's neighbour table without a lock.
+pub mod heard;
 pub mod latency;
 /// The neighbour table (ARP / ND) that `send_burst` resolves next hops with.
 pub mod neigh;

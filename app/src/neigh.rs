@@ -12,7 +12,14 @@
 //! * **stale**: still used (as the kernel does until its probe fails);
 //!   heard-of neighbours (an ARP request or a solicitation to us) start
 //!   here; a stale entry older than `gc_stale` is collected, and the oldest
-//!   stale entry makes room when the table is full.
+//!   stale entry makes room when the table is full;
+//! * **permanent**: a static entry of the config (`[[neighbour.static]]`,
+//!   the kernel's `ip neigh add ... nud permanent`): always used, never
+//!   collected, evicted or changed by what is heard.
+//!
+//! Received traffic teaches too ([`Learn::Traffic`], see `heard`): a
+//! datagram from an on-link source gives its MAC, creating a stale entry
+//! or resolving an incomplete one, and keeps a reachable one reachable.
 //!
 //! Bounded: `capacity` slots, each with a queue of at most `unres_qlen`
 //! datagrams (the kernel's `unres_qlen`; when it overflows the oldest is
@@ -64,6 +71,7 @@ pub enum State {
     Incomplete,
     Reachable,
     Stale,
+    Permanent,
 }
 
 /// How a neighbour's MAC was learned.
@@ -74,6 +82,11 @@ pub enum Learn {
     /// Heard of: an ARP request or a solicitation from it, an unsolicited
     /// advertisement. Creates a stale entry when `create`.
     Heard { create: bool },
+    /// A datagram received from it (its source MAC): creates a stale
+    /// entry, resolves an incomplete one, and refreshes the timer of one
+    /// already known with that MAC (a reachable one stays reachable: the
+    /// peer is talking to us, the kernel's `neigh_confirm`).
+    Traffic,
 }
 
 /// What became of a datagram given to [`Table::resolve`].
@@ -110,6 +123,10 @@ pub struct NeighStats {
     pub failed: u64,
     /// Stale entries collected or evicted.
     pub gc: u64,
+    /// Entries created or resolved from received datagrams (`Learn::Traffic`).
+    pub from_traffic: u64,
+    /// Static entries (from the config).
+    pub permanent: u64,
     /// Entries in use now.
     pub entries: u64,
 }
@@ -221,6 +238,7 @@ impl<T> Table<T> {
                     s.updated = now;
                     return Resolve::Send(s.mac, item);
                 }
+                State::Permanent => return Resolve::Send(s.mac, item),
                 State::Incomplete => {
                     let dropped = if s.queue.len() >= qlen {
                         s.queue.pop_front()
@@ -277,19 +295,37 @@ impl<T> Table<T> {
     /// now (one waiting with datagrams is then ready: [`Table::take_ready`]).
     pub fn learn(&mut self, port: u16, ip: IpAddr, mac: [u8; 6], how: Learn, now: u64) -> bool {
         let Some(i) = self.find(port, ip) else {
-            if how == (Learn::Heard { create: true }) {
+            if matches!(how, Learn::Heard { create: true } | Learn::Traffic) {
                 if let Some(i) = self.take_slot() {
                     self.claim(i, port, ip, State::Stale, mac, now);
+                    if how == Learn::Traffic {
+                        self.stats.from_traffic += 1;
+                    }
                     return true;
                 }
             }
             return false;
         };
         let s = &mut self.slots[i];
+        if s.state == State::Permanent {
+            // The administrator's word stands over anything heard.
+            return true;
+        }
         if s.state == State::Incomplete {
             self.stats.resolved += 1;
+            if how == Learn::Traffic {
+                self.stats.from_traffic += 1;
+            }
         }
         match how {
+            Learn::Traffic if s.state == State::Reachable && s.mac == mac => {
+                s.updated = now;
+            }
+            Learn::Traffic => {
+                s.state = State::Stale;
+                s.mac = mac;
+                s.updated = now;
+            }
             Learn::Confirmed => {
                 s.state = State::Reachable;
                 s.mac = mac;
@@ -304,6 +340,31 @@ impl<T> Table<T> {
                 s.updated = now;
             }
         }
+        true
+    }
+
+    /// A static entry: `ip` on `port` is at `mac` for good. Replaces what
+    /// the table held for it (nothing is queued yet when the engine adds
+    /// them). False when the table is full of permanent entries.
+    pub fn add_static(&mut self, port: u16, ip: IpAddr, mac: [u8; 6]) -> bool {
+        let i = match self.find(port, ip) {
+            Some(i) if self.slots[i].queue.is_empty() => i,
+            Some(_) => return false,
+            None => match self.take_slot() {
+                Some(i) => {
+                    self.claim(i, port, ip, State::Permanent, mac, 0);
+                    self.stats.permanent += 1;
+                    return true;
+                }
+                None => return false,
+            },
+        };
+        let s = &mut self.slots[i];
+        if s.state != State::Permanent {
+            self.stats.permanent += 1;
+        }
+        s.state = State::Permanent;
+        s.mac = mac;
         true
     }
 
@@ -547,5 +608,60 @@ mod tests {
         ));
         assert_eq!(t.get(0, a), None);
         assert_eq!((t.stats.gc, t.stats.entries), (1, 2));
+    }
+
+    #[test]
+    fn traffic_creates_resolves_and_keeps_reachable_entries() {
+        let mut t = small(3);
+        let (a, b) = (ip("198.18.0.2"), ip("fd00::2"));
+        // Unknown: a stale entry, used at once.
+        assert!(t.learn(0, a, MAC, Learn::Traffic, 1));
+        assert_eq!(t.get(0, a), Some((State::Stale, MAC)));
+        assert_eq!(t.resolve(0, a, 1, 2), Resolve::Send(MAC, 1));
+        // Incomplete, holding a datagram: resolved by traffic, released.
+        assert!(matches!(
+            t.resolve(0, b, 2, 3),
+            Resolve::Queued { solicit: true, .. }
+        ));
+        assert!(t.learn(0, b, MAC, Learn::Traffic, 4));
+        let mut out = Vec::new();
+        t.take_ready(|_, m, x| out.push((m, x)));
+        assert_eq!(out, vec![(MAC, 2)]);
+        // Reachable (confirmed by a reply): traffic with the same MAC keeps
+        // it reachable past its first lifetime.
+        assert!(t.learn(0, a, MAC, Learn::Confirmed, 10));
+        let p = *t.params();
+        assert!(t.learn(0, a, MAC, Learn::Traffic, 10 + p.reachable));
+        t.tick(11 + p.reachable, |_, _| {}, |_: u32| {});
+        assert_eq!(t.get(0, a).unwrap().0, State::Reachable);
+        // From another MAC: stale, with the new MAC.
+        let other = [2, 0, 0, 0, 0, 9];
+        assert!(t.learn(0, a, other, Learn::Traffic, 12 + p.reachable));
+        assert_eq!(t.get(0, a), Some((State::Stale, other)));
+        assert_eq!((t.stats.from_traffic, t.stats.resolved), (2, 1));
+    }
+
+    #[test]
+    fn static_entries_are_permanent() {
+        let mut t = small(2);
+        let (a, b, c) = (ip("198.18.0.2"), ip("198.18.0.3"), ip("198.18.0.4"));
+        assert!(t.add_static(0, a, MAC));
+        assert!(t.add_static(0, b, MAC));
+        assert!(!t.add_static(0, c, MAC), "full of permanent entries");
+        assert_eq!(t.resolve(0, a, 1, 0), Resolve::Send(MAC, 1));
+        // Nothing heard changes them; no timer collects them; nothing evicts them.
+        let other = [2, 0, 0, 0, 0, 9];
+        for how in [
+            Learn::Confirmed,
+            Learn::Heard { create: true },
+            Learn::Traffic,
+        ] {
+            assert!(t.learn(0, a, other, how, 5));
+        }
+        t.tick(u64::MAX / 2, |_, _| {}, |_: u32| {});
+        assert_eq!(t.get(0, a), Some((State::Permanent, MAC)));
+        assert_eq!(t.resolve(0, c, 2, 6), Resolve::Full(2));
+        assert!(!t.learn(0, c, other, Learn::Traffic, 7));
+        assert_eq!((t.stats.permanent, t.stats.entries, t.stats.gc), (2, 2, 0));
     }
 }

@@ -96,6 +96,12 @@ pub fn counters(s: &Summary) -> Counters {
             ("UdpDemuxNeighTableFull", n.table_full),
             ("UdpDemuxNeighFailed", n.failed),
             ("UdpDemuxNeighEntries", n.entries),
+            ("UdpDemuxNeighFromTraffic", n.from_traffic),
+            ("UdpDemuxNeighPermanent", n.permanent),
+            ("UdpDemuxNeighHeardReports", t.heard_reported),
+            ("UdpDemuxNeighHeardDropped", t.heard_dropped),
+            ("UdpDemuxNeighHeardIgnored", t.heard_ignored),
+            ("UdpDemuxNeighHeardSuppressed", t.heard_suppressed),
         ] {
             out.push((name.into(), v));
         }

@@ -30,7 +30,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use dpdk_sys::{port, Mbuf, MbufBurst, MbufRing, Mempool};
 
+use crate::config::NeighbourConf;
 use crate::control::{solicited_node, Iface, Ifaces};
+use crate::heard::HeardQueue;
 use crate::counters::Counter;
 use crate::runtime::shared::{ConsumedBy, Shared};
 use crate::neigh::{Learn, NeighStats, Params, Resolve, Table};
@@ -98,6 +100,15 @@ pub struct TxPath {
     /// it the memory is gone, and the handle is forgotten).
     pool: Option<Mempool>,
     pub neigh: Arc<Neigh>,
+    /// Neighbours the RX lcores heard in received datagrams (`heard`),
+    /// taught to the table by the main lcore; `None`: learning from traffic
+    /// is off (`neighbour.learn_from_traffic = false`).
+    pub heard: Option<HeardQueue>,
+    /// How often an RX lcore reports a source it already reported (TSC ticks).
+    pub heard_interval: u64,
+    /// Reports that taught nothing: off-link source, non-unicast MAC, or
+    /// the table full of entries that may not make room.
+    pub heard_ignored: Counter,
     pub senders: SenderStats,
     pub drain: DrainStats,
     /// Datagrams in the ring or the neighbour table when the engine stopped
@@ -149,8 +160,8 @@ impl Drop for TxPath {
 
 impl TxPath {
     /// The ring, the pool and the neighbour table, on NUMA node `numa`,
-    /// with timers in TSC ticks of `hz`.
-    pub fn new(numa: i32, hz: u64) -> dpdk_sys::Result<TxPath> {
+    /// with timers in TSC ticks of `hz`, sized and timed by `conf`.
+    pub fn new(numa: i32, hz: u64, conf: &NeighbourConf) -> dpdk_sys::Result<TxPath> {
         let pool = Mempool::new(
             "tx_pool",
             POOL_MBUFS,
@@ -164,7 +175,14 @@ impl TxPath {
         Ok(TxPath {
             ring,
             pool: Some(pool),
-            neigh: Arc::new(Mutex::new(Table::new(Params::defaults(hz)))),
+            neigh: Arc::new(Mutex::new(Table::new(params(conf, hz)))),
+            heard: conf
+                .learn_from_traffic
+                .then(|| HeardQueue::new(crate::heard::QUEUE_LEN)),
+            // A tenth of the reachable time: an entry that traffic keeps
+            // confirming never goes stale.
+            heard_interval: (conf.reachable_ms.saturating_mul(hz) / 1000 / 10).max(1),
+            heard_ignored: Counter::default(),
             senders: SenderStats::default(),
             drain: DrainStats::default(),
             freed_at_stop: AtomicU64::new(0),
@@ -177,6 +195,11 @@ impl TxPath {
         })
     }
 
+    /// TSC ticks in a millisecond.
+    pub fn ms_ticks(&self) -> u64 {
+        self.ms_ticks
+    }
+
     pub fn pool(&self) -> &Mempool {
         self.pool.as_ref().expect("the pool lives as long as the path")
     }
@@ -187,6 +210,39 @@ impl TxPath {
 
     pub fn neigh_stats(&self) -> NeighStats {
         self.table().stats
+    }
+
+    /// A static entry (`[[neighbour.static]]`); false when there is no room.
+    pub fn add_static(&self, port: u16, ip: IpAddr, mac: [u8; 6]) -> bool {
+        self.table().add_static(port, ip, mac)
+    }
+
+    /// Teach the table what the RX lcores heard (main lcore, table locked):
+    /// on-link sources with a unicast MAC only.
+    fn take_heard(&self, ifaces: &Ifaces, table: &mut Table<Mbuf>, now: u64) {
+        let Some(q) = &self.heard else { return };
+        q.take(|h| {
+            let on_link = ifaces.get(h.port).is_some_and(|i| match h.ip {
+                IpAddr::V4(a) => on_link_v4(i, a).is_some() && !i.is_v4_broadcast(a) && !i.has_v4(a),
+                IpAddr::V6(a) => on_link_v6(i, &a).is_some() && !a.is_multicast() && !i.has_v6(&a),
+            });
+            if !(on_link && unicast_mac(&h.mac) && table.learn(h.port, h.ip, h.mac, Learn::Traffic, now)) {
+                self.heard_ignored.add(1);
+            }
+        });
+    }
+}
+
+/// The table's limits and timers from `[neighbour]`, in ticks of `hz`.
+pub fn params(conf: &NeighbourConf, hz: u64) -> Params {
+    let ticks = |ms: u64| (ms.saturating_mul(hz) / 1000).max(1);
+    Params {
+        capacity: conf.entries as usize,
+        unres_qlen: conf.unres_qlen as usize,
+        mcast_solicit: conf.mcast_solicit,
+        retrans: ticks(conf.retrans_ms),
+        reachable: ticks(conf.reachable_ms),
+        gc_stale: ticks(conf.gc_stale_ms),
     }
 }
 
@@ -337,47 +393,72 @@ pub fn send_burst(
     dgrams: &[(SocketAddr, &[u8])],
 ) -> usize {
     let mut burst = MbufBurst::<64>::new();
+    let mut stash = MbufBurst::<64>::new();
     let mut taken = 0;
-    for (dst, payload) in dgrams {
-        let fam = family(dst.ip());
-        if payload.len() > max_payload(fam) {
-            add(&tx.senders.too_big, fam, 1);
-            continue;
+    for chunk in dgrams.chunks(64) {
+        // One trip to the pool per chunk: an application thread is no lcore
+        // and has no mempool cache, so each single alloc would be a ring
+        // operation of its own. All or nothing: when the pool is too low
+        // for the chunk, each datagram tries alone below.
+        let _ = tx.pool().alloc_into(&mut stash, chunk.len());
+        let mut fresh = stash.drain();
+        for (dst, payload) in chunk {
+            taken += send_one(tx, ifaces, local, *dst, payload, &mut fresh, &mut burst);
         }
-        let Some((iface, src)) = route(ifaces, local.ip(), dst.ip()) else {
-            add(&tx.senders.no_route, fam, 1);
-            continue;
-        };
-        let Some(spec) = frame_spec(iface.mac, SocketAddr::new(src, local.port()), *dst, payload)
-        else {
-            add(&tx.senders.no_route, fam, 1);
-            continue;
-        };
-        let Some(mut m) = tx.pool().alloc() else {
-            add(&tx.senders.no_buffer, fam, 1);
-            continue;
-        };
-        let written = build::frame_len(&spec)
-            .ok()
-            .and_then(|n| u16::try_from(n).ok())
-            .and_then(|n| m.append(n))
-            .and_then(|out| build::write_frame(&spec, out).ok());
-        if written.is_none() {
-            add(&tx.senders.no_buffer, fam, 1);
-            continue;
-        }
-        m.view_mut().set_port(iface.port);
-        if offload_if_offered(iface, &mut m).is_none() {
-            add(&tx.senders.no_buffer, fam, 1);
-            continue;
-        }
-        if burst.spare() == 0 {
-            taken += flush(tx, &mut burst);
-        }
-        // Room: flushed above when full.
-        let _ = burst.push(m);
+        // What was not used goes back (freed in bulk).
+        drop(fresh);
     }
     taken + flush(tx, &mut burst)
+}
+
+/// Build one datagram into an mbuf of `fresh` (or a new one) and add it to
+/// `burst`; what a flush of a full `burst` took. A refused one is counted
+/// by reason.
+fn send_one(
+    tx: &TxPath,
+    ifaces: &Ifaces,
+    local: SocketAddr,
+    dst: SocketAddr,
+    payload: &[u8],
+    fresh: &mut impl Iterator<Item = Mbuf>,
+    burst: &mut MbufBurst<64>,
+) -> usize {
+    let fam = family(dst.ip());
+    if payload.len() > max_payload(fam) {
+        add(&tx.senders.too_big, fam, 1);
+        return 0;
+    }
+    let Some((iface, src)) = route(ifaces, local.ip(), dst.ip()) else {
+        add(&tx.senders.no_route, fam, 1);
+        return 0;
+    };
+    let Some(spec) = frame_spec(iface.mac, SocketAddr::new(src, local.port()), dst, payload)
+    else {
+        add(&tx.senders.no_route, fam, 1);
+        return 0;
+    };
+    let Some(mut m) = fresh.next().or_else(|| tx.pool().alloc()) else {
+        add(&tx.senders.no_buffer, fam, 1);
+        return 0;
+    };
+    let written = build::frame_len(&spec)
+        .ok()
+        .and_then(|n| u16::try_from(n).ok())
+        .and_then(|n| m.append(n))
+        .and_then(|out| build::write_frame(&spec, out).ok());
+    if written.is_none() {
+        add(&tx.senders.no_buffer, fam, 1);
+        return 0;
+    }
+    m.view_mut().set_port(iface.port);
+    if offload_if_offered(iface, &mut m).is_none() {
+        add(&tx.senders.no_buffer, fam, 1);
+        return 0;
+    }
+    let taken = if burst.spare() == 0 { flush(tx, burst) } else { 0 };
+    // Room: flushed above when full.
+    let _ = burst.push(m);
+    taken
 }
 
 /// Onto the ring; what does not fit is freed and counted.
@@ -645,9 +726,10 @@ impl Out<'_> {
 /// The main lcore's part, at TSC `now`, on its TX queue: drain the
 /// senders' ring and the clients' rings through the neighbour table, send
 /// what is resolved, run the table's timers (solicit retries, expiry).
-pub fn service(shared: &Shared, now: u64) {
+/// How many frames it took from the rings.
+pub fn service(shared: &Shared, now: u64) -> usize {
     let Some(tx) = shared.send.as_ref() else {
-        return;
+        return 0;
     };
     let (ifaces, queue) = (&shared.ifaces, shared.main_tx_queue);
     let mut out = Out {
@@ -664,13 +746,16 @@ pub fn service(shared: &Shared, now: u64) {
     if !full && tx.ring.looks_empty() && rings.iter().all(|(_, r)| r.looks_empty()) {
         // Nothing to send, no timer due: what an RX lcore resolved since
         // goes out at the next full pass (within a millisecond).
-        return;
+        return 0;
     }
     if full {
         tx.next_full.set(now + tx.ms_ticks);
         refresh_clients(tx, shared, &mut rings);
     }
     let mut table = tx.table();
+    // What the RX lcores heard, before anything is resolved: a reply to a
+    // datagram just received finds its sender's MAC.
+    tx.take_heard(ifaces, &mut table, now);
     // What an RX lcore resolved since the last pass goes first: a datagram
     // sent after those were held must not overtake them.
     table.take_ready(|port, mac, m| out.push(port, mac, m));
@@ -693,8 +778,10 @@ pub fn service(shared: &Shared, now: u64) {
             Resolve::Full(m) => drop(m),
         }
     };
+    let mut taken = 0;
     loop {
         let n = tx.ring.dequeue(&mut burst, 64);
+        taken += n;
         for m in burst.drain() {
             resolve(m, &mut table, &mut out);
         }
@@ -705,6 +792,7 @@ pub fn service(shared: &Shared, now: u64) {
     for (_, r) in rings.iter() {
         loop {
             let n = r.dequeue(&mut burst, 64);
+            taken += n;
             for m in burst.drain() {
                 if let Some(m) = finish_request(tx, shared, m) {
                     resolve(m, &mut table, &mut out);
@@ -733,6 +821,7 @@ pub fn service(shared: &Shared, now: u64) {
             None => tx.drain.solicits_failed.add(1),
         }
     }
+    taken
 }
 
 /// At most this many solicits per service pass; the others go out at
@@ -997,6 +1086,15 @@ pub struct SendSummary {
     pub bad_requests: u64,
     pub client_freed: u64,
     pub neigh: NeighStats,
+    /// Neighbours heard in received datagrams: reports the RX lcores made,
+    /// those dropped on a full queue, those the main lcore took, and those
+    /// of them that taught nothing.
+    pub heard_reported: u64,
+    pub heard_dropped: u64,
+    pub heard_taken: u64,
+    pub heard_ignored: u64,
+    /// Reports the RX lcores did not make (over their per-millisecond budget).
+    pub heard_suppressed: u64,
     /// Held in the neighbour table or the ring when the summary was taken.
     pub in_flight: u64,
 }
@@ -1006,7 +1104,15 @@ impl SendSummary {
         let r = |c: &[AtomicU64; 2]| [0, 1].map(|i| c[i].load(Ordering::Relaxed));
         let g = |c: &[Counter; 2]| [0, 1].map(|i| c[i].get());
         let t = tx.table();
+        let h = |f: fn(&HeardQueue) -> &AtomicU64| {
+            tx.heard.as_ref().map_or(0, |q| f(q).load(Ordering::Relaxed))
+        };
         SendSummary {
+            heard_reported: h(|q| &q.reported),
+            heard_dropped: h(|q| &q.dropped),
+            heard_taken: h(|q| &q.taken),
+            heard_ignored: tx.heard_ignored.get(),
+            heard_suppressed: h(|q| &q.suppressed),
             accepted: r(&tx.senders.accepted),
             out_datagrams: g(&tx.drain.out),
             tx_errors: g(&tx.drain.tx_errors),

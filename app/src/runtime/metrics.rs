@@ -510,6 +510,11 @@ pub fn render(s: &Summary, x: &Extra) -> String {
             ("udpdemux_neigh_failed_total", "Resolutions that failed", n.failed),
             ("udpdemux_neigh_solicits_sent_total", "ARP requests / neighbour solicitations sent", t.solicits_sent),
             ("udpdemux_neigh_solicit_errors_total", "Solicitations that could not be sent", t.solicits_failed),
+            ("udpdemux_neigh_from_traffic_total", "Neighbour entries created or resolved from received datagrams", n.from_traffic),
+            ("udpdemux_neigh_heard_reports_total", "Sources RX lcores reported from received datagrams", t.heard_reported),
+            ("udpdemux_neigh_heard_dropped_total", "Source reports dropped: the queue to the main lcore was full", t.heard_dropped),
+            ("udpdemux_neigh_heard_ignored_total", "Source reports that taught nothing (off-link, bad MAC, table full)", t.heard_ignored),
+            ("udpdemux_neigh_heard_suppressed_total", "Source reports an RX lcore did not make (over its per-millisecond budget)", t.heard_suppressed),
         ] {
             o.counter(name, help, &[], v);
         }

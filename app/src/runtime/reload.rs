@@ -106,6 +106,9 @@ pub fn static_edits(old: &Config, new: &Config) -> Vec<&'static str> {
     if differs(&old.exception, &new.exception) {
         out.push("[exception]");
     }
+    if differs(&old.neighbour, &new.neighbour) {
+        out.push("[neighbour]");
+    }
     out
 }
 

@@ -42,6 +42,12 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     // `run --floor` (a benchmark reference, `bench::floor`): its tables are
     // built here, since the loop below must not allocate.
     let mut floor = RxFloor::new(shared, mode);
+    // Sources heard in datagrams, reported to the neighbour table (`heard`).
+    let mut heard = shared.send.as_ref().and_then(|t| {
+        t.heard
+            .as_ref()
+            .map(|q| crate::heard::Listener::new(q, t.heard_interval, t.ms_ticks()))
+    });
     let _hot = HotSection::enter();
     while !shared.stop.load(Ordering::Relaxed) {
         for (q, qs) in me.queues.iter().zip(&me.qstats) {
@@ -76,6 +82,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
                             t0,
                             &mut free,
                             &mut hook,
+                            heard.as_mut(),
                         )
                     }
                 }
@@ -89,6 +96,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
                         t0,
                         &mut free,
                         &mut NoCondense,
+                        heard.as_mut(),
                     )
                 },
                 (Mode::Bare, _) => bufs.clear(),
@@ -124,7 +132,9 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
 const CHUNK: usize = 32;
 
 /// Parse, demux and stage one burst. Every mbuf ends in a socket (stage or
-/// ring), in the control path or in `free`, counted by reason.
+/// ring), in the control path or in `free`, counted by reason. The sources
+/// of datagrams for a socket are offered to `heard` (neighbour learning),
+/// when the port has addresses to send from.
 ///
 /// The burst goes through in passes, as DPDK's l3fwd does its LPM lookups:
 /// parse every packet first, then look every datagram up in one tight loop,
@@ -139,6 +149,7 @@ const CHUNK: usize = 32;
 /// caller owns exclusively and gives up: afterwards it belongs to a
 /// socket, the control path or the free list.
 #[inline]
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn process_burst<C: Condense<MbufMeta>>(
     shared: &Shared,
     me: &RxLcore,
@@ -147,7 +158,14 @@ pub unsafe fn process_burst<C: Condense<MbufMeta>>(
     tsc: u64,
     free: &mut FreeList,
     condense: &mut C,
+    heard: Option<&mut crate::heard::Listener<'_>>,
 ) {
+    let mut heard = heard.filter(|_| {
+        shared
+            .ifaces
+            .get(port_id)
+            .is_some_and(|i| i.neigh.is_some())
+    });
     // One snapshot per burst: one atomic load, and sockets removed meanwhile
     // stay alive until we drop it.
     let snap = shared.table.snapshot();
@@ -173,6 +191,7 @@ pub unsafe fn process_burst<C: Condense<MbufMeta>>(
                 condense,
                 &snap,
                 &mut elected,
+                heard.as_deref_mut(),
             )
         };
     }
@@ -234,6 +253,7 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
     condense: &mut C,
     snap: &'s crate::flow_table::Snapshot<Arc<Socket>>,
     elected: &mut Elected<'s>,
+    mut heard: Option<&mut crate::heard::Listener<'_>>,
 ) {
     let mib: &UdpMib = &me.mib;
     let strategy = shared.strategy;
@@ -369,6 +389,13 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
             continue;
         };
         in_dgrams[fam] += 1;
+        // Untagged only: what we send carries no VLAN tag. The main lcore
+        // checks the rest (on-link source, unicast MAC).
+        if let Some(h) = heard.as_deref_mut() {
+            if d.vlan_count == 0 {
+                h.offer(port_id, d.src, d.src_mac, tsc);
+            }
+        }
         // sizeof(rte_mbuf) + priv_size + buf_len; the struct is in cache from the parse.
         // SAFETY: ours alone (the contract); a read of two fields.
         let truesize = unsafe { MbufRef::from_ptr(m) }.truesize();

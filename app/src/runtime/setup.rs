@@ -156,7 +156,7 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
         }
         None => None,
     };
-    let send = send_path(&mut ifaces, numa)?;
+    let send = send_path(cfg, &mut ifaces, numa)?;
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         consumers_stop: AtomicBool::new(false),
@@ -204,14 +204,28 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
 /// `send_burst`'s ring, pool and neighbour table, when a port has an
 /// address to send from; every such port learns neighbours into the table.
 fn send_path(
+    cfg: &Config,
     ifaces: &mut [Iface],
     numa: i32,
 ) -> Result<Option<crate::send::TxPath>, EngineError> {
     if ifaces.iter().all(|i| i.v4.is_empty() && i.v6.is_empty()) {
         return Ok(None);
     }
-    let tx = crate::send::TxPath::new(numa, eal::tsc_hz())
+    let tx = crate::send::TxPath::new(numa, eal::tsc_hz(), &cfg.neighbour)
         .map_err(|e| EngineError::Setup(format!("send path: {e}: raise eal.memory_mb")))?;
+    // Static entries (validated: each on a port's subnet, a unicast MAC).
+    for s in &cfg.neighbour.statics {
+        let port = crate::config::NeighbourConf::static_port(s, &cfg.ports)
+            .map_err(EngineError::Setup)?;
+        let mac = crate::config::parse_mac(&s.mac).map_err(EngineError::Setup)?;
+        let id = ifaces[port].port;
+        if !tx.add_static(id, s.ip, mac) {
+            return Err(EngineError::Setup(format!(
+                "neighbour.static ip = \"{}\": no room: raise neighbour.entries",
+                s.ip
+            )));
+        }
+    }
     for i in ifaces.iter_mut() {
         if !(i.v4.is_empty() && i.v6.is_empty()) {
             i.neigh = Some(Arc::clone(&tx.neigh));

@@ -124,7 +124,8 @@ impl Drop for Net {
 
 /// The kernel side of the send tests, run in the namespace: UDP receivers
 /// (`name=addr:port`, IPv4 or IPv6 by the address), and an echo client to
-/// `--echo addr:port:count` (3 ms apart) started by a `go` line on stdin.
+/// `--echo addr:port:count` (3 ms apart) started by a `go` line on stdin;
+/// a `send NAME HOST PORT PAYLOAD` line sends from receiver NAME's socket.
 /// Prints `ready`, then `total N` each time the receivers' total grows;
 /// on a `stop` line it reads for 0.3 s more and prints its JSON: per
 /// receiver the payloads (text) and the senders seen, and the echo
@@ -170,6 +171,10 @@ while stop_at is None or time.time() < stop_at:
         cmd = sys.stdin.readline().strip()
         if cmd == "go":
             next_echo = time.time()
+        elif cmd.startswith("send "):
+            _, name, h, p, payload = cmd.split(" ", 4)
+            out = next(k for k, v in socks.items() if v == name)
+            out.sendto(payload.encode(), (h, int(p)))
         elif cmd == "stop" or cmd == "":
             stop_at = time.time() + 0.3
         r.remove(sys.stdin)

@@ -49,6 +49,7 @@ pub fn binaries() -> &'static (PathBuf, PathBuf) {
             &["-p", "udpdemux", "--bin", "udpdemux"][..],
             &["-p", "udpdemux-client", "--example", "attach"][..],
             &["-p", "udpdemux-client", "--example", "recv"][..],
+            &["-p", "udpdemux-client", "--example", "send"][..],
         ] {
             let mut c = Command::new(env!("CARGO"));
             c.arg("build")
