@@ -120,6 +120,29 @@ pub fn init_eal(cfg: &Config) -> Result<Eal, EngineError> {
     Ok(eal)
 }
 
+/// DPDK's capture server, so `dpdk-dumpcap -i PORT` can attach as a
+/// secondary process (`[capture] pdump`; nothing can attach under
+/// `eal.no_huge`, whose `--no-shconf` turns DPDK's IPC off).
+pub fn start_pdump(cfg: &Config) -> Result<Option<dpdk_sys::pdump::Pdump>, EngineError> {
+    if !cfg.capture.pdump_active(&cfg.eal) {
+        if cfg.capture.pdump {
+            log::debug!("pdump: not started (eal.no_huge: no secondary process can attach)");
+        }
+        return Ok(None);
+    }
+    let p = dpdk_sys::pdump::Pdump::init().map_err(|e| {
+        EngineError::Setup(format!(
+            "capture server: {e}: raise eal.memory_mb by {} or set [capture] pdump = false",
+            crate::config::PDUMP_STATS_MB
+        ))
+    })?;
+    log::info!(
+        "pdump ready: dpdk-dumpcap --file-prefix {} -p -i PORT -w FILE.pcapng captures a port",
+        cfg.eal.file_prefix
+    );
+    Ok(Some(p))
+}
+
 /// Pools, ports, the shared state and the sockets (no worker lcore yet);
 /// the RX lcores will run in `mode`.
 pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
