@@ -1,0 +1,382 @@
+//! DPDK's own tools against a running engine, attached as secondary
+//! processes (the engine starts `rte_pdump_init`, `[capture] pdump`):
+//! `dpdk-dumpcap` with a BPF filter captures exactly the IPv6 frames of a
+//! finite replay, which tshark reads back; `dpdk-proc-info --stats` reads the
+//! port's counters; neither stops RX. Secondaries need the engine's shared
+//! memory, so these engines run with hugepages (scripts/setup.sh reserves
+//! them), on their own file prefix.
+//!
+//! The finite replay comes over `net_memif` from `udpdemux gen`, started
+//! once the capture is attached: a `net_pcap` replay starts the moment the
+//! port does, before any secondary can attach, so only an endless one can
+//! be captured, and `dpdk-dumpcap -c N` stops at the end of a ring burst
+//! (up to 32 frames past N), never exactly at N; the second test checks
+//! that bound on the default job's vdev.
+mod common;
+use common::*;
+#[path = "common/netns.rs"]
+mod netns;
+use netns::can_run;
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const TOOLS: &[&str] = &["dpdk-dumpcap", "dpdk-proc-info", "tshark", "timeout"];
+
+/// dumpcap takes at most this many frames off its ring per write, and
+/// checks `-c` only between writes (app/dumpcap/main.c, `BURST_SIZE`).
+const DUMPCAP_BURST: u64 = 32;
+
+/// An engine config with hugepages on a fresh prefix: `vdev`, its port
+/// polled by lcore 1, the five sockets of `conf/default.pcap`.
+fn engine_cfg(tag: &str, vdev: &str, port: &str, engine: &str) -> (std::path::PathBuf, String) {
+    let d = scratch(tag);
+    let prefix = prefix(tag);
+    let text = format!(
+        "[eal]\nlcores = \"0,1\"\nno_huge = false\nmemory_mb = 64\nno_pci = true\n\
+         file_prefix = \"{prefix}\"\nvdevs = [\"{vdev}\"]\n\n[engine]\n{engine}\n\n\
+         [mempool]\nmbufs = 4095\ncache = 128\n{}{}",
+        rx_port(port),
+        pcap_sockets(|_| "")
+    );
+    (write(&d, "c.toml", &text), prefix)
+}
+
+/// `dpdk-dumpcap` on `prefix`'s `port` with filter `filter`, stopping after
+/// `count` frames, writing `out`; returns once the capture is enabled in the
+/// engine (dumpcap prints "Packets captured:" right after `rte_pdump_enable`)
+/// with the child and its collected stderr.
+fn dumpcap(
+    prefix: &str,
+    port: &str,
+    filter: &str,
+    count: u64,
+    out: &Path,
+) -> (Child, Arc<Mutex<String>>) {
+    let mut child = Command::new("timeout")
+        .args(["30", "dpdk-dumpcap", "--file-prefix", prefix, "-i", port])
+        .args(["-f", filter, "-c", &count.to_string(), "-w"])
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dpdk-dumpcap");
+    let log = Arc::new(Mutex::new(String::new()));
+    let l2 = Arc::clone(&log);
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        // dumpcap rewrites its count in place with backspaces, never ending
+        // the line until it stops: read whatever arrives.
+        let mut err = err;
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = err.read(&mut buf) {
+            l2.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]).replace('\u{8}', " "));
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if log.lock().unwrap().contains("Packets captured:") {
+            return (child, log);
+        }
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("dpdk-dumpcap exited ({st}): {}", log.lock().unwrap());
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!(
+                "dpdk-dumpcap not capturing after 20 s: {}",
+                log.lock().unwrap()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Wait (bounded) for dumpcap to stop by its `-c`; its stderr.
+fn dumpcap_done(mut child: Child, log: &Arc<Mutex<String>>) -> String {
+    let st = wait_exit(
+        &mut child,
+        Duration::from_secs(25),
+        "dpdk-dumpcap did not stop at its -c",
+        || log.lock().unwrap().clone(),
+    );
+    // The reader thread gets the last lines once the pipe closes.
+    std::thread::sleep(Duration::from_millis(100));
+    let text = log.lock().unwrap().clone();
+    assert!(st.success(), "dpdk-dumpcap failed ({st}): {text}");
+    text
+}
+
+/// dumpcap's own final count ("Packets captured: 0 32 ... N").
+fn dumpcap_captured(log: &str) -> u64 {
+    log.split("Packets captured:")
+        .nth(1)
+        .and_then(|s| {
+            s.split_whitespace()
+                .take_while(|w| w.parse::<u64>().is_ok())
+                .last()
+        })
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no final count in dumpcap's output: {log}"))
+}
+
+/// tshark's reading of a capture: the ethertype of each frame (after any
+/// VLAN tags) and whether it dissected an IPv6 header.
+fn tshark_frames(file: &Path) -> Vec<(String, bool)> {
+    let o = Command::new("tshark")
+        .args(["-n", "-r"])
+        .arg(file)
+        .args([
+            "-T",
+            "fields",
+            "-E",
+            "separator=|",
+            "-e",
+            "eth.type",
+            "-e",
+            "ipv6.version",
+        ])
+        .output()
+        .expect("spawn tshark");
+    assert!(o.status.success(), "tshark: {}", stderr(&o));
+    stdout(&o)
+        .lines()
+        .map(|l| {
+            let (ty, v6) = l.split_once('|').unwrap_or((l, ""));
+            (ty.to_string(), v6 == "6")
+        })
+        .collect()
+}
+
+/// The port's link status and RX packets as the engine's telemetry shows them.
+fn port_now(prefix: &str) -> (bool, u64) {
+    let r: Vec<Value> = telemetry_query(
+        prefix,
+        &["/ethdev/link_status,0", "/ethdev/stats,0"],
+        Duration::from_secs(30),
+    )
+    .expect("dpdk-telemetry.py did not finish within 30 s")
+    .into_iter()
+    .filter(|v| v.get("version").is_none())
+    .collect();
+    assert_eq!(r.len(), 2, "telemetry: {r:?}");
+    (
+        r[0]["/ethdev/link_status"]["status"] == "UP",
+        r[1]["/ethdev/stats"]["ipackets"]
+            .as_u64()
+            .expect("ipackets"),
+    )
+}
+
+/// `dpdk-proc-info --file-prefix P --no-pci -- --stats` against a running
+/// engine (under `timeout`).
+fn proc_info_stats(prefix: &str) -> Output {
+    Command::new("timeout")
+        .args(["30", "dpdk-proc-info", "--file-prefix", prefix, "--no-pci"])
+        .args(["--", "--stats"])
+        .output()
+        .expect("spawn dpdk-proc-info")
+}
+
+/// A `KEY: N` figure of proc-info's "NIC statistics for port 0" block.
+fn proc_info_figure(out: &str, key: &str) -> u64 {
+    let block = out
+        .split("NIC statistics for port 0")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no port 0 block: {out}"));
+    let mut w = block.split_whitespace();
+    w.find(|t| *t == key)
+        .and_then(|_| w.next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in {block}"))
+}
+
+/// The engine stops on SIGTERM with its books balanced; its stats JSON.
+fn stop_engine(e: EngineProc, json: &Path) -> Value {
+    let (st, log) = e.stop();
+    assert!(st.success(), "engine exited with {st}: {log}");
+    let j: Value =
+        serde_json::from_str(&std::fs::read_to_string(json).expect("stats json")).unwrap();
+    assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
+    j
+}
+
+/// The scratch directory (with its capture) and the EAL runtime
+/// directories the processes left (all of them have exited).
+fn clean_up(cfg: &Path, prefixes: &[&str]) {
+    let _ = std::fs::remove_dir_all(cfg.parent().unwrap());
+    for p in prefixes {
+        let _ = std::fs::remove_dir_all(Path::new("/var/run/dpdk").join(p));
+    }
+}
+
+fn ready_to_run() -> bool {
+    if !can_run(TOOLS) {
+        return false;
+    }
+    hugepages_ready(128).unwrap();
+    true
+}
+
+/// `udpdemux gen` replays the 1000 frames of `conf/default.pcap` (the same
+/// spec and seed) over memif into the engine, after dumpcap attached with
+/// `-f ip6 -c N`, N the manifest's IPv6 frames: dumpcap stops with exactly
+/// those, tshark reads exactly N frames, every one IPv6; proc-info then
+/// reads the port's RX packets as the 1000 frames sent (exit 0), the link
+/// stays up, and the engine received and accounted every frame.
+#[test]
+fn dumpcap_captures_exactly_the_ipv6_frames_of_a_replay_and_proc_info_reads_the_port() {
+    if !ready_to_run() {
+        return;
+    }
+    let m = manifest();
+    let frames = m["frames"].as_u64().unwrap();
+    let v6 = m["family"]["v6"].as_u64().unwrap();
+    // Without VLAN tags the filter's "ip6" (ethertype 0x86dd) is the family.
+    assert_eq!(m["vlan_tagged"], 0);
+    assert!(v6 > 0 && v6 < frames, "a mixed replay: {m}");
+
+    let sock = format!("/run/udpdemux-{}", prefix("capsock"));
+    let (cfg, pfx) = engine_cfg(
+        "capture",
+        &format!("net_memif0,role=server,socket={sock}"),
+        "net_memif0",
+        // A bound on the run; the test stops it with SIGTERM.
+        "duration_secs = 60",
+    );
+    let json = cfg.with_extension("json");
+    let mut engine = EngineProc::start(&cfg, &json);
+    engine.wait_ready();
+
+    let out = cfg.with_file_name("v6.pcapng");
+    let (cap, cap_log) = dumpcap(&pfx, "net_memif0", "ip6", v6, &out);
+
+    let tx_json = cfg.with_file_name("tx.json");
+    let gen_pfx = prefix("capgen");
+    let eal_args = format!(
+        "--lcores 0@0 -m 64 --no-pci --file-prefix={gen_pfx} --vdev=net_memif0,role=client,socket={sock}"
+    );
+    // It lingers with the port open after sending (net_memif 22.11 can crash
+    // a receiver whose peer disconnects while it reads): the engine stops
+    // first, then the sender is told to go.
+    let mut sender = Command::new(bin())
+        .args(["gen", "--config"])
+        .arg(repo().join("conf/traffic/default.toml"))
+        .args(["--port", "net_memif0", "--count", &frames.to_string()])
+        .args(["--duration", "20", "--linger", "40", "--eal", &eal_args])
+        .arg("--stats-json")
+        .arg(&tx_json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn udpdemux gen");
+    let kill_sender = |s: &mut Child| {
+        let _ = s.kill();
+        let _ = s.wait();
+    };
+
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let log = dumpcap_done(cap, &cap_log);
+        assert_eq!(dumpcap_captured(&log), v6, "dumpcap's own count: {log}");
+        let got = tshark_frames(&out);
+        assert_eq!(got.len() as u64, v6, "frames tshark reads in {out:?}");
+        for (ty, is_v6) in &got {
+            assert!(ty == "0x86dd" && *is_v6, "a non-IPv6 frame captured: {ty}");
+        }
+
+        // Every frame has arrived once the port counted them all.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let (mut up, mut rx) = port_now(&pfx);
+        while rx < frames && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+            (up, rx) = port_now(&pfx);
+        }
+        assert_eq!(rx, frames, "the port received what gen sent");
+        assert!(up, "link up after dumpcap detached");
+
+        let o = proc_info_stats(&pfx);
+        assert!(
+            o.status.success(),
+            "dpdk-proc-info exit {}: {}{}",
+            o.status,
+            stdout(&o),
+            stderr(&o)
+        );
+        let text = stdout(&o);
+        assert_eq!(proc_info_figure(&text, "RX-packets:"), frames, "{text}");
+        assert_eq!(proc_info_figure(&text, "RX-errors:"), 0, "{text}");
+        assert!(proc_info_figure(&text, "RX-bytes:") > 0, "{text}");
+        let (up, rx) = port_now(&pfx);
+        assert!(up && rx == frames, "port after proc-info: up {up}, rx {rx}");
+    }));
+    let j = stop_engine(engine, &json);
+    kill_sender(&mut sender);
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+    assert_eq!(j["rx_packets"].as_u64().unwrap(), frames, "engine's rx");
+    for (dst, n) in m["per_dst"].as_object().unwrap() {
+        assert_eq!(&socket(&j, dst)["offered"], n, "socket {dst}");
+    }
+    clean_up(&cfg, &[&pfx, &gen_pfx]);
+}
+
+/// On the default job's vdev (an endless `net_pcap` replay), dumpcap with
+/// `-f ip6 -c N` stops between N and one ring burst past it, every frame
+/// IPv6, and the engine goes on receiving after it detached.
+#[test]
+fn dumpcap_on_an_endless_pcap_replay_stops_near_its_count_and_rx_goes_on() {
+    if !ready_to_run() {
+        return;
+    }
+    const N: u64 = 2000;
+    let pcap = repo().join("conf/default.pcap");
+    let (cfg, pfx) = engine_cfg(
+        "capture-pcap",
+        &format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display()),
+        "net_pcap0",
+        "duration_secs = 60",
+    );
+    let json = cfg.with_extension("json");
+    let mut engine = EngineProc::start(&cfg, &json);
+    engine.wait_ready();
+    let out = cfg.with_file_name("v6.pcapng");
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let (cap, cap_log) = dumpcap(&pfx, "net_pcap0", "ip6", N, &out);
+        let log = dumpcap_done(cap, &cap_log);
+        let captured = dumpcap_captured(&log);
+        assert!(
+            (N..N + DUMPCAP_BURST).contains(&captured),
+            "dumpcap stopped at {captured}: {log}"
+        );
+        let got = tshark_frames(&out);
+        assert_eq!(
+            got.len() as u64,
+            captured,
+            "tshark reads what dumpcap wrote"
+        );
+        for (ty, is_v6) in &got {
+            assert!(ty == "0x86dd" && *is_v6, "a non-IPv6 frame captured: {ty}");
+        }
+        let (_, before) = port_now(&pfx);
+        std::thread::sleep(Duration::from_millis(300));
+        let (_, after) = port_now(&pfx);
+        assert!(
+            after > before,
+            "RX stopped after dumpcap: {before} -> {after}"
+        );
+    }));
+    let j = stop_engine(engine, &json);
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+    assert!(j["rx_packets"].as_u64().unwrap() > N);
+    clean_up(&cfg, &[&pfx]);
+}
