@@ -33,8 +33,16 @@ const TOOLS: &[&str] = &["dpdk-dumpcap", "dpdk-proc-info", "tshark", "timeout"];
 const DUMPCAP_BURST: u64 = 32;
 
 /// An engine config with hugepages on a fresh prefix: `vdev`, its port
-/// polled by lcore 1, the five sockets of `conf/default.pcap`.
-fn engine_cfg(tag: &str, vdev: &str, port: &str, engine: &str) -> (std::path::PathBuf, String) {
+/// polled by lcore 1, the five sockets of `conf/default.pcap`; with `echo`,
+/// `dns6` ([fd00::1]:53) echoes what it receives, so the port transmits too
+/// (a port with a TX queue per sending lcore: not `net_pcap` with one file).
+fn engine_cfg(
+    tag: &str,
+    vdev: &str,
+    port: &str,
+    engine: &str,
+    echo: bool,
+) -> (std::path::PathBuf, String) {
     let d = scratch(tag);
     let prefix = prefix(tag);
     let text = format!(
@@ -42,7 +50,11 @@ fn engine_cfg(tag: &str, vdev: &str, port: &str, engine: &str) -> (std::path::Pa
          file_prefix = \"{prefix}\"\nvdevs = [\"{vdev}\"]\n\n[engine]\n{engine}\n\n\
          [mempool]\nmbufs = 4095\ncache = 128\n{}{}",
         rx_port(port),
-        pcap_sockets(|_| "")
+        pcap_sockets(|n| if echo && n == "dns6" {
+            "handler = \"echo\"\n"
+        } else {
+            ""
+        })
     );
     (write(&d, "c.toml", &text), prefix)
 }
@@ -127,30 +139,46 @@ fn dumpcap_captured(log: &str) -> u64 {
         .unwrap_or_else(|| panic!("no final count in dumpcap's output: {log}"))
 }
 
-/// tshark's reading of a capture: the ethertype of each frame (after any
-/// VLAN tags) and whether it dissected an IPv6 header.
-fn tshark_frames(file: &Path) -> Vec<(String, bool)> {
+/// One captured frame as tshark dissects it.
+struct Frame {
+    /// Ethertype after any VLAN tags ("0x86dd").
+    eth_type: String,
+    /// IPv6 source address, if tshark found an IPv6 header.
+    ip6_src: String,
+    udp_src_port: String,
+}
+
+impl Frame {
+    fn is_ipv6(&self) -> bool {
+        self.eth_type == "0x86dd" && !self.ip6_src.is_empty()
+    }
+
+    /// A reply of the `dns6` echo socket (the engine's TX).
+    fn is_dns6_echo(&self) -> bool {
+        self.ip6_src == "fd00::1" && self.udp_src_port == "53"
+    }
+}
+
+/// tshark's reading of a capture file.
+fn tshark_frames(file: &Path) -> Vec<Frame> {
     let o = Command::new("tshark")
         .args(["-n", "-r"])
         .arg(file)
-        .args([
-            "-T",
-            "fields",
-            "-E",
-            "separator=|",
-            "-e",
-            "eth.type",
-            "-e",
-            "ipv6.version",
-        ])
+        .args(["-T", "fields", "-E", "separator=|", "-e", "eth.type"])
+        .args(["-e", "ipv6.src", "-e", "udp.srcport"])
         .output()
         .expect("spawn tshark");
     assert!(o.status.success(), "tshark: {}", stderr(&o));
     stdout(&o)
         .lines()
         .map(|l| {
-            let (ty, v6) = l.split_once('|').unwrap_or((l, ""));
-            (ty.to_string(), v6 == "6")
+            let f: Vec<&str> = l.split('|').collect();
+            let at = |i: usize| f.get(i).unwrap_or(&"").to_string();
+            Frame {
+                eth_type: at(0),
+                ip6_src: at(1),
+                udp_src_port: at(2),
+            }
         })
         .collect()
 }
@@ -227,10 +255,12 @@ fn ready_to_run() -> bool {
 
 /// `udpdemux gen` replays the 1000 frames of `conf/default.pcap` (the same
 /// spec and seed) over memif into the engine, after dumpcap attached with
-/// `-f ip6 -c N`, N the manifest's IPv6 frames: dumpcap stops with exactly
-/// those, tshark reads exactly N frames, every one IPv6; proc-info then
-/// reads the port's RX packets as the 1000 frames sent (exit 0), the link
-/// stays up, and the engine received and accounted every frame.
+/// `-f ip6 -c N`, N the manifest's IPv6 frames plus the dns6 socket's
+/// echoes (TX): dumpcap stops with exactly those, tshark reads exactly N
+/// frames, every one IPv6, exactly the manifest's IPv6 frames received and
+/// dns6's datagrams echoed; proc-info then reads the port's RX packets as
+/// the 1000 frames sent (exit 0), the link stays up, and the engine
+/// received and accounted every frame.
 #[test]
 fn dumpcap_captures_exactly_the_ipv6_frames_of_a_replay_and_proc_info_reads_the_port() {
     if !ready_to_run() {
@@ -242,6 +272,10 @@ fn dumpcap_captures_exactly_the_ipv6_frames_of_a_replay_and_proc_info_reads_the_
     // Without VLAN tags the filter's "ip6" (ethertype 0x86dd) is the family.
     assert_eq!(m["vlan_tagged"], 0);
     assert!(v6 > 0 && v6 < frames, "a mixed replay: {m}");
+    // dumpcap captures both directions: every IPv6 frame received, and the
+    // dns6 socket's echo of each of its datagrams, handed to TX.
+    let echoes = m["per_dst"]["[fd00::1]:53"].as_u64().unwrap();
+    let n = v6 + echoes;
 
     let sock = format!("/run/udpdemux-{}", prefix("capsock"));
     let (cfg, pfx) = engine_cfg(
@@ -250,13 +284,14 @@ fn dumpcap_captures_exactly_the_ipv6_frames_of_a_replay_and_proc_info_reads_the_
         "net_memif0",
         // A bound on the run; the test stops it with SIGTERM.
         "duration_secs = 60",
+        true,
     );
     let json = cfg.with_extension("json");
     let mut engine = EngineProc::start(&cfg, &json);
     engine.wait_ready();
 
     let out = cfg.with_file_name("v6.pcapng");
-    let (cap, cap_log) = dumpcap(&pfx, "net_memif0", "ip6", v6, &out);
+    let (cap, cap_log) = dumpcap(&pfx, "net_memif0", "ip6", n, &out);
 
     let tx_json = cfg.with_file_name("tx.json");
     let gen_pfx = prefix("capgen");
@@ -284,12 +319,14 @@ fn dumpcap_captures_exactly_the_ipv6_frames_of_a_replay_and_proc_info_reads_the_
 
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let log = dumpcap_done(cap, &cap_log);
-        assert_eq!(dumpcap_captured(&log), v6, "dumpcap's own count: {log}");
+        assert_eq!(dumpcap_captured(&log), n, "dumpcap's own count: {log}");
         let got = tshark_frames(&out);
-        assert_eq!(got.len() as u64, v6, "frames tshark reads in {out:?}");
-        for (ty, is_v6) in &got {
-            assert!(ty == "0x86dd" && *is_v6, "a non-IPv6 frame captured: {ty}");
+        assert_eq!(got.len() as u64, n, "frames tshark reads in {out:?}");
+        for f in &got {
+            assert!(f.is_ipv6(), "a non-IPv6 frame captured: {}", f.eth_type);
         }
+        let tx = got.iter().filter(|f| f.is_dns6_echo()).count() as u64;
+        assert_eq!((n - tx, tx), (v6, echoes), "(RX, TX) frames captured");
 
         // Every frame has arrived once the port counted them all.
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -325,6 +362,12 @@ fn dumpcap_captures_exactly_the_ipv6_frames_of_a_replay_and_proc_info_reads_the_
     for (dst, n) in m["per_dst"].as_object().unwrap() {
         assert_eq!(&socket(&j, dst)["offered"], n, "socket {dst}");
     }
+    let dns6 = socket_named(&j, "dns6");
+    assert_eq!(
+        dns6["tx"].as_u64().unwrap() + dns6["tx_errors"].as_u64().unwrap(),
+        echoes,
+        "every echo was handed to TX: {dns6}"
+    );
     clean_up(&cfg, &[&pfx, &gen_pfx]);
 }
 
@@ -343,6 +386,7 @@ fn dumpcap_on_an_endless_pcap_replay_stops_near_its_count_and_rx_goes_on() {
         &format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display()),
         "net_pcap0",
         "duration_secs = 60",
+        false,
     );
     let json = cfg.with_extension("json");
     let mut engine = EngineProc::start(&cfg, &json);
@@ -362,8 +406,8 @@ fn dumpcap_on_an_endless_pcap_replay_stops_near_its_count_and_rx_goes_on() {
             captured,
             "tshark reads what dumpcap wrote"
         );
-        for (ty, is_v6) in &got {
-            assert!(ty == "0x86dd" && *is_v6, "a non-IPv6 frame captured: {ty}");
+        for f in &got {
+            assert!(f.is_ipv6(), "a non-IPv6 frame captured: {}", f.eth_type);
         }
         let (_, before) = port_now(&pfx);
         std::thread::sleep(Duration::from_millis(300));
