@@ -236,12 +236,20 @@ fn stop_engine(e: EngineProc, json: &Path) -> Value {
     j
 }
 
-/// The scratch directory (with its capture) and the EAL runtime
-/// directories the processes left (all of them have exited).
-fn clean_up(cfg: &Path, prefixes: &[&str]) {
-    let _ = std::fs::remove_dir_all(cfg.parent().unwrap());
-    for p in prefixes {
-        let _ = std::fs::remove_dir_all(Path::new("/var/run/dpdk").join(p));
+/// Removes, when dropped (also when the test fails), the scratch directory
+/// (with its capture) and the EAL runtime directories its processes left.
+/// Made before the engine starts, so it is dropped after the engine is gone.
+struct Leftovers {
+    dir: std::path::PathBuf,
+    prefixes: Vec<String>,
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+        for p in &self.prefixes {
+            let _ = std::fs::remove_dir_all(Path::new("/var/run/dpdk").join(p));
+        }
     }
 }
 
@@ -286,6 +294,11 @@ fn dumpcap_captures_exactly_the_ipv6_frames_of_a_replay_and_proc_info_reads_the_
         "duration_secs = 60",
         true,
     );
+    let gen_pfx = prefix("capgen");
+    let _leftovers = Leftovers {
+        dir: cfg.parent().unwrap().to_path_buf(),
+        prefixes: vec![pfx.clone(), gen_pfx.clone()],
+    };
     let json = cfg.with_extension("json");
     let mut engine = EngineProc::start(&cfg, &json);
     engine.wait_ready();
@@ -294,7 +307,6 @@ fn dumpcap_captures_exactly_the_ipv6_frames_of_a_replay_and_proc_info_reads_the_
     let (cap, cap_log) = dumpcap(&pfx, "net_memif0", "ip6", n, &out);
 
     let tx_json = cfg.with_file_name("tx.json");
-    let gen_pfx = prefix("capgen");
     let eal_args = format!(
         "--lcores 0@0 -m 64 --no-pci --file-prefix={gen_pfx} --vdev=net_memif0,role=client,socket={sock}"
     );
@@ -368,7 +380,6 @@ fn dumpcap_captures_exactly_the_ipv6_frames_of_a_replay_and_proc_info_reads_the_
         echoes,
         "every echo was handed to TX: {dns6}"
     );
-    clean_up(&cfg, &[&pfx, &gen_pfx]);
 }
 
 /// On the default job's vdev (an endless `net_pcap` replay), dumpcap with
@@ -388,6 +399,10 @@ fn dumpcap_on_an_endless_pcap_replay_stops_near_its_count_and_rx_goes_on() {
         "duration_secs = 60",
         false,
     );
+    let _leftovers = Leftovers {
+        dir: cfg.parent().unwrap().to_path_buf(),
+        prefixes: vec![pfx.clone()],
+    };
     let json = cfg.with_extension("json");
     let mut engine = EngineProc::start(&cfg, &json);
     engine.wait_ready();
@@ -422,5 +437,4 @@ fn dumpcap_on_an_endless_pcap_replay_stops_near_its_count_and_rx_goes_on() {
         std::panic::resume_unwind(e);
     }
     assert!(j["rx_packets"].as_u64().unwrap() > N);
-    clean_up(&cfg, &[&pfx]);
 }
