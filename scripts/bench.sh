@@ -18,7 +18,7 @@
 #   - DPDK's capture server (issue 19): the pipeline with `[capture] pdump`
 #     on (no capture attached) against off, in alternating pairs; with
 #     dpdk-dumpcap capturing every frame to /dev/null against the same run
-#     after it detached; and with Prometheus scraped every 100 ms against
+#     before it attached; and with Prometheus scraped every 100 ms against
 #     not scraped, in alternating pairs
 #   - the flood scenario (one slow victim socket gets 90%) per strategy, with
 #     and without the flood, the small-buffer cache on and off
@@ -436,9 +436,9 @@ fi
 # capture server is up, no capture attached) against `pdump = false`; and
 # `[metrics] listen` set, scraped every 100 ms from CPU 0 (a Python loop)
 # against the same config not scraped. Capture runs: one engine run, the
-# delivered rate over SECS seconds while dpdk-dumpcap (pinned to CPU 0 with
-# the main lcore, which consumes every socket) captures every frame of the
-# port to /dev/null, then over SECS seconds after it detached, from the
+# delivered rate over SECS seconds without a capture, then over SECS seconds
+# while dpdk-dumpcap (pinned to CPU 0 with the main lcore, which consumes
+# every socket) captures every frame of the port to /dev/null, from the
 # engine's periodic stats lines.
 PDPAIRS=${BENCH_PDUMP_PAIRS:-5}
 [ "$PDPAIRS" -ge 1 ] || die "BENCH_PDUMP_PAIRS must be at least 1"
@@ -478,38 +478,49 @@ for line in open(log, errors="replace"):
 print("%.6f" % ((pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0]) / 1e6) if len(pts) > 1 and pts[-1][0] > pts[0][0] else 0)
 EOF
 }
-# pdump_capture_run NAME: the engine with dumpcap attached for SECS, then SECS without.
+# pdump_capture_run NAME: one engine run: SECS seconds without a capture, then
+# SECS with dpdk-dumpcap attached; the engine stops while dumpcap is still
+# attached (dumpcap then exits on its own: its primary is gone). Not the
+# other way round: dumpcap detaching while the RX lcore is inside pdump's
+# callback can crash the engine (DPDK 22.11: rte_pdump_disable does not wait
+# for the data path before dumpcap frees the pool the callback copies into;
+# docs/operations.md, "Capture").
 pdump_capture_run() {
-  local name=$1 cfg prefix epid dpid t0 t1 t2 i
+  local name=$1 cfg prefix epid dpid t0 t1 t2 t3 i
   cfg=$(pd_cfg "$name"); prefix=$(prefix_of "$cfg")
-  log "run $name (dpdk-dumpcap on CPU 0 capturing every frame to /dev/null for ${SECS}s, then ${SECS}s without)"
+  log "run $name (${SECS}s, then ${SECS}s with dpdk-dumpcap on CPU 0 capturing every frame to /dev/null)"
   rm -f "$W/$name.json" "$W/$name-dumpcap.log"
   "$BIN" run --config "$cfg" --duration $((2 * SECS + 60)) --stats-json "$W/$name.json" --histograms >"$W/$name.log" 2>&1 &
   epid=$!
   for i in $(seq 200); do grep -q "port net_pcap0" "$W/$name.log" 2>/dev/null && break; sleep 0.1; done
-  sleep 0.5
-  taskset -c 0 dpdk-dumpcap --file-prefix "$prefix" -i net_pcap0 -w /dev/null >/dev/null 2>"$W/$name-dumpcap.log" &
+  sleep 0.6   # at least one stats line inside the window
+  t0=$(date +%s.%N); sleep "$SECS"; t1=$(date +%s.%N)
+  taskset -c 0 dpdk-dumpcap --file-prefix "$prefix" -p -i net_pcap0 -w /dev/null >/dev/null 2>"$W/$name-dumpcap.log" &
   dpid=$!
   # dumpcap prints "Packets captured:" right after rte_pdump_enable returned.
   for i in $(seq 200); do grep -q "Packets captured:" "$W/$name-dumpcap.log" 2>/dev/null && break; sleep 0.1; done
   grep -q "Packets captured:" "$W/$name-dumpcap.log" || { log "run $name: dumpcap did not attach: $(tail -2 "$W/$name-dumpcap.log")"; FAIL=1; }
-  sleep 0.6   # at least one stats line inside the window
-  t0=$(date +%s.%N); sleep "$SECS"; t1=$(date +%s.%N)
-  kill -INT "$dpid" 2>/dev/null || true
-  wait "$dpid" || { log "run $name: dumpcap exited non-zero: $(tail -1 "$W/$name-dumpcap.log")"; FAIL=1; }
-  sleep 0.6; t2=$(date +%s.%N); sleep "$SECS"
+  sleep 0.6
+  t2=$(date +%s.%N); sleep "$SECS"; t3=$(date +%s.%N)
   kill -INT "$epid" 2>/dev/null || true
   wait "$epid" || { log "run $name: engine exited non-zero: $(grep 'udpdemux: error' "$W/$name.log" | tail -1)"; FAIL=1; }
-  window_mpps "$W/$name.log" "$t0" "$t1" >"$W/$name.with"
-  window_mpps "$W/$name.log" "$t2" "$(date +%s.%N)" >"$W/$name.without"
+  for i in $(seq 50); do kill -0 "$dpid" 2>/dev/null || break; sleep 0.1; done
+  kill -INT "$dpid" 2>/dev/null || true
+  wait "$dpid" || true
+  window_mpps "$W/$name.log" "$t0" "$t1" >"$W/$name.without"
+  window_mpps "$W/$name.log" "$t2" "$t3" >"$W/$name.with"
   check_json "$name"
 }
-# scraper PORT: GET /metrics every 100 ms (on a fixed cadence, one connection
-# each) until the endpoint goes away; prints "scrapes bytes-of-the-last".
-scraper() {
-  python3 - "$1" <<'EOF'
-import socket, sys, time
+# python3 -c "$SCRAPER" PORT: GET /metrics every 100 ms (on a fixed cadence,
+# one connection each) until the endpoint goes away or SIGTERM; prints
+# "scrapes bytes-of-the-last".
+SCRAPER=$(cat <<'EOF'
+import signal, socket, sys, time
 port, n, size, t = int(sys.argv[1]), 0, 0, time.monotonic()
+def done(*_):
+    print(n, size)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, done)
 while True:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
@@ -520,11 +531,12 @@ while True:
     except OSError:
         if n:
             break  # the engine stopped
+        t = time.monotonic()  # not up yet: the cadence starts at the first answer
     t += 0.1
     time.sleep(max(0.0, t - time.monotonic()))
-print(n, size)
+done()
 EOF
-}
+)
 free_tcp_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # metrics_run NAME yes|no: the endpoint on, scraped every 100 ms or not at all.
 metrics_run() {
@@ -535,14 +547,14 @@ listen = \"127.0.0.1:$port\"")
   if [ "$scraped" = no ]; then engine "$name" "$cfg" "$SECS"; return; fi
   log "run $name (scraped every 100 ms, ${SECS}s)"
   rm -f "$W/$name.json"
+  # The scraper first, so it is polling when the endpoint comes up.
+  taskset -c 0 python3 -c "$SCRAPER" "$port" >"$W/$name.scrapes" &
+  spid=$!
   "$BIN" run --config "$cfg" --duration "$SECS" --stats-json "$W/$name.json" --histograms >"$W/$name.log" 2>&1 &
   epid=$!
-  for i in $(seq 200); do grep -q "Prometheus endpoint" "$W/$name.log" 2>/dev/null && break; sleep 0.05; done
-  taskset -c 0 bash -c "$(declare -f scraper); scraper $port" >"$W/$name.scrapes" &
-  spid=$!
   wait "$epid" || { log "run $name: engine exited non-zero: $(grep 'udpdemux: error' "$W/$name.log" | tail -1)"; FAIL=1; }
-  for i in $(seq 100); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
-  kill "$spid" 2>/dev/null || true
+  for i in $(seq 50); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
+  kill -TERM "$spid" 2>/dev/null || true   # it prints its count on SIGTERM
   wait "$spid" || true
   check_json "$name"
 }
@@ -925,9 +937,9 @@ done
 echo
 echo "Capture server up, no capture / \`pdump = false\`, delivered: median **$(median "${PDR[@]}")x**, spread $(spread "${PDR[@]}") over ${#PDR[@]} pairs (medians $(median "${PDON[@]}") / $(median "${PDOFF[@]}") Mpps)."
 echo
-echo "Capture running: \`dpdk-dumpcap -i net_pcap0 -w /dev/null\` (every frame, both directions, no filter, pcapng; \`taskset -c 0\`, so it shares CPU 0 with the main lcore that consumes every socket) attached to the running engine; Mpps delivered over ${SECS} s while it captures and over ${SECS} s after it detached, in the same engine run, from the engine's stats lines (every 500 ms). dumpcap's own count: frames its ring took / frames dropped because its ring was full (those are the capture's losses, not the engine's: RX goes on)."
+echo "Capture running: \`dpdk-dumpcap -p -i net_pcap0 -w /dev/null\` (every frame, both directions, no filter, pcapng; \`taskset -c 0\`, so it shares CPU 0 with the main lcore that consumes every socket) attached to the running engine; Mpps delivered over ${SECS} s before it attached and over ${SECS} s while it captures, in the same engine run, from the engine's stats lines (every 500 ms); the engine stops while dumpcap is attached (dumpcap detaching under load can crash a DPDK 22.11 primary: docs/operations.md). dumpcap's own count: frames its ring took / frames dropped because its ring was full (those are the capture's losses, not the engine's: RX goes on)."
 echo
-echo "| run | Mpps delivered, capturing | after it detached | capturing / after | dumpcap received / dropped | engine drops by reason (whole run) |"
+echo "| run | Mpps delivered, capturing | before it attached | capturing / before | dumpcap received / dropped | engine drops by reason (whole run) |"
 echo "|---:|---:|---:|---:|---|---|"
 CAPR=()
 for k in $(seq "$PDCAPS"); do
@@ -942,7 +954,7 @@ echo "Capturing / not capturing, delivered: median **$(median "${CAPR[@]}")x**, 
 echo
 echo "Prometheus: \`[metrics] listen\` set in both runs of a pair; *scraped*: \`GET /metrics\` every 100 ms on a fixed cadence (one connection each, a Python loop under \`taskset -c 0\`) for the whole run; *not scraped*: no request. The endpoint's thread inherits the main lcore's CPU 0."
 echo
-echo "| round | order | scraped: Mpps delivered | not scraped | scraped / not | scrapes answered (bytes, last) | drops, scraped | drops, not |"
+echo "| round | order | scraped: Mpps delivered | not scraped | scraped / not | scrapes answered (bytes, last), mean interval over the run | drops, scraped | drops, not |"
 echo "|---:|---|---:|---:|---:|---|---|---|"
 SCR=(); SCY=(); SCN=()
 for k in $(seq "$PDPAIRS"); do
@@ -951,7 +963,8 @@ for k in $(seq "$PDPAIRS"); do
   SCY+=("$(fmt "$A")"); SCN+=("$(fmt "$B")")
   R=$(ratio "$A" "$B"); [ "$R" = - ] || SCR+=("$R")
   read -r NS NB <"$W/scrape-yes-$k.scrapes" 2>/dev/null || { NS=0; NB=0; }
-  echo "| $k | $order | $(fmt "$A") | $(fmt "$B") | $R | $NS ($NB) | $(drops "scrape-yes-$k") | $(drops "scrape-no-$k") |"
+  IV=$(jq -r --argjson n "${NS:-0}" 'if $n > 0 and (.seconds // 0) > 0 then (.seconds / $n * 1000 | floor | tostring) + " ms" else "-" end' "$(jf "scrape-yes-$k")")
+  echo "| $k | $order | $(fmt "$A") | $(fmt "$B") | $R | $NS ($NB), every $IV | $(drops "scrape-yes-$k") | $(drops "scrape-no-$k") |"
 done
 echo
 echo "Scraped every 100 ms / not scraped, delivered: median **$(median "${SCR[@]}")x**, spread $(spread "${SCR[@]}") over ${#SCR[@]} pairs (medians $(median "${SCY[@]}") / $(median "${SCN[@]}") Mpps)."

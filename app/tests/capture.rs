@@ -8,10 +8,13 @@
 //!
 //! The finite replay comes over `net_memif` from `udpdemux gen`, started
 //! once the capture is attached: a `net_pcap` replay starts the moment the
-//! port does, before any secondary can attach, so only an endless one can
-//! be captured, and `dpdk-dumpcap -c N` stops at the end of a ring burst
-//! (up to 32 frames past N), never exactly at N; the second test checks
-//! that bound on the default job's vdev.
+//! port does, before any secondary can attach, so only an endless one could
+//! be captured, where `dpdk-dumpcap -c N` stops at the end of a ring burst
+//! (up to 31 frames past N), never exactly at N. And dumpcap stopping while
+//! the RX lcore is busy in its callback can crash the engine (DPDK 22.11's
+//! `rte_pdump_disable` does not wait for the data path to leave the
+//! callback before dumpcap frees its pool: docs/operations.md, "Capture");
+//! here the replay is over, or nearly, when dumpcap reaches its count.
 mod common;
 use common::*;
 #[path = "common/netns.rs"]
@@ -27,10 +30,6 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 const TOOLS: &[&str] = &["dpdk-dumpcap", "dpdk-proc-info", "tshark", "timeout"];
-
-/// dumpcap takes at most this many frames off its ring per write, and
-/// checks `-c` only between writes (app/dumpcap/main.c, `BURST_SIZE`).
-const DUMPCAP_BURST: u64 = 32;
 
 /// An engine config with hugepages on a fresh prefix: `vdev`, its port
 /// polled by lcore 1, the five sockets of `conf/default.pcap`; with `echo`,
@@ -71,7 +70,17 @@ fn dumpcap(
     out: &Path,
 ) -> (Child, Arc<Mutex<String>>) {
     let mut child = Command::new("timeout")
-        .args(["30", "dpdk-dumpcap", "--file-prefix", prefix, "-i", port])
+        // -p: without it dumpcap turns promiscuous mode on, and off at its
+        // exit, whatever the engine configured.
+        .args([
+            "30",
+            "dpdk-dumpcap",
+            "--file-prefix",
+            prefix,
+            "-p",
+            "-i",
+            port,
+        ])
         .args(["-f", filter, "-c", &count.to_string(), "-w"])
         .arg(out)
         .stdout(Stdio::null())
@@ -324,11 +333,6 @@ fn dumpcap_captures_exactly_the_ipv6_frames_of_a_replay_and_proc_info_reads_the_
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn udpdemux gen");
-    let kill_sender = |s: &mut Child| {
-        let _ = s.kill();
-        let _ = s.wait();
-    };
-
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let log = dumpcap_done(cap, &cap_log);
         assert_eq!(dumpcap_captured(&log), n, "dumpcap's own count: {log}");
@@ -366,9 +370,28 @@ fn dumpcap_captures_exactly_the_ipv6_frames_of_a_replay_and_proc_info_reads_the_
         assert!(up && rx == frames, "port after proc-info: up {up}, rx {rx}");
     }));
     let j = stop_engine(engine, &json);
-    kill_sender(&mut sender);
+    // The engine is gone: the sender may go (SIGTERM: it writes its JSON).
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(sender.id() as i32, libc::SIGTERM) };
+    let st = wait_exit(
+        &mut sender,
+        Duration::from_secs(15),
+        "gen did not exit",
+        String::new,
+    );
     if let Err(e) = result {
         std::panic::resume_unwind(e);
+    }
+    assert!(st.success(), "gen exited with {st}");
+    // What was sent is conf/default.pcap's manifest (same spec, seed, count).
+    let tx: Value = serde_json::from_str(&std::fs::read_to_string(&tx_json).unwrap()).unwrap();
+    let sent = if tx["sent"].is_object() {
+        &tx["sent"]
+    } else {
+        &tx
+    };
+    for k in ["frames", "family", "per_dst", "vlan_tagged"] {
+        assert_eq!(sent[k], m[k], "gen's transmit manifest: {k}");
     }
     assert_eq!(j["rx_packets"].as_u64().unwrap(), frames, "engine's rx");
     for (dst, n) in m["per_dst"].as_object().unwrap() {
@@ -380,61 +403,4 @@ fn dumpcap_captures_exactly_the_ipv6_frames_of_a_replay_and_proc_info_reads_the_
         echoes,
         "every echo was handed to TX: {dns6}"
     );
-}
-
-/// On the default job's vdev (an endless `net_pcap` replay), dumpcap with
-/// `-f ip6 -c N` stops between N and one ring burst past it, every frame
-/// IPv6, and the engine goes on receiving after it detached.
-#[test]
-fn dumpcap_on_an_endless_pcap_replay_stops_near_its_count_and_rx_goes_on() {
-    if !ready_to_run() {
-        return;
-    }
-    const N: u64 = 2000;
-    let pcap = repo().join("conf/default.pcap");
-    let (cfg, pfx) = engine_cfg(
-        "capture-pcap",
-        &format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display()),
-        "net_pcap0",
-        "duration_secs = 60",
-        false,
-    );
-    let _leftovers = Leftovers {
-        dir: cfg.parent().unwrap().to_path_buf(),
-        prefixes: vec![pfx.clone()],
-    };
-    let json = cfg.with_extension("json");
-    let mut engine = EngineProc::start(&cfg, &json);
-    engine.wait_ready();
-    let out = cfg.with_file_name("v6.pcapng");
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let (cap, cap_log) = dumpcap(&pfx, "net_pcap0", "ip6", N, &out);
-        let log = dumpcap_done(cap, &cap_log);
-        let captured = dumpcap_captured(&log);
-        assert!(
-            (N..N + DUMPCAP_BURST).contains(&captured),
-            "dumpcap stopped at {captured}: {log}"
-        );
-        let got = tshark_frames(&out);
-        assert_eq!(
-            got.len() as u64,
-            captured,
-            "tshark reads what dumpcap wrote"
-        );
-        for f in &got {
-            assert!(f.is_ipv6(), "a non-IPv6 frame captured: {}", f.eth_type);
-        }
-        let (_, before) = port_now(&pfx);
-        std::thread::sleep(Duration::from_millis(300));
-        let (_, after) = port_now(&pfx);
-        assert!(
-            after > before,
-            "RX stopped after dumpcap: {before} -> {after}"
-        );
-    }));
-    let j = stop_engine(engine, &json);
-    if let Err(e) = result {
-        std::panic::resume_unwind(e);
-    }
-    assert!(j["rx_packets"].as_u64().unwrap() > N);
 }
