@@ -937,16 +937,18 @@ done
 echo
 echo "Capture server up, no capture / \`pdump = false\`, delivered: median **$(median "${PDR[@]}")x**, spread $(spread "${PDR[@]}") over ${#PDR[@]} pairs (medians $(median "${PDON[@]}") / $(median "${PDOFF[@]}") Mpps)."
 echo
-echo "Capture running: \`dpdk-dumpcap -p -i net_pcap0 -w /dev/null\` (every frame, both directions, no filter, pcapng; \`taskset -c 0\`, so it shares CPU 0 with the main lcore that consumes every socket) attached to the running engine; Mpps delivered over ${SECS} s before it attached and over ${SECS} s while it captures, in the same engine run, from the engine's stats lines (every 500 ms); the engine stops while dumpcap is attached (dumpcap detaching under load can crash a DPDK 22.11 primary: docs/operations.md). dumpcap's own count: frames its ring took / frames dropped because its ring was full (those are the capture's losses, not the engine's: RX goes on)."
+echo "Capture running: \`dpdk-dumpcap -p -i net_pcap0 -w /dev/null\` (every frame, both directions, no filter, pcapng; \`taskset -c 0\`, so it shares CPU 0 with the main lcore that consumes every socket) attached to the running engine; Mpps delivered over ${SECS} s before it attached and over ${SECS} s while it captures, in the same engine run, from the engine's stats lines (every 500 ms); the engine stops while dumpcap is attached (dumpcap detaching under load can crash a DPDK 22.11 primary: docs/operations.md). dumpcap's own count of the frames it wrote (what its ring could not take is the capture's loss, not the engine's: RX goes on)."
 echo
-echo "| run | Mpps delivered, capturing | before it attached | capturing / before | dumpcap received / dropped | engine drops by reason (whole run) |"
+echo "| run | Mpps delivered, capturing | before it attached | capturing / before | frames dumpcap wrote | engine drops by reason (whole run) |"
 echo "|---:|---:|---:|---:|---|---|"
 CAPR=()
 for k in $(seq "$PDCAPS"); do
   n="pdump-cap-$k"
   A=$(cat "$W/$n.with" 2>/dev/null || echo 0); B=$(cat "$W/$n.without" 2>/dev/null || echo 0)
   R=$(ratio "$A" "$B"); [ "$R" = - ] || CAPR+=("$R")
-  D=$(grep -o "Packets received/dropped on interface [^:]*: [0-9/]*" "$W/$n-dumpcap.log" 2>/dev/null | awk '{ print $NF }' | tail -1)
+  # dumpcap's running count ("Packets captured: 0 32 64 ...", backspace-separated);
+  # its received/dropped summary needs a live primary, which is gone by then.
+  D=$(tr '\b' ' ' <"$W/$n-dumpcap.log" 2>/dev/null | sed -n 's/^Packets captured: *//p' | tr ' ' '\n' | grep -E '^[0-9]+$' | tail -1 || true)
   echo "| $k | $(fmt "$A") | $(fmt "$B") | $R | ${D:-?} | $(drops "$n") |"
 done
 echo
