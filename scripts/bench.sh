@@ -480,11 +480,9 @@ EOF
 }
 # pdump_capture_run NAME: one engine run: SECS seconds without a capture, then
 # SECS with dpdk-dumpcap attached; the engine stops while dumpcap is still
-# attached (dumpcap then exits on its own: its primary is gone). Not the
-# other way round: dumpcap detaching while the RX lcore is inside pdump's
-# callback can crash the engine (DPDK 22.11: rte_pdump_disable does not wait
-# for the data path before dumpcap frees the pool the callback copies into;
-# docs/operations.md, "Capture").
+# attached (dumpcap then exits on its own: its primary is gone), so a
+# capture's stop, which waits for the RX lcores (docs/operations.md,
+# "Capture"), is never inside a measured window.
 pdump_capture_run() {
   local name=$1 cfg prefix epid dpid t0 t1 t2 t3 i
   cfg=$(pd_cfg "$name"); prefix=$(prefix_of "$cfg")
@@ -937,7 +935,7 @@ done
 echo
 echo "Capture server up, no capture / \`pdump = false\`, delivered: median **$(median "${PDR[@]}")x**, spread $(spread "${PDR[@]}") over ${#PDR[@]} pairs (medians $(median "${PDON[@]}") / $(median "${PDOFF[@]}") Mpps)."
 echo
-echo "Capture running: \`dpdk-dumpcap -p -i net_pcap0 -w /dev/null\` (every frame, both directions, no filter, pcapng; \`taskset -c 0\`, so it shares CPU 0 with the main lcore that consumes every socket) attached to the running engine; Mpps delivered over ${SECS} s before it attached and over ${SECS} s while it captures, in the same engine run, from the engine's stats lines (every 500 ms); the engine stops while dumpcap is attached (dumpcap detaching under load can crash a DPDK 22.11 primary: docs/operations.md). dumpcap's own count of the frames it wrote (what its ring could not take is the capture's loss, not the engine's: RX goes on)."
+echo "Capture running: \`dpdk-dumpcap -p -i net_pcap0 -w /dev/null\` (every frame, both directions, no filter, pcapng; \`taskset -c 0\`, so it shares CPU 0 with the main lcore that consumes every socket) attached to the running engine; Mpps delivered over ${SECS} s before it attached and over ${SECS} s while it captures, in the same engine run, from the engine's stats lines (every 500 ms); the engine stops while dumpcap is attached. dumpcap's own count of the frames it wrote (what its ring could not take is the capture's loss, not the engine's: RX goes on)."
 echo
 echo "| run | Mpps delivered, capturing | before it attached | capturing / before | frames dumpcap wrote | engine drops by reason (whole run) |"
 echo "|---:|---:|---:|---:|---|---|"

@@ -7,6 +7,9 @@
 //! then adds RX/TX callbacks that copy the matching mbufs into the
 //! capturing process's ring, and removes them when the capture ends. With
 //! no capture running, the ports' burst functions see no callback at all.
+use std::ffi::{c_int, CStr};
+use std::sync::Mutex;
+
 use crate::error::{DpdkError, Result};
 use crate::ffi;
 
@@ -47,5 +50,79 @@ impl Drop for Pdump {
         unsafe {
             ffi::rte_pdump_uninit();
         }
+        QUIESCE.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 }
+
+/// What runs on DPDK's IPC thread right after a capture's RX or TX callback
+/// has been unlinked, before the capturing process hears about it: the
+/// engine waits there until every lcore that runs callbacks has left the
+/// one it may be inside. DPDK 22.11's `rte_pdump_disable` handler answers
+/// as soon as the callback is unlinked (`rte_eth_remove_rx_callback` leaves
+/// it to the caller to make sure the callback is no longer running), and
+/// dumpcap frees the ring and pool the callback copies into the moment the
+/// answer arrives: an RX lcore still inside the callback then writes into
+/// freed (zeroed) memory and the engine dies (seen: SIGSEGV in
+/// `rte_pcapng_copy` on the RX lcore, 3 of 12 captures stopped under load).
+type Quiesce = Box<dyn Fn() + Send + Sync>;
+static QUIESCE: Mutex<Option<Quiesce>> = Mutex::new(None);
+
+impl Pdump {
+    /// Install the wait that runs after DPDK unlinks a capture callback (see
+    /// [`QUIESCE`]); it runs on DPDK's IPC thread, never on an lcore. It
+    /// stays installed until this guard drops.
+    pub fn set_quiesce(&self, f: impl Fn() + Send + Sync + 'static) {
+        *QUIESCE.lock().unwrap_or_else(|p| p.into_inner()) = Some(Box::new(f));
+    }
+}
+
+fn quiesce() {
+    if let Some(f) = QUIESCE.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        f();
+    }
+}
+
+type RemoveFn = unsafe extern "C" fn(u16, u16, *const ffi::rte_eth_rxtx_callback) -> c_int;
+
+/// The next definition of `name` after this executable's own: librte_ethdev's.
+fn next_definition(name: &CStr) -> Option<RemoveFn> {
+    // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name has no other
+    // precondition; it returns null when no later object defines the name.
+    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `remove_then_quiesce`'s callers pass only DPDK 22.11's two
+    // remove-callback names, whose C signature is exactly `RemoveFn`
+    // (rte_ethdev.h, as bindgen generated it in `ffi`).
+    Some(unsafe { std::mem::transmute::<*mut libc::c_void, RemoveFn>(p) })
+}
+
+/// DPDK's `rte_eth_remove_{rx,tx}_callback` (`name`) followed by the
+/// installed [`Pdump::set_quiesce`] wait. The `udpdemux` binary defines and
+/// exports both C symbols as calls to this (app/src/main.rs), so the dynamic
+/// linker binds librte_pdump's calls there; no library defines them, so a C
+/// program linking the client's `libudpdemux.so` keeps DPDK's own.
+///
+/// # Safety
+/// `name` is `rte_eth_remove_rx_callback` or `rte_eth_remove_tx_callback`
+/// and the arguments are valid for it (DPDK's contract).
+pub unsafe fn remove_then_quiesce(
+    name: &CStr,
+    port_id: u16,
+    queue_id: u16,
+    user_cb: *const ffi::rte_eth_rxtx_callback,
+) -> c_int {
+    let Some(real) = next_definition(name) else {
+        return -libc::ENOTSUP;
+    };
+    // SAFETY: DPDK's own function with the caller's own arguments.
+    let rc = unsafe { real(port_id, queue_id, user_cb) };
+    if rc == 0 {
+        quiesce();
+    }
+    rc
+}
+
+/// The callback handle type of the remove-callback functions.
+pub use ffi::rte_eth_rxtx_callback as RxTxCallback;

@@ -109,6 +109,9 @@ impl Engine {
         let eal = setup::init_eal(cfg)?;
         let pdump = setup::start_pdump(cfg)?;
         let built = setup::build(cfg, opts.mode)?;
+        if let Some(p) = &pdump {
+            setup::quiesce_on_capture_stop(p, &built.shared);
+        }
         let mut e = Engine {
             main_consumer: RefCell::new(Consumer::new(&built.shared, None)),
             shared: built.shared,
