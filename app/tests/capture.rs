@@ -10,7 +10,9 @@
 //! once the capture is attached: a `net_pcap` replay starts the moment the
 //! port does, before any secondary can attach, so only an endless one could
 //! be captured, where `dpdk-dumpcap -c N` stops at the end of a ring burst
-//! (up to 31 frames past N), never exactly at N.
+//! (up to 31 frames past N), never exactly at N; the second test checks
+//! that bound on the default job's vdev, with the capture stopping under
+//! full-rate traffic.
 mod common;
 use common::*;
 #[path = "common/netns.rs"]
@@ -26,6 +28,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 const TOOLS: &[&str] = &["dpdk-dumpcap", "dpdk-proc-info", "tshark", "timeout"];
+
+/// dumpcap takes at most this many frames off its ring per write, and
+/// checks `-c` only between writes (app/dumpcap/main.c, `BURST_SIZE`).
+const DUMPCAP_BURST: u64 = 32;
 
 /// An engine config with hugepages on a fresh prefix: `vdev`, its port
 /// polled by lcore 1, the five sockets of `conf/default.pcap`; with `echo`,
@@ -405,5 +411,68 @@ fn dumpcap_captures_exactly_the_ipv6_frames_of_a_replay_and_proc_info_reads_the_
         dns6["tx"].as_u64().unwrap() + dns6["tx_errors"].as_u64().unwrap(),
         echoes,
         "every echo was handed to TX: {dns6}"
+    );
+}
+
+/// On the default job's vdev (an endless `net_pcap` replay), dumpcap with
+/// `-f ip6 -c N` stops between N and one ring burst past it, every frame
+/// IPv6; it stops while the RX lcore is busy in its callback, which the
+/// engine waits out (without that wait this crashed the engine in about
+/// one stop in four here), and the engine goes on receiving after it.
+#[test]
+fn dumpcap_on_an_endless_pcap_replay_stops_near_its_count_and_rx_goes_on() {
+    if !ready_to_run() {
+        return;
+    }
+    const N: u64 = 2000;
+    let pcap = repo().join("conf/default.pcap");
+    let (cfg, pfx) = engine_cfg(
+        "capture-pcap",
+        &format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display()),
+        "net_pcap0",
+        "duration_secs = 60",
+        false,
+    );
+    let _leftovers = Leftovers {
+        dir: cfg.parent().unwrap().to_path_buf(),
+        prefixes: vec![pfx.clone()],
+    };
+    let json = cfg.with_extension("json");
+    let mut engine = EngineProc::start(&cfg, &json);
+    engine.wait_ready();
+    let out = cfg.with_file_name("v6.pcapng");
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let (cap, cap_log) = dumpcap(&pfx, "net_pcap0", "ip6", N, &out);
+        let log = dumpcap_done(cap, &cap_log);
+        let captured = dumpcap_captured(&log);
+        assert!(
+            (N..N + DUMPCAP_BURST).contains(&captured),
+            "dumpcap stopped at {captured}: {log}"
+        );
+        let got = tshark_frames(&out);
+        assert_eq!(
+            got.len() as u64,
+            captured,
+            "tshark reads what dumpcap wrote"
+        );
+        for f in &got {
+            assert!(f.is_ipv6(), "a non-IPv6 frame captured: {}", f.eth_type);
+        }
+        let (_, before) = port_now(&pfx);
+        std::thread::sleep(Duration::from_millis(300));
+        let (_, after) = port_now(&pfx);
+        assert!(
+            after > before,
+            "RX stopped after dumpcap: {before} -> {after}"
+        );
+    }));
+    let (j, log) = stop_engine(engine, &json);
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+    assert!(j["rx_packets"].as_u64().unwrap() > N);
+    assert!(
+        log.contains("pdump: a capture callback was removed; the RX lcores left it within"),
+        "no quiesce after the capture stopped: {log}"
     );
 }
