@@ -1,5 +1,5 @@
 // The engine interposes DPDK's remove-callback functions for librte_pdump
-// (dpdk-bindings/src/pdump.rs): the binary must export them for the dynamic
+// (app/src/main.rs, dpdk_sys::pdump): the binary must export them for the dynamic
 // linker to bind librte_pdump's calls to them.
 fn main() {
     // Only this file decides the link arguments: do not rerun (and relink
