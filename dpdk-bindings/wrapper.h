@@ -20,3 +20,4 @@
 #include <rte_bus_vdev.h>
 #include <rte_dev.h>
 #include <rte_version.h>
+#include <rte_pdump.h>

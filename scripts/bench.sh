@@ -15,6 +15,11 @@
 #     against the in-process pipeline (the main lcore consuming on CPU 0), on
 #     the pipeline section's replay, config and cores, in alternating pairs
 #     (issue 16; the client shares CPU 0 with the idle main lcore, said so)
+#   - DPDK's capture server (issue 19): the pipeline with `[capture] pdump`
+#     on (no capture attached) against off, in alternating pairs; with
+#     dpdk-dumpcap capturing every frame to /dev/null against the same run
+#     before it attached; and with Prometheus scraped every 100 ms against
+#     not scraped, in alternating pairs
 #   - the flood scenario (one slow victim socket gets 90%) per strategy, with
 #     and without the flood, the small-buffer cache on and off
 #   - the flood with two RX lcores pushing into the same victim socket, one
@@ -61,6 +66,9 @@
 #                    pipeline  --floor pipeline / pipeline pairs (4 MiB rcvbuf) and the
 #                              pipeline with the default rcvbuf (kernel ratio needs kernel)
 #                    client    out-of-process client / in-process pipeline pairs (hugepages only)
+#                    pdump     [capture] pdump on (no capture) / off pairs, a running
+#                              dpdk-dumpcap's cost, Prometheus scraped every 100 ms /
+#                              not scraped pairs (hugepages only)
 #                    flood     one RX lcore, one slow victim, per strategy
 #                    flood2    two RX lcores (one per CPU) into one slow victim
 #                    memory    the 10x longer run (peak RSS)
@@ -75,6 +83,8 @@
 #                  Rows that compare with a section not run show "-" or n/a.
 #   BENCH_PAIRS    floor/pipeline pairs in "pipeline" (default 5, at least 1)
 #   BENCH_CLIENT_PAIRS  pipeline/client pairs in "client" (default 3, at least 1)
+#   BENCH_PDUMP_PAIRS   pdump on/off and scraped/not pairs in "pdump" (default 5)
+#   BENCH_PDUMP_CAPTURES  runs with dumpcap attached in "pdump" (default 3)
 #   BENCH_FLOOD2_RUNS        runs per strategy in "flood2" (default 3)
 #   BENCH_FLOOD2_VICTIM_PPS  the victim's consumer cap in "flood2" (default 1000000)
 #   BENCH_VICTIM_PPS         the victim's consumer cap in "flood" (default 200000)
@@ -105,7 +115,7 @@ rm -f "$W"/*.json "$W"/*.log "$W"/*.toml "$W/demux.md"
 log() { echo "bench: $*" >&2; }
 die() { log "error: $*"; exit 2; }
 
-SECTIONS="rate rxcore pipeline client flood flood2 memory memif demux kernel exception send dns"
+SECTIONS="rate rxcore pipeline client pdump flood flood2 memory memif demux kernel exception send dns"
 ONLY=${BENCH_ONLY:-}
 for x in ${ONLY//,/ }; do
   [[ " $SECTIONS " == *" $x "* ]] || die "BENCH_ONLY: unknown section \"$x\" (sections: $SECTIONS)"
@@ -487,6 +497,159 @@ if on client; then
           client_run "cpair-client-$k"
         fi
       done
+    done
+  fi
+fi
+
+# 1d. DPDK's capture server and the Prometheus endpoint (issue 19), on the
+# pipeline section's config and replay (plain 64-byte, 5 sockets, 4 MiB
+# rcvbuf; hugepages only: dpdk-dumpcap attaches to the engine's shared
+# memory). Alternating pairs: `[capture] pdump = true` (the default: the
+# capture server is up, no capture attached) against `pdump = false`; and
+# `[metrics] listen` set, scraped every 100 ms from CPU 0 (a Python loop)
+# against the same config not scraped. Capture runs: one engine run, the
+# delivered rate over SECS seconds without a capture, then over SECS seconds
+# while dpdk-dumpcap (pinned to CPU 0 with the main lcore, which consumes
+# every socket) captures every frame of the port to /dev/null, from the
+# engine's periodic stats lines.
+PDPAIRS=${BENCH_PDUMP_PAIRS:-5}
+[ "$PDPAIRS" -ge 1 ] || die "BENCH_PDUMP_PAIRS must be at least 1"
+PDCAPS=${BENCH_PDUMP_CAPTURES:-3}
+[ "$PDCAPS" -ge 1 ] || die "BENCH_PDUMP_CAPTURES must be at least 1"
+# pd_cfg NAME [TOML]: the pipeline pairs' config with TOML tables appended.
+pd_cfg() {
+  local cfg; cfg=$(mkcfg "$1" "$(pcapdev plain64)" numa-queues true 0 "" "$RCVBUF_BIG")
+  [ -z "${2:-}" ] || printf '\n%s\n' "$2" >>"$cfg"
+  echo "$cfg"
+}
+prefix_of() { sed -n 's/^file_prefix = "\(.*\)"$/\1/p' "$1"; }
+# check_json NAME: a background run's JSON is there and its books balance.
+check_json() {
+  if [ ! -s "$W/$1.json" ]; then
+    log "run $1 wrote no JSON"; FAIL=1; echo '{}' >"$W/$1.json"
+  elif [ "$(jq -r .books_balanced "$W/$1.json")" != true ]; then
+    log "run $1: books do NOT balance: $(jq -c .problems "$W/$1.json")"; FAIL=1
+  fi
+}
+# window_mpps LOG T0 T1: delivered Mpps between two instants (epoch seconds),
+# from the first and last of the engine's stats lines ("[2026-..Z INFO ..]
+# ... total rx R delivered D drops X ...", every 500 ms) inside them.
+window_mpps() {
+  python3 - "$@" <<'EOF'
+import datetime, sys
+log, t0, t1 = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+pts = []
+for line in open(log, errors="replace"):
+    if not line.startswith("[") or " total rx " not in line:
+        continue
+    ts = datetime.datetime.fromisoformat(line[1:line.index("Z")])
+    t = ts.replace(tzinfo=datetime.timezone.utc).timestamp()
+    w = line.split(" total rx ", 1)[1].split()
+    if t0 <= t <= t1:
+        pts.append((t, int(w[w.index("delivered") + 1])))
+print("%.6f" % ((pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0]) / 1e6) if len(pts) > 1 and pts[-1][0] > pts[0][0] else 0)
+EOF
+}
+# pdump_capture_run NAME: one engine run: SECS seconds without a capture, then
+# SECS with dpdk-dumpcap attached; the engine stops while dumpcap is still
+# attached (dumpcap then exits on its own: its primary is gone), so a
+# capture's stop, which waits for the RX lcores (docs/operations.md,
+# "Capture"), is never inside a measured window.
+pdump_capture_run() {
+  local name=$1 cfg prefix epid dpid t0 t1 t2 t3 i
+  cfg=$(pd_cfg "$name"); prefix=$(prefix_of "$cfg")
+  log "run $name (${SECS}s, then ${SECS}s with dpdk-dumpcap on CPU 0 capturing every frame to /dev/null)"
+  rm -f "$W/$name.json" "$W/$name-dumpcap.log"
+  "$BIN" run --config "$cfg" --duration $((2 * SECS + 60)) --stats-json "$W/$name.json" --histograms >"$W/$name.log" 2>&1 &
+  epid=$!
+  for i in $(seq 200); do grep -q "port net_pcap0" "$W/$name.log" 2>/dev/null && break; sleep 0.1; done
+  sleep 0.6   # at least one stats line inside the window
+  t0=$(date +%s.%N); sleep "$SECS"; t1=$(date +%s.%N)
+  taskset -c 0 dpdk-dumpcap --file-prefix "$prefix" -p -i net_pcap0 -w /dev/null >/dev/null 2>"$W/$name-dumpcap.log" &
+  dpid=$!
+  # dumpcap prints "Packets captured:" right after rte_pdump_enable returned.
+  for i in $(seq 200); do grep -q "Packets captured:" "$W/$name-dumpcap.log" 2>/dev/null && break; sleep 0.1; done
+  grep -q "Packets captured:" "$W/$name-dumpcap.log" || { log "run $name: dumpcap did not attach: $(tail -2 "$W/$name-dumpcap.log")"; FAIL=1; }
+  sleep 0.6
+  t2=$(date +%s.%N); sleep "$SECS"; t3=$(date +%s.%N)
+  kill -INT "$epid" 2>/dev/null || true
+  wait "$epid" || { log "run $name: engine exited non-zero: $(grep 'udpdemux: error' "$W/$name.log" | tail -1)"; FAIL=1; }
+  for i in $(seq 50); do kill -0 "$dpid" 2>/dev/null || break; sleep 0.1; done
+  kill -INT "$dpid" 2>/dev/null || true
+  wait "$dpid" || true
+  window_mpps "$W/$name.log" "$t0" "$t1" >"$W/$name.without"
+  window_mpps "$W/$name.log" "$t2" "$t3" >"$W/$name.with"
+  check_json "$name"
+}
+# python3 -c "$SCRAPER" PORT: GET /metrics every 100 ms (on a fixed cadence,
+# one connection each) until the endpoint goes away or SIGTERM; prints
+# "scrapes bytes-of-the-last".
+SCRAPER=$(cat <<'EOF'
+import signal, socket, sys, time
+port, n, size, t = int(sys.argv[1]), 0, 0, time.monotonic()
+def done(*_):
+    print(n, size)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, done)
+while True:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+            c.sendall(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+            got = b"".join(iter(lambda: c.recv(65536), b""))
+        if got.startswith(b"HTTP/1.1 200"):
+            n, size = n + 1, len(got)
+    except OSError:
+        if n:
+            break  # the engine stopped
+        t = time.monotonic()  # not up yet: the cadence starts at the first answer
+    t += 0.1
+    time.sleep(max(0.0, t - time.monotonic()))
+done()
+EOF
+)
+free_tcp_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# metrics_run NAME yes|no: the endpoint on, scraped every 100 ms or not at all.
+metrics_run() {
+  local name=$1 scraped=$2 port cfg epid spid i
+  port=$(free_tcp_port)
+  cfg=$(pd_cfg "$name" "[metrics]
+listen = \"127.0.0.1:$port\"")
+  if [ "$scraped" = no ]; then engine "$name" "$cfg" "$SECS"; return; fi
+  log "run $name (scraped every 100 ms, ${SECS}s)"
+  rm -f "$W/$name.json"
+  # The scraper first, so it is polling when the endpoint comes up.
+  taskset -c 0 python3 -c "$SCRAPER" "$port" >"$W/$name.scrapes" &
+  spid=$!
+  "$BIN" run --config "$cfg" --duration "$SECS" --stats-json "$W/$name.json" --histograms >"$W/$name.log" 2>&1 &
+  epid=$!
+  wait "$epid" || { log "run $name: engine exited non-zero: $(grep 'udpdemux: error' "$W/$name.log" | tail -1)"; FAIL=1; }
+  for i in $(seq 50); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
+  kill -TERM "$spid" 2>/dev/null || true   # it prints its count on SIGTERM
+  wait "$spid" || true
+  check_json "$name"
+}
+if on pdump; then
+  if [ "$NO_HUGE" = true ]; then
+    log "pdump: skipped (dpdk-dumpcap attaches to shared memory: hugepages needed)"
+  else
+    command -v dpdk-dumpcap >/dev/null || die "dpdk-dumpcap not found (package dpdk-dev): run sudo bash scripts/setup.sh"
+    command -v python3 >/dev/null || die "python3 not found: run sudo bash scripts/setup.sh"
+    for k in $(seq "$PDPAIRS"); do
+      order="on off"; [ $((k % 2)) -eq 0 ] && order="off on"
+      for r in $order; do
+        if [ "$r" = on ]; then
+          engine "pdump-on-$k" "$(pd_cfg "pdump-on-$k" "[capture]
+pdump = true")" "$SECS"
+        else
+          engine "pdump-off-$k" "$(pd_cfg "pdump-off-$k" "[capture]
+pdump = false")" "$SECS"
+        fi
+      done
+    done
+    for k in $(seq "$PDCAPS"); do pdump_capture_run "pdump-cap-$k"; done
+    for k in $(seq "$PDPAIRS"); do
+      order="yes no"; [ $((k % 2)) -eq 0 ] && order="no yes"
+      for r in $order; do metrics_run "scrape-$r-$k" "$r"; done
     done
   fi
 fi
@@ -982,6 +1145,63 @@ done
 echo
 CRM=$(median "${CRR[@]}")
 echo "Out-of-process / in-process, delivered: median **${CRM}x**, spread $(spread "${CRR[@]}") over ${#CRR[@]} pairs (goal ≥ 0.9: $(goal "$CRM" ">=" 0.9)); in-process median $(median "${CIN[@]}") Mpps, out-of-process median $(median "${COUT[@]}") Mpps."
+fi
+echo
+fi
+if on pdump; then
+echo "### Capture server (dpdk-dumpcap) and Prometheus scrapes (issue 19)"
+echo
+if [ "$NO_HUGE" = true ]; then
+  echo "Skipped: dpdk-dumpcap attaches to the engine's shared memory, which needs hugepages (fewer than 200 were free)."
+else
+echo "The pipeline section's config and replay (\`$SPEC --flood-share 0\`, 64-byte payloads, 5 sockets, \`rcvbuf = $RCVBUF_BIG\`): RX lcore 1 alone on CPU 1, main lcore 0 on CPU 0 consuming every socket. Mpps delivered over each run. $PDPAIRS alternating pairs, the order flipped every round."
+echo
+echo "| round | order | \`pdump = true\`, no capture: Mpps delivered | \`pdump = false\` | true / false | drops, true | drops, false |"
+echo "|---:|---|---:|---:|---:|---|---|"
+PDR=(); PDON=(); PDOFF=()
+for k in $(seq "$PDPAIRS"); do
+  order="true, false"; [ $((k % 2)) -eq 0 ] && order="false, true"
+  A=$(delivered_mpps "pdump-on-$k"); B=$(delivered_mpps "pdump-off-$k")
+  PDON+=("$(fmt "$A")"); PDOFF+=("$(fmt "$B")")
+  R=$(ratio "$A" "$B"); [ "$R" = - ] || PDR+=("$R")
+  echo "| $k | $order | $(fmt "$A") | $(fmt "$B") | $R | $(drops "pdump-on-$k") | $(drops "pdump-off-$k") |"
+done
+echo
+echo "Capture server up, no capture / \`pdump = false\`, delivered: median **$(median "${PDR[@]}")x**, spread $(spread "${PDR[@]}") over ${#PDR[@]} pairs (medians $(median "${PDON[@]}") / $(median "${PDOFF[@]}") Mpps)."
+echo
+echo "Capture running: \`dpdk-dumpcap -p -i net_pcap0 -w /dev/null\` (every frame, both directions, no filter, pcapng; \`taskset -c 0\`, so it shares CPU 0 with the main lcore that consumes every socket) attached to the running engine; Mpps delivered over ${SECS} s before it attached and over ${SECS} s while it captures, in the same engine run, from the engine's stats lines (every 500 ms); the engine stops while dumpcap is attached. dumpcap's own count of the frames it wrote (what its ring could not take is the capture's loss, not the engine's: RX goes on)."
+echo
+echo "| run | Mpps delivered, capturing | before it attached | capturing / before | frames dumpcap wrote | engine drops by reason (whole run) |"
+echo "|---:|---:|---:|---:|---|---|"
+CAPR=()
+for k in $(seq "$PDCAPS"); do
+  n="pdump-cap-$k"
+  A=$(cat "$W/$n.with" 2>/dev/null || echo 0); B=$(cat "$W/$n.without" 2>/dev/null || echo 0)
+  R=$(ratio "$A" "$B"); [ "$R" = - ] || CAPR+=("$R")
+  # dumpcap's running count ("Packets captured: 0 32 64 ...", backspace-separated);
+  # its received/dropped summary needs a live primary, which is gone by then.
+  D=$(tr '\b' ' ' <"$W/$n-dumpcap.log" 2>/dev/null | sed -n 's/^Packets captured: *//p' | tr ' ' '\n' | grep -E '^[0-9]+$' | tail -1 || true)
+  echo "| $k | $(fmt "$A") | $(fmt "$B") | $R | ${D:-?} | $(drops "$n") |"
+done
+echo
+echo "Capturing / not capturing, delivered: median **$(median "${CAPR[@]}")x**, spread $(spread "${CAPR[@]}") over ${#CAPR[@]} runs."
+echo
+echo "Prometheus: \`[metrics] listen\` set in both runs of a pair; *scraped*: \`GET /metrics\` every 100 ms on a fixed cadence (one connection each, a Python loop under \`taskset -c 0\`) for the whole run; *not scraped*: no request. The endpoint's thread inherits the main lcore's CPU 0."
+echo
+echo "| round | order | scraped: Mpps delivered | not scraped | scraped / not | scrapes answered (bytes, last), mean interval over the run | drops, scraped | drops, not |"
+echo "|---:|---|---:|---:|---:|---|---|---|"
+SCR=(); SCY=(); SCN=()
+for k in $(seq "$PDPAIRS"); do
+  order="scraped, not"; [ $((k % 2)) -eq 0 ] && order="not, scraped"
+  A=$(delivered_mpps "scrape-yes-$k"); B=$(delivered_mpps "scrape-no-$k")
+  SCY+=("$(fmt "$A")"); SCN+=("$(fmt "$B")")
+  R=$(ratio "$A" "$B"); [ "$R" = - ] || SCR+=("$R")
+  read -r NS NB <"$W/scrape-yes-$k.scrapes" 2>/dev/null || { NS=0; NB=0; }
+  IV=$(jq -r --argjson n "${NS:-0}" 'if $n > 0 and (.seconds // 0) > 0 then (.seconds / $n * 1000 | floor | tostring) + " ms" else "-" end' "$(jf "scrape-yes-$k")")
+  echo "| $k | $order | $(fmt "$A") | $(fmt "$B") | $R | $NS ($NB), every $IV | $(drops "scrape-yes-$k") | $(drops "scrape-no-$k") |"
+done
+echo
+echo "Scraped every 100 ms / not scraped, delivered: median **$(median "${SCR[@]}")x**, spread $(spread "${SCR[@]}") over ${#SCR[@]} pairs (medians $(median "${SCY[@]}") / $(median "${SCN[@]}") Mpps)."
 fi
 echo
 fi

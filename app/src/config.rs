@@ -44,6 +44,8 @@ pub struct Config {
     pub exception: ExceptionConf,
     #[serde(default)]
     pub neighbour: NeighbourConf,
+    #[serde(default)]
+    pub capture: CaptureConf,
 }
 
 /// The exception path to the kernel (`runtime::exception`): off unless
@@ -192,6 +194,39 @@ impl ExceptionConf {
 
 mod neighbour;
 pub use neighbour::{parse_mac, NeighbourConf, StaticNeighbour};
+
+/// DPDK's own capture tools (`dpdk-dumpcap`, `dpdk-pdump`) attached as
+/// secondary processes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureConf {
+    /// Run DPDK's capture server (`rte_pdump_init`) so those tools can
+    /// attach. It costs the RX path nothing while no capture runs (no
+    /// callback is installed until one asks) and 4 MiB of EAL memory for
+    /// its statistics; `false` is for measuring exactly that.
+    #[serde(default = "d_true")]
+    pub pdump: bool,
+}
+
+impl Default for CaptureConf {
+    fn default() -> Self {
+        CaptureConf { pdump: true }
+    }
+}
+
+impl CaptureConf {
+    /// Whether the engine starts the capture server: asked for, and the EAL
+    /// shares its memory (`eal.no_huge` runs with `--no-shconf`, where no
+    /// secondary process can attach).
+    pub fn pdump_active(&self, eal: &EalConf) -> bool {
+        self.pdump && !eal.no_huge
+    }
+}
+
+/// MiB the capture server's statistics memzone takes (`rte_pdump_init`:
+/// rx and tx, `RTE_MAX_ETHPORTS` 32 x `RTE_MAX_QUEUES_PER_PORT` 1024, one
+/// 64-byte line each, in Debian's build).
+pub const PDUMP_STATS_MB: u64 = 4;
 
 /// The Prometheus endpoint (`runtime::metrics`): off unless `listen` is set.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -1203,7 +1238,12 @@ impl Config {
             bytes += u64::from(crate::send::POOL_MBUFS) * mbuf_bytes(crate::send::DATA_ROOM)
                 + u64::from(crate::send::RING_SIZE) * 8;
         }
-        bytes.div_ceil(1 << 20) + EAL_OVERHEAD_MB
+        let pdump = if self.capture.pdump_active(&self.eal) {
+            PDUMP_STATS_MB
+        } else {
+            0
+        };
+        bytes.div_ceil(1 << 20) + EAL_OVERHEAD_MB + pdump
     }
 
     /// What `run` would refuse at start that is knowable before it: memory

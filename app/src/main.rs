@@ -197,3 +197,42 @@ mod cli {
         }
     }
 }
+
+/// DPDK's remove-callback functions, interposed for librte_pdump: this
+/// binary exports them (app/build.rs), so the dynamic linker binds
+/// librte_pdump's calls here, and a capture that stops waits for the RX
+/// lcores before dumpcap frees what the callback copies into
+/// (`dpdk_sys::pdump::remove_then_quiesce`, `runtime::setup::quiesce_on_capture_stop`).
+/// Defined in the binary only, so no library of the project overrides
+/// DPDK's functions in someone else's process.
+#[cfg(not(loom))]
+mod pdump_interpose {
+    use std::ffi::c_int;
+
+    use dpdk_sys::pdump::{remove_then_quiesce, RxTxCallback};
+
+    /// # Safety
+    /// DPDK's contract for `rte_eth_remove_rx_callback`.
+    #[no_mangle]
+    pub unsafe extern "C" fn rte_eth_remove_rx_callback(
+        port_id: u16,
+        queue_id: u16,
+        user_cb: *const RxTxCallback,
+    ) -> c_int {
+        // SAFETY: the name is the one this function stands for, and the
+        // caller's arguments go on unchanged under DPDK's contract.
+        unsafe { remove_then_quiesce(c"rte_eth_remove_rx_callback", port_id, queue_id, user_cb) }
+    }
+
+    /// # Safety
+    /// DPDK's contract for `rte_eth_remove_tx_callback`.
+    #[no_mangle]
+    pub unsafe extern "C" fn rte_eth_remove_tx_callback(
+        port_id: u16,
+        queue_id: u16,
+        user_cb: *const RxTxCallback,
+    ) -> c_int {
+        // SAFETY: as for the RX twin above.
+        unsafe { remove_then_quiesce(c"rte_eth_remove_tx_callback", port_id, queue_id, user_cb) }
+    }
+}

@@ -38,6 +38,7 @@ pub mod memory;
 pub mod mempool;
 pub mod mp;
 pub mod os;
+pub mod pdump;
 pub mod port;
 pub mod ring;
 pub mod secondary;

@@ -69,6 +69,10 @@ pub struct Engine {
     /// The Prometheus endpoint (`[metrics] listen`), stopped before the
     /// sockets, ports and pools it reads go.
     metrics: Option<super::metrics::Server>,
+    /// DPDK's capture server (`[capture] pdump`), for `dpdk-dumpcap`. Ends
+    /// after the ports: a capture's callbacks write its statistics memzone
+    /// from the RX lcores and the main lcore's TX until then.
+    pdump: Option<dpdk_sys::pdump::Pdump>,
 }
 
 /// Run the engine until a signal, the duration, or idleness stops it.
@@ -105,7 +109,11 @@ impl Engine {
         setup::preflight(cfg)?;
         let instance = setup::lock_instance(cfg)?;
         let eal = setup::init_eal(cfg)?;
+        let pdump = setup::start_pdump(cfg)?;
         let built = setup::build(cfg, opts.mode)?;
+        if let Some(p) = &pdump {
+            setup::quiesce_on_capture_stop(p, &built.shared);
+        }
         let mut e = Engine {
             main_consumer: RefCell::new(Consumer::new(&built.shared, None)),
             shared: built.shared,
@@ -126,6 +134,7 @@ impl Engine {
             client_ipc: None,
             instance: None,
             metrics: None,
+            pdump,
         };
         setup::launch_workers(&e.shared, &mut e.launched)?;
         e.started = Instant::now();
@@ -268,6 +277,8 @@ impl Drop for Engine {
             self.main_consumer.get_mut(),
         );
         self.ports.clear();
+        // No RX lcore, no TX and no port is left to run a capture callback.
+        self.pdump.take();
         teardown::release_small_caches(&self.shared);
         self.small_pools.clear();
         self.pools.clear();

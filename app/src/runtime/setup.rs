@@ -122,6 +122,70 @@ pub fn init_eal(cfg: &Config) -> Result<Eal, EngineError> {
     Ok(eal)
 }
 
+/// DPDK's capture server, so `dpdk-dumpcap -i PORT` can attach as a
+/// secondary process (`[capture] pdump`; nothing can attach under
+/// `eal.no_huge`, whose `--no-shconf` turns DPDK's IPC off).
+pub fn start_pdump(cfg: &Config) -> Result<Option<dpdk_sys::pdump::Pdump>, EngineError> {
+    if !cfg.capture.pdump_active(&cfg.eal) {
+        if cfg.capture.pdump {
+            log::debug!("pdump: not started (eal.no_huge: no secondary process can attach)");
+        }
+        return Ok(None);
+    }
+    let p = dpdk_sys::pdump::Pdump::init().map_err(|e| {
+        EngineError::Setup(format!(
+            "capture server: {e}: raise eal.memory_mb by {} or set [capture] pdump = false",
+            crate::config::PDUMP_STATS_MB
+        ))
+    })?;
+    log::info!(
+        "pdump ready: dpdk-dumpcap --file-prefix {} -p -i PORT -w FILE.pcapng captures a port",
+        cfg.eal.file_prefix
+    );
+    Ok(Some(p))
+}
+
+/// How long a stopping capture waits for the RX lcores (on DPDK's IPC
+/// thread; an RX lcore passes a poll every few microseconds, so only a
+/// stopped or preempted one gets near it).
+const CAPTURE_QUIESCE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// When a capture stops, DPDK unlinks its callbacks and the capturing
+/// process frees the pool they copy into as soon as it hears back; before
+/// it does (`dpdk_sys::pdump`'s interposed remove-callback functions), wait
+/// until every RX lcore has begun two polls since the unlink, so none is
+/// still inside the old callback. TX callbacks (on the lcores that
+/// transmit: the main lcore, consumer lcores) are not waited for.
+pub fn quiesce_on_capture_stop(p: &dpdk_sys::pdump::Pdump, shared: &Arc<Shared>) {
+    let sh = Arc::clone(shared);
+    p.set_quiesce(move || {
+        let start: Vec<u64> = sh.rx.iter().map(|l| l.lstats.polls.get()).collect();
+        let t0 = std::time::Instant::now();
+        loop {
+            let moved = sh
+                .rx
+                .iter()
+                .zip(&start)
+                .all(|(l, s)| l.lstats.polls.get() >= s + 2);
+            if moved {
+                log::info!(
+                    "pdump: a capture callback was removed; the RX lcores left it within {:?}",
+                    t0.elapsed()
+                );
+                return;
+            }
+            if t0.elapsed() > CAPTURE_QUIESCE {
+                // Stopping (the lcores have left their loops) or stalled.
+                log::info!(
+                    "pdump: a capture callback was removed; the RX lcores did not poll within {CAPTURE_QUIESCE:?}"
+                );
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
+    });
+}
+
 /// Pools, ports, the shared state and the sockets (no worker lcore yet);
 /// the RX lcores will run in `mode`.
 pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
