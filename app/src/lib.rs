@@ -6,7 +6,6 @@
 //! socket's ring) -> the consumer (`runtime::consumer`, or an application
 //! through `api`). `runtime` is the poll-mode runtime around them.
 // The receive heart: pure Rust, model-checked with loom (`--cfg loom`).
-pub mod exception;
 pub mod receive;
 
 // The live counter cells (the receive heart's among them); `summary`,
@@ -44,6 +43,8 @@ dpdk_side! {
     pub mod check;
     /// The ARP/ND/ICMP responder.
     pub mod control;
+    /// The exception path: frames no socket takes, to and from the kernel.
+    pub mod exception;
     /// The EAL's own message when its init fails.
     pub mod eal_log;
     /// Built-in consumers: count, echo, pcap.
