@@ -453,6 +453,9 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
         let mut begin = 0usize;
         for (sock, &len) in groups[..ng].iter().flatten().zip(&group_len[..ng]) {
             let end = begin + usize::from(len);
+            // A client's frees reach the budget here when it runs short,
+            // not only when the main lcore next folds them.
+            sock.release_client_frees_if_short();
             // SAFETY: each packet is ours, listed once, on no stage; to_free
             // frees mbufs of any pool; the consumer may take them on another
             // lcore. An elected stage is drained before the burst ends.
