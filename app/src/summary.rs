@@ -49,7 +49,8 @@ pub struct Summary {
     pub ports: Vec<PortSummary>,
     /// The small-buffer cache, summed over RX lcores.
     pub small_cache: SmallCacheSummary,
-    /// Kernel-named IP reassembly counters (`IpReasmReqds` ... `Ip6ReasmOverlaps`).
+    /// Kernel-named IP reassembly and fragmentation counters (`IpReasmReqds`
+    /// ... `Ip6ReasmOverlaps`, `IpFragOKs` ... `Ip6FragFails`).
     pub ip: BTreeMap<String, u64>,
     /// Fragment reassembly's books, summed over RX lcores.
     pub reassembly: ReassemblySummary,
@@ -358,6 +359,20 @@ pub(crate) fn print_summary(s: &Summary) {
             ip("Ip6ReasmTimeout"),
             ip("Ip6ReasmOverlaps"),
         );
+    }
+    {
+        let ip = |k: &str| s.ip.get(k).copied().unwrap_or(0);
+        if ip("IpFragOKs") + ip("IpFragFails") + ip("Ip6FragOKs") + ip("Ip6FragFails") > 0 {
+            println!(
+                "  fragmented sends: IPv4 {} ok ({} fragments) {} failed; IPv6 {} ok ({} fragments) {} failed",
+                ip("IpFragOKs"),
+                ip("IpFragCreates"),
+                ip("IpFragFails"),
+                ip("Ip6FragOKs"),
+                ip("Ip6FragCreates"),
+                ip("Ip6FragFails"),
+            );
+        }
     }
     let p = &s.rx_pool;
     println!(

@@ -2,6 +2,7 @@
 //! shared state read into a [`Summary`] (the `--stats-json` file,
 //! telemetry replies, the nstat view and the exit printout are all made
 //! from it), and the checks that every frame is in exactly one place.
+use crate::parse::Family;
 use std::collections::BTreeMap;
 
 use dpdk_sys::Port;
@@ -334,6 +335,12 @@ fn summarize_inner(
         ip.insert(format!("{pre}ReasmFails"), rsum(&|r| r.fails[fi].get()));
         ip.insert(format!("{pre}ReasmTimeout"), rsum(&|r| r.timeout[fi].get()));
         ip.insert(format!("{pre}ReasmOverlaps"), rsum(&|r| r.overlaps[fi].get()));
+        // Fragmenting what is sent (echo replies, `send_burst`).
+        let fam = if fi == 0 { Family::V4 } else { Family::V6 };
+        let (oks, creates, fails) = shared.frag_out.read(fam);
+        ip.insert(format!("{pre}FragOKs"), oks);
+        ip.insert(format!("{pre}FragCreates"), creates);
+        ip.insert(format!("{pre}FragFails"), fails);
     }
     let reassembly = crate::summary::ReassemblySummary {
         fragments: rsum(&|r| r.reqds[0].get() + r.reqds[1].get()),

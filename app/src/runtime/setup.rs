@@ -244,6 +244,7 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
         clients: Default::default(),
         send,
         exception,
+        frag_out: crate::frag_out::FragOut::new(eal::rdtsc()),
     });
     let pool_marks = pool_marks(cfg, &shared, &pools);
     create_sockets(cfg, &shared)?;

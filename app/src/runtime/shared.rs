@@ -129,6 +129,9 @@ pub struct Shared {
     pub send: Option<crate::send::TxPath>,
     /// The exception path to the kernel (`[exception]`); `None`: off.
     pub exception: Option<crate::exception::ExceptionPath>,
+    /// Fragmenting what is sent (echo replies, `send_burst`): the
+    /// identification source and `FragOKs` / `FragCreates` / `FragFails`.
+    pub frag_out: crate::frag_out::FragOut,
 }
 
 /// One RX lcore's assignment and counters.
