@@ -79,6 +79,13 @@ pub fn counters(s: &Summary) -> Counters {
             }
         }
     }
+    // Fragments steered between RX lcores (`steer`).
+    for (name, v) in [
+        ("UdpDemuxFragSteered", s.reassembly.steered),
+        ("UdpDemuxFragSteerFull", s.reassembly.steer_full),
+    ] {
+        out.push((name.to_string(), v));
+    }
     if let Some(t) = &s.send {
         let n = &t.neigh;
         for (name, v) in [

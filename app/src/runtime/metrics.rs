@@ -490,6 +490,8 @@ pub fn render(s: &Summary, x: &Extra) -> String {
     o.counter("udpdemux_reasm_fragments_dropped_total", "Fragments dropped by the reassembler", &[], r.dropped);
     o.gauge("udpdemux_reasm_fragments_held", "Fragments held now", &[], r.held);
     o.gauge("udpdemux_reasm_peak_bytes", "Most truesize bytes one lcore's table held", &[], r.bytes_peak);
+    o.counter("udpdemux_reasm_steered_total", "Fragments pushed to their owner RX lcore's ring", &[], r.steered);
+    o.counter("udpdemux_reasm_steer_full_total", "Fragments dropped: the owner's steering ring was full", &[], r.steer_full);
     let cl = &s.clients;
     o.gauge("udpdemux_clients_attached", "Client processes attached", &[], cl.attached);
     o.gauge("udpdemux_client_sockets_open", "Sockets a client process has open", &[], cl.open);

@@ -354,14 +354,22 @@ fn summarize_inner(
             .map(|l| l.reasm_stats.bytes_peak.get())
             .max()
             .unwrap_or(0),
+        steered: shared.rx.iter().map(|l| l.steer.steered.get()).sum(),
+        steer_full: shared.rx.iter().map(|l| l.steer.full.get()).sum(),
+        steer_taken: shared.rx.iter().map(|l| l.steer.taken.get()).sum(),
+        steer_freed_at_exit: shared.rx.iter().map(|l| l.steer.freed_at_exit.get()).sum(),
     };
     let reasm_oks = ip["IpReasmOKs"] + ip["Ip6ReasmOKs"];
 
     // The books: every frame in exactly one place. A fragment the
     // reassembler took is in its books (merged, dropped or held); each
     // reassembled datagram is classified once by the MIB like any frame.
+    // A fragment steered to its owner lcore is classified there; one its
+    // ring refused, or left in the ring at exit, was dropped.
     let classified: u64 = shared.rx.iter().map(|l| l.mib.total()).sum::<u64>() - reasm_oks
-        + reassembly.fragments;
+        + reassembly.fragments
+        + reassembly.steer_full
+        + reassembly.steer_freed_at_exit;
     if at_exit {
         // The bare loop and the floor free every frame unparsed: their books
         // are rx = freed.
@@ -429,6 +437,12 @@ fn summarize_inner(
         }
         if r.held != 0 {
             problems.push(format!("reassembly still holds {} fragments", r.held));
+        }
+        if r.steered != r.steer_taken + r.steer_freed_at_exit {
+            problems.push(format!(
+                "steered {} fragments to their owner lcores but they took {} and {} were freed at exit",
+                r.steered, r.steer_taken, r.steer_freed_at_exit
+            ));
         }
         if let Some(s) = send.as_ref().filter(|s| !s.balanced()) {
             problems.push(format!("send_burst books do not balance: {s:?}"));
