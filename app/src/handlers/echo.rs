@@ -125,9 +125,7 @@ fn send_fragmented(
     port: u16,
     queue: u16,
 ) -> bool {
-    use crate::parse::checksum::{self, Sum};
-    use crate::parse::fragment::{sum_parts, Fragmenter};
-    use crate::parse::udp::UdpPacket;
+    use crate::parse::fragment::{finish_udp_head, sum_parts, Fragmenter};
     let Some(d) = MbufMeta::view(m).and_then(|meta| crate::handlers::datagram_of_mbuf(m, meta))
     else {
         return false;
@@ -146,44 +144,19 @@ fn send_fragmented(
         return false;
     };
     let l3 = ether_len(&d);
-    let Some(ip_end) = n.checked_sub(crate::parse::udp::HEADER_LEN) else {
-        return false;
-    };
-    let Ok(udp_len) = u16::try_from(crate::parse::udp::HEADER_LEN + usize::from(d.payload_len))
-    else {
-        return false;
-    };
-    let (hdrs, udp) = head[..n].split_at_mut(ip_end);
-    let pseudo = match (d.family, d.src, src.unwrap_or(d.dst)) {
-        (crate::parse::Family::V4, std::net::IpAddr::V4(to), std::net::IpAddr::V4(from)) => {
-            checksum::pseudo_v4(from, to, crate::parse::PROTO_UDP, udp_len)
-        }
-        (crate::parse::Family::V6, std::net::IpAddr::V6(to), std::net::IpAddr::V6(from)) => {
-            checksum::pseudo_v6(&from, &to, crate::parse::PROTO_UDP, u32::from(udp_len))
-        }
-        _ => return false,
-    };
-    {
-        let mut u = UdpPacket::new_unchecked(&mut *udp);
-        u.set_len(udp_len);
-        u.set_checksum(0);
-    }
     let payload = || crate::handlers::payload_segments(m, &d);
-    let sum = pseudo
-        .combine(Sum::new().add_bytes(udp))
-        .combine(sum_parts(payload()));
-    let c = match sum.checksum() {
-        0 => 0xffff,
-        c => c,
+    let len = usize::from(d.payload_len);
+    let Some(l4) = finish_udp_head(&mut head[..n], l3, d.family, len, sum_parts(payload())) else {
+        return false;
     };
-    UdpPacket::new_unchecked(&mut *udp).set_checksum(c);
-    let udp: &[u8] = udp;
+    let (hdrs, udp) = head[..n].split_at(l4);
+    let udp_len = crate::parse::udp::HEADER_LEN + len;
     let ident = frag.next_ident(d.family);
     let Some(fr) = Fragmenter::new(
         hdrs,
         l3,
         d.family,
-        usize::from(udp_len),
+        udp_len,
         crate::send::MTU,
         ident,
     ) else {

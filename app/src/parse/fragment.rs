@@ -19,9 +19,10 @@
 //! not fit its buffer is `None`, never a panic.
 use std::ops::Range;
 
-use super::checksum::Sum;
+use super::checksum::{self, Sum};
 use super::ipv4::{self, Ipv4Packet};
 use super::ipv6::{self, next_header as nh, Ipv6Packet};
+use super::udp::UdpPacket;
 use super::Family;
 
 /// One datagram's fragments: its headers (Ethernet, tags, an IP header
@@ -156,6 +157,52 @@ impl<'h> Fragmenter<'h> {
         }
         Some((at, r))
     }
+}
+
+/// Gives headers written for an empty payload (Ethernet, tags, IP without
+/// options or extension headers, UDP: what `build` writes, the IP header
+/// at `l3`) the UDP length and checksum of a payload of `len` bytes whose
+/// ones'-complement sum is `payload_sum` ([`sum_parts`]). Returns where the
+/// UDP header starts; `None` when `head` is not such headers or the
+/// datagram would be over 65 535 bytes.
+pub fn finish_udp_head(
+    head: &mut [u8],
+    l3: usize,
+    family: Family,
+    len: usize,
+    payload_sum: Sum,
+) -> Option<usize> {
+    let l4 = head.len().checked_sub(super::udp::HEADER_LEN)?;
+    let udp_len = u16::try_from(super::udp::HEADER_LEN + len).ok()?;
+    let (ip, udp) = head.get_mut(l3..)?.split_at_mut(l4.checked_sub(l3)?);
+    let pseudo = match family {
+        Family::V4 => {
+            let p = Ipv4Packet::new_checked(&*ip).ok()?;
+            if p.header_len() != ip.len() {
+                return None;
+            }
+            checksum::pseudo_v4(p.src_addr(), p.dst_addr(), super::PROTO_UDP, udp_len)
+        }
+        Family::V6 => {
+            let p = Ipv6Packet::new_checked(&*ip).ok()?;
+            if ip.len() != ipv6::HEADER_LEN || p.next_header() != nh::UDP {
+                return None;
+            }
+            let (s, d) = (p.src_addr(), p.dst_addr());
+            checksum::pseudo_v6(&s, &d, super::PROTO_UDP, u32::from(udp_len))
+        }
+    };
+    let mut u = UdpPacket::new_checked(&mut *udp, family).ok()?;
+    u.set_len(udp_len);
+    u.set_checksum(0);
+    let sum = pseudo.combine(Sum::new().add_bytes(udp)).combine(payload_sum);
+    // RFC 768 / RFC 8200 §8.1: a computed 0 is sent as all ones.
+    let c = match sum.checksum() {
+        0 => 0xffff,
+        c => c,
+    };
+    UdpPacket::new_unchecked(&mut *udp).set_checksum(c);
+    Some(l4)
 }
 
 /// Copies bytes `at..at + out.len()` of the concatenation of `parts` into
@@ -353,6 +400,31 @@ mod tests {
         assert_eq!(ip.frag_offset(), 370);
         assert_eq!(ip.total_len(), 68);
         assert_eq!(ip.verify_checksum(), Some(true));
+    }
+
+    /// Headers written for no payload, finished for a payload, match the
+    /// writer's own frame of that payload (lengths and checksum).
+    #[test]
+    fn finished_headers_match_the_whole_frame() {
+        for v6 in [false, true] {
+            for n in [0usize, 1, 1473, 3001] {
+                let f = whole(v6, n);
+                let mut head = whole(v6, 0);
+                let l4 = finish_udp_head(
+                    &mut head,
+                    14,
+                    fam(v6),
+                    n,
+                    sum_parts([&f[f.len() - n..]]),
+                )
+                .unwrap();
+                assert_eq!(l4, if v6 { 54 } else { 34 });
+                assert_eq!(&head[l4..], &f[l4..l4 + 8], "v6={v6} n={n}: UDP header");
+            }
+        }
+        let mut bad = whole(false, 0);
+        assert!(finish_udp_head(&mut bad, 14, Family::V4, 65_508, Sum::new()).is_none());
+        assert!(finish_udp_head(&mut bad[..40], 14, Family::V4, 1, Sum::new()).is_none());
     }
 
     #[test]
