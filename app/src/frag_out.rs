@@ -65,16 +65,16 @@ impl FragOut {
         }
     }
 
-    /// Counts one fragmented datagram of `family`: `Ok(frags)` written, or
-    /// failed.
-    pub fn count(&self, family: Family, r: Result<usize, ()>) {
+    /// Counts one fragmented datagram of `family`: `Some(frags)` written,
+    /// or `None`, failed.
+    pub fn count(&self, family: Family, r: Option<usize>) {
         let f = family.index();
         match r {
-            Ok(n) => {
+            Some(n) => {
                 self.stats.oks[f].fetch_add(1, Ordering::Relaxed);
                 self.stats.creates[f].fetch_add(n as u64, Ordering::Relaxed);
             }
-            Err(()) => {
+            None => {
                 self.stats.fails[f].fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -95,7 +95,7 @@ impl FragOut {
 
 /// Writes every fragment of `fr` into an mbuf from `alloc`, appended to
 /// `out`; the IP payload is the concatenation of what `parts` yields (it
-/// is walked once per fragment). `Err`: a buffer or room in `out` was
+/// is walked once per fragment). `None`: a buffer or room in `out` was
 /// missing; the fragments already in `out` stay there (the caller drops
 /// them).
 pub fn write_fragments<'a, I, const N: usize>(
@@ -103,23 +103,23 @@ pub fn write_fragments<'a, I, const N: usize>(
     parts: impl Fn() -> I,
     mut alloc: impl FnMut() -> Option<Mbuf>,
     out: &mut MbufBurst<N>,
-) -> Result<usize, ()>
+) -> Option<usize>
 where
     I: Iterator<Item = &'a [u8]>,
 {
     let count = fr.count();
     if count > out.spare() {
-        return Err(());
+        return None;
     }
     for i in 0..count {
-        let len = fr.frame_len(i).and_then(|n| u16::try_from(n).ok()).ok_or(())?;
-        let mut m = alloc().ok_or(())?;
-        let buf = m.append(len).ok_or(())?;
-        let (at, r) = fr.write_headers(i, buf).ok_or(())?;
-        copy_range(parts(), r.start, buf.get_mut(at).ok_or(())?).ok_or(())?;
-        out.push(m).map_err(|_| ())?;
+        let len = fr.frame_len(i).and_then(|n| u16::try_from(n).ok())?;
+        let mut m = alloc()?;
+        let buf = m.append(len)?;
+        let (at, r) = fr.write_headers(i, buf)?;
+        copy_range(parts(), r.start, buf.get_mut(at)?)?;
+        out.push(m).ok()?;
     }
-    Ok(count)
+    Some(count)
 }
 
 #[cfg(test)]
@@ -148,9 +148,9 @@ mod tests {
     #[test]
     fn counts_by_family() {
         let f = FragOut::new(1);
-        f.count(Family::V4, Ok(3));
-        f.count(Family::V4, Err(()));
-        f.count(Family::V6, Ok(45));
+        f.count(Family::V4, Some(3));
+        f.count(Family::V4, None);
+        f.count(Family::V6, Some(45));
         assert_eq!(f.read(Family::V4), (1, 3, 1));
         assert_eq!(f.read(Family::V6), (1, 45, 0));
     }

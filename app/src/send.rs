@@ -530,7 +530,7 @@ fn send_fragmented(
     let (ip, udp) = head[..n].split_at(l4);
     let len = udp.len() + payload.len();
     let Some(fr) = Fragmenter::new(ip, l3, fam, len, MTU, frag.next_ident(fam)) else {
-        frag.count(fam, Err(()));
+        frag.count(fam, None);
         add(&tx.senders.no_buffer, fam, 1);
         return 0;
     };
@@ -542,7 +542,7 @@ fn send_fragmented(
         &mut frags,
     );
     frag.count(fam, written);
-    if written.is_err() {
+    if written.is_none() {
         // The fragments written so far are freed with `frags`.
         add(&tx.senders.no_buffer, fam, 1);
         return 0;

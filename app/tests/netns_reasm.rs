@@ -227,7 +227,12 @@ rcvbuf = 8388608
         Vdev::Pcap => &ECHO_SIZES,
         Vdev::AfPacket => &ECHO_SIZES[..1],
     };
-    let list = |s: &[usize]| s.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(",");
+    let list = |s: &[usize]| {
+        s.iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     let client = net.exec(&[
         "python3",
         "-c",
@@ -335,8 +340,7 @@ rcvbuf = 8388608
     let v6 = COUNT as u64 + echo6.len() as u64;
     assert_eq!(n(&ip["Ip6ReasmOKs"]), v6, "{ip}");
     // Three fragments for 3000 bytes (1232 + 1232 + 544 at the 1280 MTU).
-    let v6_frags =
-        3 * COUNT as u64 + echo6.iter().map(|&p| frags(true, p, 1280)).sum::<u64>();
+    let v6_frags = 3 * COUNT as u64 + echo6.iter().map(|&p| frags(true, p, 1280)).sum::<u64>();
     assert_eq!(n(&ip["Ip6ReasmReqds"]), v6_frags, "{ip}");
     let (v4_oks, v4_frags) = if vdev == Vdev::Pcap {
         (

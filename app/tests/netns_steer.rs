@@ -166,7 +166,12 @@ rcvbuf = 16777216
     let json = dir.join("c.json");
     let mut engine = EngineProc::start(&cfg, &json);
     engine.wait_ready();
-    let list = |s: &[usize]| s.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(",");
+    let list = |s: &[usize]| {
+        s.iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     let client = net.exec(&[
         "python3",
         "-c",
@@ -193,7 +198,11 @@ rcvbuf = 16777216
     let ip = &j["ip"];
     let r = &j["reassembly"];
     assert_eq!(n(&c["bad"]), 0, "{c}");
-    assert_eq!(n(&c["ok"]), asked, "every datagram echoed whole\n{c}\n{ip}\n{r}");
+    assert_eq!(
+        n(&c["ok"]),
+        asked,
+        "every datagram echoed whole\n{c}\n{ip}\n{r}"
+    );
     let sends: Vec<(bool, usize)> = c["sends"]
         .as_array()
         .unwrap()
@@ -224,7 +233,12 @@ rcvbuf = 16777216
     assert_eq!(n(&r["steer_full"]), 0, "{r}");
     // Both RX lcores received frames.
     for l in j["lcores"].as_array().unwrap() {
-        let got: u64 = l["queues"].as_array().unwrap().iter().map(|q| n(&q["packets"])).sum();
+        let got: u64 = l["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|q| n(&q["packets"]))
+            .sum();
         assert!(got > 0, "lcore {l}");
     }
 }
@@ -319,14 +333,24 @@ rcvbuf = 16777216
 "#,
         eal = eal(
             "steer-split",
-            &[&format!("net_pcap0,rx_pcap={},rx_pcap={}", a.display(), b.display())]
+            &[&format!(
+                "net_pcap0,rx_pcap={},rx_pcap={}",
+                a.display(),
+                b.display()
+            )]
         )
         .replace("lcores = \"0,1\"", "lcores = \"0@0,1@1,2@0\""),
         cap = cap.display(),
     );
     let cfg = write(&dir, "c.toml", &text);
     let json = dir.join("c.json");
-    let o = run(&["run", "--config", cfg.to_str().unwrap(), "--stats-json", json.to_str().unwrap()]);
+    let o = run(&[
+        "run",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--stats-json",
+        json.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let j: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("stats json")).unwrap();

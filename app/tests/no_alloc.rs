@@ -203,8 +203,14 @@ fn fragment_writer_allocates_nothing() {
     let (frames, allocs) = armed(|| {
         let mut head = [0u8; 42];
         let n = build::write_frame(&spec, &mut head).unwrap();
-        let l4 = finish_udp_head(&mut head[..n], 14, Family::V4, payload.len(), sum_parts([&payload[..]]))
-            .unwrap();
+        let l4 = finish_udp_head(
+            &mut head[..n],
+            14,
+            Family::V4,
+            payload.len(),
+            sum_parts([&payload[..]]),
+        )
+        .unwrap();
         let (ip, udp) = head[..n].split_at(l4);
         let fr = Fragmenter::new(ip, 14, Family::V4, udp.len() + payload.len(), 1500, 9).unwrap();
         for i in 0..fr.count() {

@@ -176,7 +176,10 @@ rcvbuf = 4194304
         taken += send(&tx, &tx4, PEER4, &payloads("a", 3..20));
         taken += send(&tx, &tx6, PEER6, &payloads("b", 3..20));
         // Over the MTU: sent as fragments, one datagram each.
-        for (sock, to, tag) in [(&tx4, "198.18.0.2:7002", "B"), (&tx6, "[fd00::2]:7002", "C")] {
+        for (sock, to, tag) in [
+            (&tx4, "198.18.0.2:7002", "B"),
+            (&tx6, "[fd00::2]:7002", "C"),
+        ] {
             for p in bigs(tag) {
                 taken += send(&tx, sock, to, &[p]);
             }
@@ -281,7 +284,10 @@ rcvbuf = 4194304
     let made = |v6: bool| BIG.iter().map(|&p| frags(v6, p)).sum::<u64>();
     assert_eq!(
         (n(&s["accepted"][0]), n(&s["accepted"][1])),
-        (3 + 5 + 17 + 600 + made(false), 3 + 5 + 17 + 300 + made(true))
+        (
+            3 + 5 + 17 + 600 + made(false),
+            3 + 5 + 17 + 300 + made(true)
+        )
     );
     assert_eq!(
         (n(&s["accepted_later"][0]), n(&s["accepted_later"][1])),
@@ -296,8 +302,16 @@ rcvbuf = 4194304
         (made(false) - 4, made(true) - 4)
     );
     let ip = &j["ip"];
-    assert_eq!((n(&ip["IpFragOKs"]), n(&ip["IpFragCreates"])), (4, made(false)), "{ip}");
-    assert_eq!((n(&ip["Ip6FragOKs"]), n(&ip["Ip6FragCreates"])), (4, made(true)), "{ip}");
+    assert_eq!(
+        (n(&ip["IpFragOKs"]), n(&ip["IpFragCreates"])),
+        (4, made(false)),
+        "{ip}"
+    );
+    assert_eq!(
+        (n(&ip["Ip6FragOKs"]), n(&ip["Ip6FragCreates"])),
+        (4, made(true)),
+        "{ip}"
+    );
     assert_eq!(n(&ip["IpFragFails"]) + n(&ip["Ip6FragFails"]), 0, "{ip}");
     assert_eq!((n(&s["too_big"][0]), n(&s["no_route"][0])), (1, 1));
     // The silent neighbours: 3 held and 2 gave way each, then the 3 expired.

@@ -160,7 +160,7 @@ fn send_fragmented(
         crate::send::MTU,
         ident,
     ) else {
-        frag.count(d.family, Err(()));
+        frag.count(d.family, None);
         return false;
     };
     let mut out: MbufBurst<FRAGS_MAX> = MbufBurst::new();
@@ -171,7 +171,7 @@ fn send_fragmented(
         &mut out,
     );
     frag.count(d.family, written);
-    if written.is_err() {
+    if written.is_none() {
         // The fragments written so far are freed with `out`.
         return false;
     }

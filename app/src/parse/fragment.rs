@@ -119,11 +119,7 @@ impl<'h> Fragmenter<'h> {
 
     /// Writes fragment `i`'s headers at the start of `out`; returns where
     /// its data goes in `out` and which bytes of the IP payload it is.
-    pub fn write_headers(
-        &self,
-        i: usize,
-        out: &mut [u8],
-    ) -> Option<(Range<usize>, Range<usize>)> {
+    pub fn write_headers(&self, i: usize, out: &mut [u8]) -> Option<(Range<usize>, Range<usize>)> {
         let r = self.range(i)?;
         let more = r.end < self.len;
         let hdr = self.header_len();
@@ -195,7 +191,9 @@ pub fn finish_udp_head(
     let mut u = UdpPacket::new_checked(&mut *udp, family).ok()?;
     u.set_len(udp_len);
     u.set_checksum(0);
-    let sum = pseudo.combine(Sum::new().add_bytes(udp)).combine(payload_sum);
+    let sum = pseudo
+        .combine(Sum::new().add_bytes(udp))
+        .combine(payload_sum);
     // RFC 768 / RFC 8200 §8.1: a computed 0 is sent as all ones.
     let c = match sum.checksum() {
         0 => 0xffff,
@@ -321,8 +319,7 @@ mod tests {
                 let mut got = None;
                 let count = fr.count();
                 // Last first, then the rest in order.
-                let order: Vec<usize> =
-                    std::iter::once(count - 1).chain(0..count - 1).collect();
+                let order: Vec<usize> = std::iter::once(count - 1).chain(0..count - 1).collect();
                 for i in order {
                     let mut out = vec![0u8; fr.frame_len(i).unwrap()];
                     let (at, r) = fr.write_headers(i, &mut out).unwrap();
@@ -363,7 +360,10 @@ mod tests {
         let head = &f[..34];
         assert!(Fragmenter::new(head, 14, Family::V4, 65_516, 1500, 1).is_none());
         assert!(Fragmenter::new(head, 14, Family::V4, 65_515, 1500, 1).is_some());
-        assert!(Fragmenter::new(head, 14, Family::V4, 100, 27, 1).is_none(), "MTU too small");
+        assert!(
+            Fragmenter::new(head, 14, Family::V4, 100, 27, 1).is_none(),
+            "MTU too small"
+        );
         assert!(Fragmenter::new(head, 14, Family::V4, 100, 28, 1).is_some());
         assert!(Fragmenter::new(&f[..33], 14, Family::V4, 100, 1500, 1).is_none());
         assert!(Fragmenter::new(head, 14, Family::V6, 100, 1500, 1).is_none());
@@ -410,14 +410,8 @@ mod tests {
             for n in [0usize, 1, 1473, 3001] {
                 let f = whole(v6, n);
                 let mut head = whole(v6, 0);
-                let l4 = finish_udp_head(
-                    &mut head,
-                    14,
-                    fam(v6),
-                    n,
-                    sum_parts([&f[f.len() - n..]]),
-                )
-                .unwrap();
+                let l4 = finish_udp_head(&mut head, 14, fam(v6), n, sum_parts([&f[f.len() - n..]]))
+                    .unwrap();
                 assert_eq!(l4, if v6 { 54 } else { 34 });
                 assert_eq!(&head[l4..], &f[l4..l4 + 8], "v6={v6} n={n}: UDP header");
             }
