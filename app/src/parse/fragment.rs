@@ -174,7 +174,9 @@ pub fn finish_udp_head(
     let pseudo = match family {
         Family::V4 => {
             let p = Ipv4Packet::new_checked(&*ip).ok()?;
-            if p.header_len() != ip.len() {
+            // The total length is 16-bit too.
+            if p.header_len() != ip.len() || ip.len() + usize::from(udp_len) > usize::from(u16::MAX)
+            {
                 return None;
             }
             checksum::pseudo_v4(p.src_addr(), p.dst_addr(), super::PROTO_UDP, udp_len)
@@ -258,39 +260,11 @@ pub fn sum_parts<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> Sum {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::build::{self, CsumMode, FragSpec, FrameSpec, L3Spec};
     use crate::reasm::{self, ReasmConf, ReasmStats, Reassembler, Verdict};
 
     fn whole(v6: bool, n: usize) -> Vec<u8> {
         let payload: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
-        let l3 = if v6 {
-            L3Spec::V6 {
-                src: "fd00::1".parse().unwrap(),
-                dst: "fd00::2".parse().unwrap(),
-                hop_limit: 64,
-                ext: &[],
-            }
-        } else {
-            L3Spec::V4 {
-                src: "198.18.0.1".parse().unwrap(),
-                dst: "198.18.0.2".parse().unwrap(),
-                ttl: 64,
-                options: &[],
-                ident: 0,
-                frag: FragSpec::default(),
-            }
-        };
-        build::to_vec(&FrameSpec {
-            src_mac: [2, 0, 0, 0, 0, 1],
-            dst_mac: [2, 0, 0, 0, 0, 2],
-            vlans: &[],
-            l3,
-            sport: 7,
-            dport: 9,
-            payload: &payload,
-            udp_csum: CsumMode::Correct,
-        })
-        .unwrap()
+        crate::reasm::tests::whole(v6, 0, 1, &payload)
     }
 
     /// Cuts a frame with the writer; every fragment fits the MTU, offsets
