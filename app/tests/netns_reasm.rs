@@ -1,7 +1,7 @@
 //! Fragment reassembly end to end with the kernel as the client: the
 //! engine runs on one end of a veth pair with one RX lcore, so one
-//! reassembly table (steering fragments between RX lcores is a later
-//! slice). Twice: through `net_pcap` live on the veth (`rx_iface_in`:
+//! reassembly table (steering fragments between RX lcores:
+//! `netns_steer`). Twice: through `net_pcap` live on the veth (`rx_iface_in`:
 //! incoming frames only, else the engine would capture its own fragmented
 //! replies and reassemble them as well), IPv4
 //! and IPv6; and through `net_af_packet` (two queue pairs, both polled by

@@ -48,9 +48,13 @@ impl Steer {
         if n < 2 {
             return Ok(None);
         }
+        // Ring names are the process's (memzones): an engine started while
+        // an earlier one's `Shared` is still held must not collide.
+        static ENGINES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let e = ENGINES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let flags = dpdk_sys::ring::SC_DEQ | dpdk_sys::ring::EXACT_SZ;
         let rings = (0..n)
-            .map(|i| MbufRing::create(&format!("steer_{i}"), size, numa, flags))
+            .map(|i| MbufRing::create(&format!("steer{e}_{i}"), size, numa, flags))
             .collect::<dpdk_sys::Result<Vec<_>>>()?;
         Ok(Some(Steer { rings, seed }))
     }
