@@ -42,13 +42,6 @@ const SIZE: usize = 3000;
 /// Echoed datagrams: every reply is over the 1500-byte MTU.
 const ECHO_SIZES: [usize; 4] = [1500, 3000, 9000, 65_000];
 
-/// Fragments of a datagram with `payload` bytes of UDP data, cut for a
-/// link of `mtu` bytes (IPv4: 20-byte header; IPv6: 40 + 8).
-fn frags(v6: bool, payload: usize, mtu: usize) -> u64 {
-    let room = if v6 { mtu - 48 } else { mtu - 20 } & !7;
-    (payload + 8).div_ceil(room) as u64
-}
-
 /// The kernel-side client: COUNT numbered datagrams of SIZE bytes to each
 /// pcap socket (a first small one to resolve the neighbour), printed as hex.
 const CLIENT: &str = r#"
@@ -227,12 +220,6 @@ rcvbuf = 8388608
         Vdev::Pcap => &ECHO_SIZES,
         Vdev::AfPacket => &ECHO_SIZES[..1],
     };
-    let list = |s: &[usize]| {
-        s.iter()
-            .map(|n| n.to_string())
-            .collect::<Vec<_>>()
-            .join(",")
-    };
     let client = net.exec(&[
         "python3",
         "-c",
@@ -241,8 +228,8 @@ rcvbuf = 8388608
         ENGINE_V6,
         &COUNT.to_string(),
         &SIZE.to_string(),
-        &list(sizes4),
-        &list(&ECHO_SIZES),
+        &csv(sizes4),
+        &csv(&ECHO_SIZES),
     ]);
     std::thread::sleep(Duration::from_millis(500));
     let (status, log) = engine.stop();
@@ -307,17 +294,8 @@ rcvbuf = 8388608
         .collect();
     let asked = sizes4.len() + ECHO_SIZES.len();
     assert_eq!(n(&c["echo_ok"]), asked as u64, "{c}");
-    let sock = |name: &str| {
-        j["sockets"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["name"] == name)
-            .unwrap()
-            .clone()
-    };
     for (name, six) in [("echo4", false), ("echo6", true)] {
-        let e = sock(name);
+        let e = socket_named(&j, name);
         let sent = sends.iter().filter(|s| s.0 == six).count() as u64;
         assert_eq!(n(&e["offered"]), sent, "{e}");
         assert_eq!(n(&e["tx"]), sent, "{e}");
@@ -327,7 +305,7 @@ rcvbuf = 8388608
         let made: u64 = sends
             .iter()
             .filter(|s| s.0 == six)
-            .map(|s| frags(six, s.1, 1500))
+            .map(|s| fragments(six, s.1, 1500))
             .sum();
         assert_eq!(n(&ip[&format!("{pre}FragOKs")]), sent, "{ip}");
         assert_eq!(n(&ip[&format!("{pre}FragCreates")]), made, "{ip}");
@@ -340,12 +318,16 @@ rcvbuf = 8388608
     let v6 = COUNT as u64 + echo6.len() as u64;
     assert_eq!(n(&ip["Ip6ReasmOKs"]), v6, "{ip}");
     // Three fragments for 3000 bytes (1232 + 1232 + 544 at the 1280 MTU).
-    let v6_frags = 3 * COUNT as u64 + echo6.iter().map(|&p| frags(true, p, 1280)).sum::<u64>();
+    let v6_frags = 3 * COUNT as u64 + echo6.iter().map(|&p| fragments(true, p, 1280)).sum::<u64>();
     assert_eq!(n(&ip["Ip6ReasmReqds"]), v6_frags, "{ip}");
     let (v4_oks, v4_frags) = if vdev == Vdev::Pcap {
         (
             v4 + echo4.len() as u64,
-            3 * v4 + echo4.iter().map(|&p| frags(false, p, 1500)).sum::<u64>(),
+            3 * v4
+                + echo4
+                    .iter()
+                    .map(|&p| fragments(false, p, 1500))
+                    .sum::<u64>(),
         )
     } else {
         (0, 0)

@@ -82,22 +82,6 @@ fn n(v: &serde_json::Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
-fn sock<'a>(j: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    j["sockets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
-        .unwrap_or_else(|| panic!("socket {name}"))
-}
-
-/// Fragments of a datagram with `payload` bytes of UDP data at the
-/// 1500-byte MTU.
-fn frags(v6: bool, payload: usize) -> u64 {
-    let room = if v6 { 1500 - 48 } else { 1500 - 20 } & !7;
-    (payload + 8).div_ceil(room) as u64
-}
-
 fn check_books(j: &serde_json::Value) {
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
     assert_eq!(j["hot_path_allocations"], 0);
@@ -166,20 +150,14 @@ rcvbuf = 16777216
     let json = dir.join("c.json");
     let mut engine = EngineProc::start(&cfg, &json);
     engine.wait_ready();
-    let list = |s: &[usize]| {
-        s.iter()
-            .map(|n| n.to_string())
-            .collect::<Vec<_>>()
-            .join(",")
-    };
     let client = net.exec(&[
         "python3",
         "-c",
         CLIENT,
         ENGINE_V4,
         ENGINE_V6,
-        &list(&SIZES[..1]),
-        &list(&SIZES),
+        &csv(&SIZES[..1]),
+        &csv(&SIZES),
         &PORTS.to_string(),
     ]);
     std::thread::sleep(Duration::from_millis(500));
@@ -210,7 +188,7 @@ rcvbuf = 16777216
         .map(|p| (p[0].as_bool().unwrap(), p[1].as_u64().unwrap() as usize))
         .collect();
     for (name, six) in [("echo4", false), ("echo6", true)] {
-        let e = sock(&j, name);
+        let e = socket_named(&j, name);
         let sent = sends.iter().filter(|s| s.0 == six).count() as u64;
         assert_eq!(n(&e["tx"]), sent, "{e}");
         assert_eq!(n(&e["tx_errors"]), 0, "{e}");
@@ -218,7 +196,7 @@ rcvbuf = 16777216
         let made: u64 = sends
             .iter()
             .filter(|s| s.0 == six)
-            .map(|s| frags(six, s.1))
+            .map(|s| fragments(six, s.1, 1500))
             .sum();
         assert_eq!(n(&ip[&format!("{pre}FragOKs")]), sent, "{ip}");
         assert_eq!(n(&ip[&format!("{pre}FragCreates")]), made, "{ip}");
@@ -226,7 +204,7 @@ rcvbuf = 16777216
     // IPv6: every request reassembled by the engine, on its owner lcore.
     let six: Vec<usize> = sends.iter().filter(|s| s.0).map(|s| s.1).collect();
     assert_eq!(n(&ip["Ip6ReasmOKs"]), six.len() as u64, "{ip}");
-    let reqds: u64 = six.iter().map(|&p| frags(true, p)).sum();
+    let reqds: u64 = six.iter().map(|&p| fragments(true, p, 1500)).sum();
     assert_eq!(n(&ip["Ip6ReasmReqds"]), reqds, "{ip}");
     assert_eq!(n(&ip["Ip6ReasmFails"]), 0, "{ip}");
     assert!(n(&r["steered"]) > 0, "fragments crossed RX lcores: {r}");
@@ -366,8 +344,8 @@ rcvbuf = 16777216
     // the fragments of the other lcore crossed (1 or 2 of 3).
     assert!(n(&r["steered"]) >= N as u64, "{r}");
     assert_eq!(n(&r["steer_full"]), 0, "{r}");
-    assert_eq!(n(&sock(&j, "cap4")["delivered"]), (N / 2) as u64);
-    assert_eq!(n(&sock(&j, "cap6")["delivered"]), (N / 2) as u64);
+    assert_eq!(n(&socket_named(&j, "cap4")["delivered"]), (N / 2) as u64);
+    assert_eq!(n(&socket_named(&j, "cap6")["delivered"]), (N / 2) as u64);
     // The pcap holds each IPv4 datagram whole, its payload byte for byte.
     let mut got = 0;
     for rec in udpdemux::pcap::PcapReader::open(&cap).unwrap() {

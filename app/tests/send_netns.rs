@@ -71,12 +71,6 @@ fn bigs(tag: &str) -> Vec<String> {
         .collect()
 }
 
-/// Fragments of a datagram of `payload` bytes at the 1500-byte MTU.
-fn frags(v6: bool, payload: usize) -> u64 {
-    let room = if v6 { 1500 - 48 } else { 1500 - 20 } & !7;
-    (payload + 8).div_ceil(room) as u64
-}
-
 fn n(v: &serde_json::Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
@@ -281,7 +275,11 @@ rcvbuf = 4194304
     let neigh = &s["neigh"];
     assert_eq!(taken, 3 + 3 + 5 + 5 + 17 + 17 + 900 + 8);
     // Frames: every fragment of the big ones is one.
-    let made = |v6: bool| BIG.iter().map(|&p| frags(v6, p)).sum::<u64>();
+    let made = |v6: bool| {
+        BIG.iter()
+            .map(|&p| common::fragments(v6, p, 1500))
+            .sum::<u64>()
+    };
     assert_eq!(
         (n(&s["accepted"][0]), n(&s["accepted"][1])),
         (

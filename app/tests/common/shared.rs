@@ -182,3 +182,19 @@ pub fn hugepages_ready(min_free: u64) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Fragments of a UDP datagram with `payload` bytes of data over a link of
+/// `mtu` bytes (IPv4: a 20-byte header; IPv6: 40 and the 8-byte fragment
+/// header; every fragment but the last a multiple of 8).
+pub fn fragments(v6: bool, payload: usize, mtu: usize) -> u64 {
+    let room = if v6 { mtu - 48 } else { mtu - 20 } & !7;
+    (payload + 8).div_ceil(room) as u64
+}
+
+/// Numbers as one comma-separated argument.
+pub fn csv(s: &[usize]) -> String {
+    s.iter()
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
