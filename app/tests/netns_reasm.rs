@@ -286,31 +286,10 @@ rcvbuf = 8388608
     let v4 = if vdev == Vdev::Pcap { COUNT as u64 } else { 0 };
     // The echo sockets: every datagram answered whole, byte for byte,
     // from its reassembled chain, the reply cut into fragments.
-    let sends: Vec<(bool, usize)> = c["echo_sends"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| (p[0].as_bool().unwrap(), p[1].as_u64().unwrap() as usize))
-        .collect();
+    let sends = echo_sends(&c["echo_sends"]);
     let asked = sizes4.len() + ECHO_SIZES.len();
     assert_eq!(n(&c["echo_ok"]), asked as u64, "{c}");
-    for (name, six) in [("echo4", false), ("echo6", true)] {
-        let e = socket_named(&j, name);
-        let sent = sends.iter().filter(|s| s.0 == six).count() as u64;
-        assert_eq!(n(&e["offered"]), sent, "{e}");
-        assert_eq!(n(&e["tx"]), sent, "{e}");
-        assert_eq!(n(&e["tx_errors"]), 0, "{e}");
-        // Every reply was fragmented at the 1500-byte MTU.
-        let pre = if six { "Ip6" } else { "Ip" };
-        let made: u64 = sends
-            .iter()
-            .filter(|s| s.0 == six)
-            .map(|s| fragments(six, s.1, 1500))
-            .sum();
-        assert_eq!(n(&ip[&format!("{pre}FragOKs")]), sent, "{ip}");
-        assert_eq!(n(&ip[&format!("{pre}FragCreates")]), made, "{ip}");
-        assert_eq!(n(&ip[&format!("{pre}FragFails")]), 0, "{ip}");
-    }
+    check_fragmented_echo(&j, &sends);
     // IPv6 requests came over the 1280-byte route MTU; IPv4 ones at 1500,
     // and through af_packet the kernel reassembled them.
     let echo6: Vec<usize> = sends.iter().filter(|s| s.0).map(|s| s.1).collect();

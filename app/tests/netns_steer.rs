@@ -181,26 +181,8 @@ rcvbuf = 16777216
         asked,
         "every datagram echoed whole\n{c}\n{ip}\n{r}"
     );
-    let sends: Vec<(bool, usize)> = c["sends"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| (p[0].as_bool().unwrap(), p[1].as_u64().unwrap() as usize))
-        .collect();
-    for (name, six) in [("echo4", false), ("echo6", true)] {
-        let e = socket_named(&j, name);
-        let sent = sends.iter().filter(|s| s.0 == six).count() as u64;
-        assert_eq!(n(&e["tx"]), sent, "{e}");
-        assert_eq!(n(&e["tx_errors"]), 0, "{e}");
-        let pre = if six { "Ip6" } else { "Ip" };
-        let made: u64 = sends
-            .iter()
-            .filter(|s| s.0 == six)
-            .map(|s| fragments(six, s.1, 1500))
-            .sum();
-        assert_eq!(n(&ip[&format!("{pre}FragOKs")]), sent, "{ip}");
-        assert_eq!(n(&ip[&format!("{pre}FragCreates")]), made, "{ip}");
-    }
+    let sends = echo_sends(&c["sends"]);
+    check_fragmented_echo(&j, &sends);
     // IPv6: every request reassembled by the engine, on its owner lcore.
     let six: Vec<usize> = sends.iter().filter(|s| s.0).map(|s| s.1).collect();
     assert_eq!(n(&ip["Ip6ReasmOKs"]), six.len() as u64, "{ip}");
