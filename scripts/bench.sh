@@ -57,9 +57,9 @@
 # section says so), and the out-of-process client, which runs on CPU 0 beside
 # the engine's main lcore (idle then: the client consumes; its section says so).
 #
-#   sudo bash scripts/bench.sh            # about 7 minutes after the build
-#   BENCH_SECS=5 sudo bash scripts/bench.sh
-#   BENCH_ONLY=flood2,pipeline BENCH_SECS=2 sudo bash scripts/bench.sh
+#   bash scripts/bench.sh            # about 7 minutes after the build
+#   BENCH_SECS=5 bash scripts/bench.sh
+#   BENCH_ONLY=flood2,pipeline BENCH_SECS=2 bash scripts/bench.sh
 #
 # Environment:
 #   BENCH_SECS     seconds per measured run (default 3)
@@ -141,9 +141,9 @@ EXC_ROUNDS=${BENCH_EXC_ROUNDS:-5}
 [ "$EXC_ROUNDS" -ge 1 ] || die "BENCH_EXC_ROUNDS must be at least 1"
 
 for t in dpdk-testpmd jq awk timeout taskset; do
-  command -v "$t" >/dev/null || die "$t not found: run sudo bash scripts/setup.sh"
+  command -v "$t" >/dev/null || die "$t not found: run bash scripts/setup.sh as root"
 done
-[ "$(id -u)" -eq 0 ] || die "the EAL needs root: sudo bash scripts/bench.sh"
+[ "$(id -u)" -eq 0 ] || die "the EAL needs root: run bash scripts/bench.sh as root"
 [ "$(nproc)" -ge 2 ] || die "needs at least 2 CPUs (main lcore on CPU 0, RX lcore on CPU 1)"
 
 if [ -z "${BENCH_NO_BUILD:-}" ]; then
@@ -677,8 +677,8 @@ if on pdump; then
   if [ "$NO_HUGE" = true ]; then
     log "pdump: skipped (dpdk-dumpcap attaches to shared memory: hugepages needed)"
   else
-    command -v dpdk-dumpcap >/dev/null || die "dpdk-dumpcap not found (package dpdk-dev): run sudo bash scripts/setup.sh"
-    command -v python3 >/dev/null || die "python3 not found: run sudo bash scripts/setup.sh"
+    command -v dpdk-dumpcap >/dev/null || die "dpdk-dumpcap not found (package dpdk-dev): run bash scripts/setup.sh as root"
+    command -v python3 >/dev/null || die "python3 not found: run bash scripts/setup.sh as root"
     for k in $(seq "$PDPAIRS"); do
       order="on off"; [ $((k % 2)) -eq 0 ] && order="off on"
       for r in $order; do
@@ -1042,7 +1042,7 @@ echo "## udpdemux benchmark"
 echo
 echo "Run $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname): $CPU, $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GB", $2/1048576}' /proc/meminfo) RAM, Linux $(uname -r), DPDK $(pkg-config --modversion libdpdk 2>/dev/null || echo '?'), $( [ "$NO_HUGE" = true ] && echo 'no hugepages (--no-huge)' || echo '2 MB hugepages')."
 echo "Load average before / after: $LOAD0 / $LOAD1 (the figures are only as quiet as the machine was). ${SECS} s per run, pcaps of $FRAMES frames replayed by \`net_pcap\` \`infinite_rx=1\`; main lcore on CPU 0, one RX lcore on CPU 1; consumers on the main lcore."
-echo "Command: \`sudo bash scripts/bench.sh\` (BENCH_SECS=$SECS$( [ -z "$ONLY" ] || echo ", BENCH_ONLY=$ONLY: only these sections ran"))."
+echo "Command: \`bash scripts/bench.sh\` (as root) (BENCH_SECS=$SECS$( [ -z "$ONLY" ] || echo ", BENCH_ONLY=$ONLY: only these sections ran"))."
 echo
 if on rate; then
 echo "### Receive rate: the vdev's limit, the bare loop, the pipeline"

@@ -1297,7 +1297,7 @@ impl Config {
             let free = free_hugepage_mb();
             if u64::from(e.memory_mb) > free {
                 out.push(format!(
-                    "eal.memory_mb = {} is more than the free hugepages ({free} MB): lower eal.memory_mb (about {need} is enough), add hugepages (`sudo bash scripts/setup.sh`), or set eal.no_huge = true",
+                    "eal.memory_mb = {} is more than the free hugepages ({free} MB): lower eal.memory_mb (about {need} is enough), add hugepages (`bash scripts/setup.sh` as root), or set eal.no_huge = true",
                     e.memory_mb
                 ));
             }

@@ -66,12 +66,12 @@ pub fn preflight(cfg: &Config) -> Result<(), EngineError> {
             .unwrap_or(false);
         if !mounted {
             return Err(EngineError::Setup(
-                "no hugetlbfs mount found: run `sudo bash scripts/setup.sh`, or set eal.no_huge = true in the config".into(),
+                "no hugetlbfs mount found: run `bash scripts/setup.sh` as root, or set eal.no_huge = true in the config".into(),
             ));
         }
         if hugepages_free() == 0 {
             return Err(EngineError::Setup(
-                "no free hugepages (HugePages_Free is 0): run `sudo bash scripts/setup.sh`, or set eal.no_huge = true in the config"
+                "no free hugepages (HugePages_Free is 0): run `bash scripts/setup.sh` as root, or set eal.no_huge = true in the config"
                     .into(),
             ));
         }
