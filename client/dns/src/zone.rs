@@ -52,7 +52,7 @@ pub struct Zone {
     pub origin: Name,
     pub ttl: u32,
     /// ahash, keyed from the OS RNG per process (`RandomState::new`),
-    /// rather than std's SipHash: it is several times cheaper on the short
+    /// rather than std's SipHash: it is cheaper on the short
     /// keys names are, and with secret keys a sender cannot aim queries at
     /// one bucket. Flooding needs inserts, and only the operator's zone
     /// file inserts (once, at load); queries only look up, whose cost is
