@@ -54,10 +54,13 @@ fn query(id: u16, name: &str, qtype: u16, edns: Option<(u16, u8)>) -> Vec<u8> {
     q
 }
 
+/// What a response must say: (RCODE, answer records, TC); `None`: no response.
+type Want = Option<(Rcode, u16, bool)>;
+
 /// Every kind of query, each with the outcome it must get (with the conf
 /// zone: www has 2 A and 1 AAAA, big 40 A, b.a only A, a is an empty
 /// non-terminal); `None`: not answered.
-fn kinds() -> Vec<(Vec<u8>, Option<(Rcode, u16, bool)>)> {
+fn kinds() -> Vec<(Vec<u8>, Want)> {
     let ok = |n| Some((Rcode::NoError, n, false));
     let mut formerr = query(0, "www.example.test", rtype::A, None);
     formerr.push(0); // a trailing byte
@@ -118,7 +121,7 @@ fn kinds() -> Vec<(Vec<u8>, Option<(Rcode, u16, bool)>)> {
 }
 
 /// A few thousand queries, cycling through [`kinds`] with distinct IDs.
-fn queries() -> Vec<(Vec<u8>, Option<(Rcode, u16, bool)>)> {
+fn queries() -> Vec<(Vec<u8>, Want)> {
     let k = kinds();
     (0..4000u16)
         .map(|i| {
