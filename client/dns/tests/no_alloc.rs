@@ -14,22 +14,13 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use udpdemux::runtime::alloc_guard::{thread_hot_allocations, CountingAlloc, HotSection};
+use udpdemux::runtime::alloc_guard::{allocations_in as armed, CountingAlloc};
 use udpdemux_dns::wire::{rtype, Name, Outcome, Rcode, CLASS_IN};
 use udpdemux_dns::zone::Zone;
 use udpdemux_dns::{kernel, Counters};
 
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
-
-/// Runs `f` with this thread marked hot; returns what it allocated.
-fn armed<R>(f: impl FnOnce() -> R) -> (R, u64) {
-    let before = thread_hot_allocations();
-    let hot = HotSection::enter();
-    let r = f();
-    drop(hot);
-    (r, thread_hot_allocations() - before)
-}
 
 fn zone() -> Zone {
     Zone::load(std::path::Path::new(concat!(
