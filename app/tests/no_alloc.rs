@@ -24,22 +24,12 @@ use udpdemux::receive::accounting::DropReason;
 use udpdemux::receive::admission::Strategy;
 use udpdemux::receive::testkit::{consume_all, HeapPacket, ShrinkTo, VecSink};
 use udpdemux::receive::{RxSocket, RxSocketParams};
-use udpdemux::runtime::alloc_guard::{thread_hot_allocations, CountingAlloc, HotSection};
+use udpdemux::runtime::alloc_guard::{allocations_in as armed, CountingAlloc};
 
 // The binary's own counting allocator: what these tests prove is what the
 // engine's summary reports as `hot_path_allocations`.
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
-
-/// Runs `f` with this thread marked hot; returns what it allocated (this
-/// thread only: the harness runs other tests in parallel threads).
-fn armed<R>(f: impl FnOnce() -> R) -> (R, u64) {
-    let before = thread_hot_allocations();
-    let hot = HotSection::enter();
-    let r = f();
-    drop(hot);
-    (r, thread_hot_allocations() - before)
-}
 
 #[test]
 fn the_counter_can_fail() {
