@@ -222,6 +222,16 @@ impl Name {
 
     /// The name in lower case (ASCII), for comparison. Length bytes are at
     /// most 63, below `A`: lowercasing the whole wire form leaves them be.
+    /// The wire form in lower case (ASCII) in `buf`, copying only the
+    /// name's bytes (a lookup key without a 256-byte `Name` copy).
+    pub fn lowercase_into<'b>(&self, buf: &'b mut [u8; MAX_NAME]) -> &'b [u8] {
+        let w = self.as_wire();
+        let k = &mut buf[..w.len()];
+        k.copy_from_slice(w);
+        k.make_ascii_lowercase();
+        k
+    }
+
     pub fn lowercase(&self) -> Name {
         let mut n = self.clone();
         n.wire[..usize::from(n.len)].make_ascii_lowercase();
@@ -371,6 +381,22 @@ pub struct Query {
     pub edns: Option<Edns>,
 }
 
+impl Query {
+    /// A blank to parse into ([`parse_query_into`]).
+    pub fn empty() -> Query {
+        Query {
+            id: 0,
+            opcode: 0,
+            rd: false,
+            cd: false,
+            qname: Name::empty(),
+            qtype: 0,
+            qclass: 0,
+            edns: None,
+        }
+    }
+}
+
 /// Skip one resource record at `at` (its owner read into `name`): its
 /// type, class, TTL and the offset past its rdata.
 fn skip_rr(msg: &[u8], at: usize, name: &mut Name) -> Result<(u16, u16, u32, usize), ParseError> {
@@ -389,6 +415,15 @@ fn skip_rr(msg: &[u8], at: usize, name: &mut Name) -> Result<(u16, u16, u32, usi
 /// Parse a query: header, exactly one question, and the other sections
 /// (records skipped, the OPT record read).
 pub fn parse_query(msg: &[u8]) -> Result<Query, ParseError> {
+    let mut q = Query::empty();
+    parse_query_into(msg, &mut q)?;
+    Ok(q)
+}
+
+/// [`parse_query`] into `q` (overwritten; meaningless after an error): the
+/// responder's way, which builds no `Query` to move (a name is 256 bytes,
+/// and its copies were a fifth of the responder's time).
+pub fn parse_query_into(msg: &[u8], q: &mut Query) -> Result<(), ParseError> {
     let h = Header::new_checked(msg)?;
     if h.is_response() {
         return Err(ParseError::NotQuery);
@@ -396,7 +431,7 @@ pub fn parse_query(msg: &[u8]) -> Result<Query, ParseError> {
     if h.qdcount() != 1 {
         return Err(ParseError::QdCount(h.qdcount()));
     }
-    let (qname, p) = read_name(msg, HEADER_LEN)?;
+    let p = read_name_into(msg, HEADER_LEN, &mut q.qname)?;
     let qtype = be16(msg, p).ok_or(ParseError::Truncated("the question"))?;
     let qclass = be16(msg, p + 2).ok_or(ParseError::Truncated("the question"))?;
     let mut p = p + 4;
@@ -423,16 +458,14 @@ pub fn parse_query(msg: &[u8]) -> Result<Query, ParseError> {
     if p != msg.len() {
         return Err(ParseError::TrailingBytes(msg.len() - p));
     }
-    Ok(Query {
-        id: h.id(),
-        opcode: h.opcode(),
-        rd: h.rd(),
-        cd: h.flags() & flag::CD != 0,
-        qname,
-        qtype,
-        qclass,
-        edns,
-    })
+    q.id = h.id();
+    q.opcode = h.opcode();
+    q.rd = h.rd();
+    q.cd = h.flags() & flag::CD != 0;
+    q.qtype = qtype;
+    q.qclass = qclass;
+    q.edns = edns;
+    Ok(())
 }
 
 /// Resource record data this responder serves.
@@ -505,19 +538,17 @@ pub fn respond<'z>(
     if h.is_response() {
         return None;
     }
-    let q = match parse_query(msg) {
-        Ok(q) => q,
-        Err(_) => {
-            // FORMERR: the header alone (the question may be what is wrong).
-            let fl = flag::QR | (h.flags() & (0xf << flag::OPCODE_SHIFT | flag::RD));
-            header(out, h.id(), fl | Rcode::FormErr as u16, 0, 0, 0);
-            return Some(Outcome {
-                rcode: Rcode::FormErr,
-                answers: 0,
-                truncated: false,
-            });
-        }
-    };
+    let mut q = Query::empty();
+    if parse_query_into(msg, &mut q).is_err() {
+        // FORMERR: the header alone (the question may be what is wrong).
+        let fl = flag::QR | (h.flags() & (0xf << flag::OPCODE_SHIFT | flag::RD));
+        header(out, h.id(), fl | Rcode::FormErr as u16, 0, 0, 0);
+        return Some(Outcome {
+            rcode: Rcode::FormErr,
+            answers: 0,
+            truncated: false,
+        });
+    }
     let mut fl = flag::QR | (u16::from(q.opcode) << flag::OPCODE_SHIFT);
     if q.rd {
         fl |= flag::RD;

@@ -143,7 +143,8 @@ impl Zone {
     pub fn lookup(&self, name: &Name, qtype: u16) -> Lookup<'_> {
         // Every name of the map is within the origin (checked at load):
         // only a miss needs to tell NXDOMAIN from not ours.
-        match self.names.get(name.lowercase().as_wire()) {
+        let mut key = [0u8; crate::wire::MAX_NAME];
+        match self.names.get(name.lowercase_into(&mut key)) {
             Some(e) => Lookup::Found(e.of_type(qtype)),
             None if name.is_within(&self.origin) => Lookup::NoName,
             None => Lookup::NotAuthoritative,
