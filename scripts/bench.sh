@@ -240,7 +240,7 @@ open(sys.argv[2], "wb").write(b"".join(out))
 PY
 fi
 
-# Reassembly's replays: IPv4 datagrams to dns4 (198.18.1.1:53) from 256
+# Reassembly's replays: IPv4 datagrams to dns4 (198.18.1.1:53) from 250
 # sources, each cut into 2 fragments (2000-byte payloads: 1480 + 528 bytes of
 # IP payload) or 3 (2960-byte payloads: 1480 + 1480 + 8), every datagram with
 # its own ID, about $FRAMES frames each; the reference is plain1400 (one frame
@@ -262,7 +262,7 @@ out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)]
 eth = bytes.fromhex("020000000001" "020000000002" "0800")
 dst = bytes([198, 18, 1, 1])
 for i in range(frames // k):
-    src = bytes([198, 18, 0, 2 + i % 256])
+    src = bytes([198, 18, 0, 2 + i % 250])
     sport = 1024 + i % 4096
     data = bytes((i + j) % 251 for j in range(size))
     udp = struct.pack("!HHHH", sport, 53, 8 + size, 0) + data
