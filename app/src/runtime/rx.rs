@@ -38,6 +38,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     // arc-swap registers a thread-local debt slot on a thread's first load
     // (one allocation): do it before the loop counts allocations.
     drop(shared.table.snapshot());
+    drop(shared.mcast.joined.load());
     let mut small = me.small.lock().unwrap_or_else(|p| p.into_inner()).take();
     // `run --floor` (a benchmark reference, `bench::floor`): its tables are
     // built here, since the loop below must not allocate.
@@ -312,6 +313,15 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
                         }
                     }
                 }
+                // An IGMP or MLD query: the main lcore answers it with
+                // the port's memberships (`mcast::membership`).
+                if let Some(q) = crate::mcast::query_of(data, &e, port_id, tsc) {
+                    shared.mcast.post(q);
+                    mib.mcast_queries.add(1);
+                    // SAFETY: ours, given up here.
+                    unsafe { free.push(m) };
+                    continue;
+                }
                 // ARP and ICMP may be for the control path (replies on this
                 // lcore's TX queue); what it does not take goes to the
                 // exception path if the port has one, else is counted here.
@@ -354,10 +364,16 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
     // SAFETY: parse_into initialised the first nd entries (each Ok above).
     let dgrams: &[parse::Datagram] =
         unsafe { std::slice::from_raw_parts(dgrams.as_ptr().cast(), nd) };
-    // Pass 2: one lookup per datagram, nothing else, so they overlap.
+    // Pass 2: one lookup per datagram, nothing else, so they overlap. A
+    // datagram to a group is looked up in pass 4 (every member socket).
     let mut found: [Option<&'s Arc<Socket>>; CHUNK] = [None; CHUNK];
-    for (f, d) in found.iter_mut().zip(dgrams) {
-        *f = snap.lookup(d.src, d.sport, d.dst, d.dport);
+    let mut group = [false; CHUNK];
+    for ((f, d), g) in found.iter_mut().zip(dgrams).zip(group.iter_mut()) {
+        if crate::mcast::is_group(d.dst) {
+            *g = true;
+        } else {
+            *f = snap.lookup(d.src, d.sport, d.dst, d.dport);
+        }
     }
     // Pass 3: count, fill the metadata, and group the datagrams by socket
     // (arrival order kept within a group), so that each socket's share of
@@ -370,8 +386,16 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
     let mut group_of = [0u8; CHUNK];
     let mut kept: [*mut RawMbuf; CHUNK] = [std::ptr::null_mut(); CHUNK];
     let (mut ng, mut nk) = (0usize, 0usize);
-    for ((f, d), &m) in found.iter().zip(dgrams).zip(&mbufs) {
+    let mut mc = [0u8; CHUNK];
+    let mut nmc = 0usize;
+    for (i, ((f, d), &m)) in found.iter().zip(dgrams).zip(&mbufs).enumerate() {
         let fam = d.family.index();
+        if group[i] {
+            // i < nd <= CHUNK = 32.
+            mc[nmc] = i as u8;
+            nmc += 1;
+            continue;
+        }
         let Some(sock) = *f else {
             // A reassembled chain stays here: its headers are the first
             // fragment's, not a datagram the kernel could take as it is.
@@ -471,6 +495,24 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
             begin = end;
         }
     }
+    if nmc != 0 {
+        // SAFETY: the datagrams listed in mc are ours (the contract), each once.
+        unsafe {
+            fan_out_chunk(
+                shared,
+                me,
+                port_id,
+                &mc[..nmc],
+                dgrams,
+                &mbufs,
+                tsc,
+                free,
+                condense,
+                snap,
+                elected,
+            )
+        };
+    }
     mib.lookups.add(nd as u64);
     if demux_freed != 0 {
         mib.demux_only_freed.add(demux_freed);
@@ -481,6 +523,99 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
         }
         if no_ports[fam] != 0 {
             mib.no_ports[fam].add(no_ports[fam]);
+        }
+    }
+}
+
+/// Pass 4 of [`process_chunk`]: the chunk's datagrams to groups (indices
+/// `mc` into `dgrams` and `mbufs`), each dropped if its group is not joined
+/// on `port_id`, else handed to every member socket (`mcast::fan_out`) or
+/// counted as `UdpIgnoredMulti` when none matches.
+///
+/// # Safety
+/// As [`process_burst`], for the mbufs `mc` names.
+#[cold]
+#[allow(clippy::too_many_arguments)]
+unsafe fn fan_out_chunk<'s, C: Condense<MbufMeta>>(
+    shared: &Shared,
+    me: &RxLcore,
+    port_id: u16,
+    mc: &[u8],
+    dgrams: &[parse::Datagram],
+    mbufs: &[*mut RawMbuf],
+    tsc: u64,
+    free: &mut FreeList,
+    condense: &mut C,
+    snap: &'s crate::flow_table::Snapshot<Arc<Socket>>,
+    elected: &mut Elected<'s>,
+) {
+    let mib: &UdpMib = &me.mib;
+    let joined = shared.mcast.joined.load();
+    let pool = shared.mcast.clones.get();
+    let (strategy, node) = (shared.strategy, me.node_index);
+    for &i in mc {
+        let i = usize::from(i);
+        let (Some(d), Some(&m)) = (dgrams.get(i), mbufs.get(i)) else {
+            continue;
+        };
+        let fam = d.family.index();
+        if !joined.has(port_id, d.dst) {
+            mib.mcast_unjoined[fam].add(1);
+            // SAFETY: ours, given up here.
+            unsafe { free.push(m) };
+            continue;
+        }
+        mib.in_mcast[fam].add(1);
+        // SAFETY: ours alone (the contract); a read of two fields (or the chain's).
+        let truesize = unsafe { MbufRef::from_ptr(m) }.truesize();
+        let res = {
+            // Drops (ours, or other producers' when we are the elected
+            // drainer) are freed after the delivery lock is released.
+            let mut to_free = |p: NonNull<MbufMeta>, _r: DropReason| {
+                // SAFETY: delivery hands each dropped packet, an mbuf it owned, to us.
+                unsafe { free.push(MbufMeta::mbuf(p)) }
+            };
+            let mut enqueue = |sock: &'s Arc<Socket>, p: NonNull<MbufMeta>| {
+                // SAFETY: p is ours, on no stage, listed once; to_free frees
+                // mbufs of any pool (a clone's free drops its reference on
+                // the original); an elected stage is drained before the
+                // burst ends.
+                let e = unsafe {
+                    sock.rx
+                        .enqueue_batch_deferred(node, &[p], strategy, condense, &mut to_free)
+                };
+                if e {
+                    elected.push(sock, node, &mut to_free);
+                }
+            };
+            // SAFETY: m is ours and given up on Ok (the contract); no
+            // consumer writes a datagram's data; the clone pool is an
+            // engine pool (private area of PRIV_SIZE).
+            unsafe {
+                crate::mcast::fan_out(
+                    m,
+                    d,
+                    truesize,
+                    tsc,
+                    port_id,
+                    pool,
+                    |visit| snap.for_each_mcast(d.src, d.sport, d.dst, d.dport, |s| visit(s)),
+                    &mut enqueue,
+                )
+            }
+        };
+        match res {
+            Ok(f) => {
+                mib.mcast_copies[fam].add(f.copies);
+                if f.nobufs != 0 {
+                    mib.mcast_nobufs[fam].add(f.nobufs);
+                }
+            }
+            Err(m) => {
+                mib.ignored_multi[fam].add(1);
+                // SAFETY: ours, given back by fan_out.
+                unsafe { free.push(m) };
+            }
         }
     }
 }
