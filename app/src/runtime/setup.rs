@@ -630,6 +630,10 @@ fn start_ports(
             tx_desc: pc.tx_desc,
             rss: pc.rss,
             promiscuous: pc.promiscuous,
+            // The groups the config joins reach RX without a per-group MAC
+            // filter (the kernel's dev_mc_add); what no socket joined is
+            // dropped and counted there (`unjoined`).
+            allmulticast: cfg.sockets.iter().any(|s| s.multicast.is_some()),
             rx_checksum_offload: pc.rx_checksum_offload,
             // send_burst's frames ask for it where the port has it.
             tx_checksum_offload: true,
