@@ -64,6 +64,13 @@ impl Joined {
         Joined { groups }
     }
 
+    /// Joined from (port, group) pairs (tests, tools).
+    pub fn from_pairs(mut groups: Vec<(u16, IpAddr)>) -> Joined {
+        groups.sort_unstable();
+        groups.dedup();
+        Joined { groups }
+    }
+
     /// Whether `group` is joined on `port`.
     #[inline]
     pub fn has(&self, port: u16, group: IpAddr) -> bool {
