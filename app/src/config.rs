@@ -1141,10 +1141,7 @@ pub fn socket_problems(s: &SocketConf, out: &mut Vec<String>) {
     }
     if let Some(g) = s.multicast {
         if let Some(why) = group_problem(g) {
-            out.push(format!(
-                "socket {:?}: multicast = \"{g}\" {why}",
-                s.name
-            ));
+            out.push(format!("socket {:?}: multicast = \"{g}\" {why}", s.name));
         } else if g.is_ipv4() != s.local.is_ipv4() {
             out.push(format!(
                 "socket {:?}: multicast group {g} and local {} are of different families: bind local to the group's family",

@@ -442,10 +442,7 @@ impl<A: Addr, V: Clone> Family<A, V> {
         dport: u16,
         f: &mut impl FnMut(&'a V),
     ) {
-        let conn = [
-            (self.n_conn_specific, dst),
-            (self.n_conn_wild, A::ANY),
-        ];
+        let conn = [(self.n_conn_specific, dst), (self.n_conn_wild, A::ANY)];
         for (n, local) in conn {
             if n == 0 {
                 continue;
@@ -979,22 +976,12 @@ impl<V: Clone> Snapshot<V> {
     ) {
         let t = &*self.tables;
         match (src, dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => t.v4.for_each_mcast(
-                &t.keys,
-                u32::from(s),
-                sport,
-                u32::from(d),
-                dport,
-                &mut f,
-            ),
-            (IpAddr::V6(s), IpAddr::V6(d)) => t.v6.for_each_mcast(
-                &t.keys,
-                u128::from(s),
-                sport,
-                u128::from(d),
-                dport,
-                &mut f,
-            ),
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                t.v4.for_each_mcast(&t.keys, u32::from(s), sport, u32::from(d), dport, &mut f)
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                t.v6.for_each_mcast(&t.keys, u128::from(s), sport, u128::from(d), dport, &mut f)
+            }
             _ => {}
         }
     }
@@ -1217,8 +1204,14 @@ mod tests {
             (Binding::bound(sa("239.1.2.3:5000")), "group-a"),
             // A group binding is shared without reuseport (SO_REUSEADDR).
             (Binding::bound(sa("239.1.2.3:5000")), "group-b"),
-            (Binding::bound(sa("0.0.0.0:5000")).with_reuseport(), "wild-a"),
-            (Binding::bound(sa("0.0.0.0:5000")).with_reuseport(), "wild-b"),
+            (
+                Binding::bound(sa("0.0.0.0:5000")).with_reuseport(),
+                "wild-a",
+            ),
+            (
+                Binding::bound(sa("0.0.0.0:5000")).with_reuseport(),
+                "wild-b",
+            ),
             (Binding::bound(sa("198.18.0.1:5000")), "unicast"),
             (Binding::bound(sa("239.1.2.4:5000")), "other-group"),
             (Binding::bound(sa("239.1.2.3:5001")), "other-port"),
@@ -1244,15 +1237,26 @@ mod tests {
             mcast(&t, "198.18.0.8:7", "239.1.2.3:5000"),
             ["conn-wild", "group-a", "group-b", "wild-a", "wild-b"]
         );
-        assert_eq!(mcast(&t, "198.18.0.7:7", "239.1.2.9:5000"), ["wild-a", "wild-b"]);
-        assert_eq!(mcast(&t, "198.18.0.7:7", "239.1.2.3:5002"), Vec::<&str>::new());
+        assert_eq!(
+            mcast(&t, "198.18.0.7:7", "239.1.2.9:5000"),
+            ["wild-a", "wild-b"]
+        );
+        assert_eq!(
+            mcast(&t, "198.18.0.7:7", "239.1.2.3:5002"),
+            Vec::<&str>::new()
+        );
         assert_eq!(mcast(&t, "[fd00::9]:7", "[ff15::1]:5000"), ["g6", "wild6"]);
-        assert_eq!(mcast(&t, "[fd00::9]:7", "239.1.2.3:5000"), Vec::<&str>::new());
+        assert_eq!(
+            mcast(&t, "[fd00::9]:7", "239.1.2.3:5000"),
+            Vec::<&str>::new()
+        );
         // A group binding takes no unicast and stays out of the unicast
         // lookup of other addresses.
         assert_eq!(look(&t, "198.18.0.9:1", "198.18.0.1:5001"), None);
         // Two unicast bindings on the group's port still collide.
-        assert!(t.insert(Binding::bound(sa("198.18.0.1:5000")), "x").is_err());
+        assert!(t
+            .insert(Binding::bound(sa("198.18.0.1:5000")), "x")
+            .is_err());
     }
 
     #[test]

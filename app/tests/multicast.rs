@@ -35,10 +35,14 @@ fn frames_to(all: &[Vec<u8>], dst: &str) -> Vec<Vec<u8>> {
     all.iter()
         .filter(|f| match d {
             std::net::SocketAddr::V4(a) => {
-                f[12..14] == [8, 0] && f[30..34] == a.ip().octets() && f[36..38] == a.port().to_be_bytes()
+                f[12..14] == [8, 0]
+                    && f[30..34] == a.ip().octets()
+                    && f[36..38] == a.port().to_be_bytes()
             }
             std::net::SocketAddr::V6(a) => {
-                f[12..14] == [0x86, 0xdd] && f[38..54] == a.ip().octets() && f[56..58] == a.port().to_be_bytes()
+                f[12..14] == [0x86, 0xdd]
+                    && f[38..54] == a.ip().octets()
+                    && f[56..58] == a.port().to_be_bytes()
             }
         })
         .cloned()
@@ -70,7 +74,10 @@ fn group_datagrams_reach_every_member_and_only_members() {
     ]);
     assert!(o.status.success(), "gen: {}", stderr(&o));
     let all = pcap_frames(&input);
-    let (g4, g6) = (frames_to(&all, "239.1.2.3:5000"), frames_to(&all, "[ff15::1]:5001"));
+    let (g4, g6) = (
+        frames_to(&all, "239.1.2.3:5000"),
+        frames_to(&all, "[ff15::1]:5001"),
+    );
     let unjoined = frames_to(&all, "239.9.9.9:5000").len() as u64;
     let ignored = frames_to(&all, "239.1.2.3:5009").len() as u64;
     assert!(g4.len() > 100 && g6.len() > 50 && unjoined > 0 && ignored > 0);
@@ -81,7 +88,10 @@ fn group_datagrams_reach_every_member_and_only_members() {
             toml_str(d.join(format!("{n}.pcap")).to_str().unwrap())
         )
     };
-    let mut cfg = eal("mcast", &[&format!("net_pcap0,rx_pcap={}", input.display())]);
+    let mut cfg = eal(
+        "mcast",
+        &[&format!("net_pcap0,rx_pcap={}", input.display())],
+    );
     cfg.push_str(
         "[engine]\nstop_when_idle_ms = 300\n[[port]]\nname = \"net_pcap0\"\n[[lcore]]\nid = 1\nrole = \"rx\"\nqueues = [\"net_pcap0:0\"]\n",
     );
@@ -90,7 +100,11 @@ fn group_datagrams_reach_every_member_and_only_members() {
     cfg += &socket_toml("m2", "239.1.2.3:5000", &format!("{join4}{}", pcap("m2")));
     // Bound to the wildcard, joined nothing: the kernel delivers the group
     // to it all the same (IP_MULTICAST_ALL = 1).
-    cfg += &socket_toml("wild", "0.0.0.0:5000", &format!("rcvbuf = 4194304\n{}", pcap("wild")));
+    cfg += &socket_toml(
+        "wild",
+        "0.0.0.0:5000",
+        &format!("rcvbuf = 4194304\n{}", pcap("wild")),
+    );
     // One datagram at a time, taken 50 per second: drops its own copies.
     cfg += &socket_toml(
         "tiny",
@@ -101,7 +115,11 @@ fn group_datagrams_reach_every_member_and_only_members() {
     cfg += &socket_toml("uni", "198.18.0.1:5000", "");
     let join6 = "multicast = \"ff15::1\"\nrcvbuf = 4194304\n";
     cfg += &socket_toml("m6", "[ff15::1]:5001", &format!("{join6}{}", pcap("m6")));
-    cfg += &socket_toml("wild6", "[::]:5001", &format!("rcvbuf = 4194304\n{}", pcap("wild6")));
+    cfg += &socket_toml(
+        "wild6",
+        "[::]:5001",
+        &format!("rcvbuf = 4194304\n{}", pcap("wild6")),
+    );
     let path = write(&d, "mcast.toml", &cfg);
     let j = run_ok_json(&path, &[]);
 
@@ -110,7 +128,13 @@ fn group_datagrams_reach_every_member_and_only_members() {
     assert_eq!(j["rx_packets"], all.len() as u64);
     let n4 = g4.len() as u64;
     let n6 = g6.len() as u64;
-    for (name, want) in [("m1", &g4), ("m2", &g4), ("wild", &g4), ("m6", &g6), ("wild6", &g6)] {
+    for (name, want) in [
+        ("m1", &g4),
+        ("m2", &g4),
+        ("wild", &g4),
+        ("m6", &g6),
+        ("wild6", &g6),
+    ] {
         let s = socket_named(&j, name);
         let n = want.len() as u64;
         assert_eq!(s["offered"], n, "{name}: {s}");
@@ -119,7 +143,10 @@ fn group_datagrams_reach_every_member_and_only_members() {
         assert_eq!(s["consumed"], n, "{name}");
         assert_eq!(s["rmem"], 0, "{name}");
         let got = pcap_frames(&d.join(format!("{name}.pcap")));
-        assert!(got == *want, "{name}: its pcap is not the group's datagrams in order");
+        assert!(
+            got == *want,
+            "{name}: its pcap is not the group's datagrams in order"
+        );
     }
     let t = socket_named(&j, "tiny");
     let t_drops = t["drops"]["rcvbuf_full"].as_u64().unwrap();
@@ -133,7 +160,10 @@ fn group_datagrams_reach_every_member_and_only_members() {
     assert_eq!(j["ip"]["Ip6InMcastPkts"], n6);
     assert_eq!(j["udp"]["UdpIgnoredMulti"], ignored);
     assert_eq!(j["udp"]["UdpInDatagrams"], 0, "no unicast datagram");
-    assert_eq!(j["udp"]["UdpNoPorts"], 0, "a group's datagram is never NoPorts");
+    assert_eq!(
+        j["udp"]["UdpNoPorts"], 0,
+        "a group's datagram is never NoPorts"
+    );
     // Only tiny's own drops are rcvbuf errors.
     assert_eq!(j["udp"]["UdpRcvbufErrors"], t_drops);
     let m = &j["multicast"];
@@ -155,25 +185,45 @@ fn a_clone_pool_too_small_costs_members_their_copies_counted() {
     let d = scratch("mcast-nobufs");
     let input = d.join("in.pcap");
     let o = run(&[
-        "gen", "--out", input.to_str().unwrap(), "--count", "400", "--seed", "7",
-        "--malformed-share", "0", "--dst", "239.1.2.3:5000",
+        "gen",
+        "--out",
+        input.to_str().unwrap(),
+        "--count",
+        "400",
+        "--seed",
+        "7",
+        "--malformed-share",
+        "0",
+        "--dst",
+        "239.1.2.3:5000",
     ]);
     assert!(o.status.success(), "gen: {}", stderr(&o));
-    let mut cfg = eal("mcast-nobufs", &[&format!("net_pcap0,rx_pcap={}", input.display())]);
+    let mut cfg = eal(
+        "mcast-nobufs",
+        &[&format!("net_pcap0,rx_pcap={}", input.display())],
+    );
     // Two clones for three extra members and a consumer that holds them:
     // most copies cannot be made.
     cfg.push_str(
         "[engine]\nstop_when_idle_ms = 300\n[mempool]\nclones = 2\ncache = 0\n[[port]]\nname = \"net_pcap0\"\n[[lcore]]\nid = 1\nrole = \"rx\"\nqueues = [\"net_pcap0:0\"]\n",
     );
     for n in ["a", "b", "c", "e"] {
-        cfg += &socket_toml(n, "239.1.2.3:5000", "multicast = \"239.1.2.3\"\nrcvbuf = 4194304\nconsume_rate_pps = 20\n");
+        cfg += &socket_toml(
+            n,
+            "239.1.2.3:5000",
+            "multicast = \"239.1.2.3\"\nrcvbuf = 4194304\nconsume_rate_pps = 20\n",
+        );
     }
     let j = run_ok_json(&write(&d, "c.toml", &cfg), &[]);
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
     let m = &j["multicast"];
     let (copies, nobufs) = (m["copies"].as_u64().unwrap(), m["nobufs"].as_u64().unwrap());
     assert!(nobufs > 0, "{m}");
-    assert_eq!(copies + nobufs, 4 * 400, "every member got a copy or a count");
+    assert_eq!(
+        copies + nobufs,
+        4 * 400,
+        "every member got a copy or a count"
+    );
     // The kernel counts a failed clone as the member's RcvbufErrors.
     assert_eq!(j["udp"]["UdpRcvbufErrors"], nobufs);
     let offered: u64 = ["a", "b", "c", "e"]

@@ -120,7 +120,11 @@ fn fields(cap: &std::path::Path, mac: &str, filter: &str, f: &[&str]) -> Vec<Str
         args.push(x.to_string());
     }
     let o = Command::new("tshark").args(&args).output().expect("tshark");
-    assert!(o.status.success(), "tshark {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "tshark {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout)
         .lines()
         .map(str::to_string)
@@ -136,7 +140,16 @@ fn a_kernel_sender_reaches_every_member_and_the_engine_reports_its_groups() {
     // A link-local source for the MLD query, usable at once.
     netns::must(
         "ip",
-        &["-n", &net.ns, "addr", "add", "fe80::2/64", "dev", &net.peer, "nodad"],
+        &[
+            "-n",
+            &net.ns,
+            "addr",
+            "add",
+            "fe80::2/64",
+            "dev",
+            &net.peer,
+            "nodad",
+        ],
     );
     let dir = scratch("netns-mcast");
     let cap = dir.join("wire.pcap");
@@ -144,7 +157,14 @@ fn a_kernel_sender_reaches_every_member_and_the_engine_reports_its_groups() {
     // `icmp6` does not look past a hop-by-hop header, where MLD sits.
     let mut shark = net
         .command(&[
-            "tshark", "-i", &net.peer, "-f", "igmp or (ip6 and ip6[6] == 0)", "-F", "pcap", "-w",
+            "tshark",
+            "-i",
+            &net.peer,
+            "-f",
+            "igmp or (ip6 and ip6[6] == 0)",
+            "-F",
+            "pcap",
+            "-w",
             cap.to_str().unwrap(),
         ])
         .stdout(Stdio::null())
@@ -158,7 +178,8 @@ fn a_kernel_sender_reaches_every_member_and_the_engine_reports_its_groups() {
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut seen = Vec::new();
         let mut b = [0u8; 256];
-        while Instant::now() < deadline && !String::from_utf8_lossy(&seen).contains("Capturing on") {
+        while Instant::now() < deadline && !String::from_utf8_lossy(&seen).contains("Capturing on")
+        {
             match err.read(&mut b) {
                 Ok(0) | Err(_) => break,
                 Ok(k) => seen.extend_from_slice(&b[..k]),
@@ -180,7 +201,10 @@ fn a_kernel_sender_reaches_every_member_and_the_engine_reports_its_groups() {
             toml_str(dir.join(format!("{name}.pcap")).to_str().unwrap())
         )
     };
-    let mut text = eal("mcast", &[&format!("net_af_packet0,iface={},qpairs=2", net.host)]);
+    let mut text = eal(
+        "mcast",
+        &[&format!("net_af_packet0,iface={},qpairs=2", net.host)],
+    );
     text += &format!(
         r#"
 [mempool]
@@ -204,7 +228,11 @@ queues = ["net_af_packet0:0", "net_af_packet0:1"]
     text += &socket_toml("m1", "239.1.2.3:5000", &format!("{g4}{}", pcap("m1")));
     text += &socket_toml("m2", "239.1.2.3:5000", &format!("{g4}{}", pcap("m2")));
     text += &socket_toml("wild", "0.0.0.0:5000", &pcap("wild"));
-    text += &socket_toml("tiny", "239.1.2.3:5000", &format!("{g4}rcvbuf = 4096\nconsume_rate_pps = 20\n"));
+    text += &socket_toml(
+        "tiny",
+        "239.1.2.3:5000",
+        &format!("{g4}rcvbuf = 4096\nconsume_rate_pps = 20\n"),
+    );
     text += &socket_toml("uni", &format!("{ENGINE_V4}:5000"), "");
     let g6 = "multicast = \"ff15::1\"\n";
     text += &socket_toml("m6", "[ff15::1]:5001", &format!("{g6}{}", pcap("m6")));
@@ -234,7 +262,10 @@ queues = ["net_af_packet0:0", "net_af_packet0:1"]
         serde_json::from_str(&std::fs::read_to_string(&json).expect("stats json")).unwrap();
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
 
-    for (fam, names) in [("v4", ["m1", "m2", "wild"].as_slice()), ("v6", ["m6", "wild6"].as_slice())] {
+    for (fam, names) in [
+        ("v4", ["m1", "m2", "wild"].as_slice()),
+        ("v6", ["m6", "wild6"].as_slice()),
+    ] {
         let want: Vec<Vec<u8>> = sent[fam]
             .as_array()
             .unwrap()
@@ -248,15 +279,26 @@ queues = ["net_af_packet0:0", "net_af_packet0:1"]
             assert_eq!(n(&s["multicast"]), N as u64, "{name}: {s}");
             assert_eq!(n(&s["consumed"]), N as u64, "{name}: {s}");
             let got = payloads(&dir.join(format!("{name}.pcap")));
-            assert!(got == want, "{name}: its pcap does not hold every datagram in order");
+            assert!(
+                got == want,
+                "{name}: its pcap does not hold every datagram in order"
+            );
         }
     }
     let t = socket_named(&j, "tiny");
     let drops = n(&t["drops"]["rcvbuf_full"]);
     assert_eq!(n(&t["offered"]), N as u64, "{t}");
     assert!(drops > 0 && n(&t["delivered"]) + drops == N as u64, "{t}");
-    assert_eq!(n(&socket_named(&j, "uni")["offered"]), 0, "the non-member counts nothing");
-    assert_eq!(n(&j["udp"]["UdpRcvbufErrors"]), drops, "only tiny's copies dropped");
+    assert_eq!(
+        n(&socket_named(&j, "uni")["offered"]),
+        0,
+        "the non-member counts nothing"
+    );
+    assert_eq!(
+        n(&j["udp"]["UdpRcvbufErrors"]),
+        drops,
+        "only tiny's copies dropped"
+    );
     assert!(n(&j["ip"]["IpInMcastPkts"]) >= N as u64);
     assert!(n(&j["ip"]["Ip6InMcastPkts"]) >= N as u64);
     let m = &j["multicast"];
@@ -271,7 +313,15 @@ queues = ["net_af_packet0:0", "net_af_packet0:1"]
         &cap,
         &mac,
         "igmp.type == 0x22",
-        &["ip.dst", "ip.ttl", "ip.opt.type", "ip.checksum.status", "igmp.checksum.status", "igmp.record_type", "igmp.maddr"],
+        &[
+            "ip.dst",
+            "ip.ttl",
+            "ip.opt.type",
+            "ip.checksum.status",
+            "igmp.checksum.status",
+            "igmp.record_type",
+            "igmp.maddr",
+        ],
     );
     let with = |v: &[String], rec: &str| {
         v.iter()
@@ -293,15 +343,30 @@ queues = ["net_af_packet0:0", "net_af_packet0:1"]
             assert_eq!(f[6], "239.1.2.3", "{l}");
         }
     }
-    assert_eq!(with(&igmp, "4").len(), 2, "a join is sent twice (robustness 2): {igmp:?}");
+    assert_eq!(
+        with(&igmp, "4").len(),
+        2,
+        "a join is sent twice (robustness 2): {igmp:?}"
+    );
     let mld = fields(
         &cap,
         &mac,
         "icmpv6.type == 143",
-        &["ipv6.src", "ipv6.dst", "ipv6.hlim", "ipv6.opt.router_alert", "icmpv6.checksum.status", "icmpv6.mldr.mar.record_type", "icmpv6.mldr.mar.multicast_address"],
+        &[
+            "ipv6.src",
+            "ipv6.dst",
+            "ipv6.hlim",
+            "ipv6.opt.router_alert",
+            "icmpv6.checksum.status",
+            "icmpv6.mldr.mar.record_type",
+            "icmpv6.mldr.mar.multicast_address",
+        ],
     );
     for rec in ["4", "2", "3"] {
-        let lines: Vec<&String> = mld.iter().filter(|l| l.split(',').nth(5) == Some(rec)).collect();
+        let lines: Vec<&String> = mld
+            .iter()
+            .filter(|l| l.split(',').nth(5) == Some(rec))
+            .collect();
         assert!(!lines.is_empty(), "no MLDv2 record type {rec}: {mld:?}");
         for l in lines {
             let f: Vec<&str> = l.split(',').collect();

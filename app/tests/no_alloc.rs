@@ -195,9 +195,15 @@ fn fan_out_visit_and_per_member_enqueue_allocate_nothing() {
     let t: FlowTable<usize> = FlowTable::new();
     t.insert(Binding::bound(sa("239.1.2.3:5000")), 0).unwrap();
     t.insert(Binding::bound(sa("239.1.2.3:5000")), 1).unwrap();
-    t.insert(Binding::bound(sa("0.0.0.0:5000")).with_reuseport(), 2).unwrap();
-    t.insert(Binding::bound(sa("0.0.0.0:5000")).with_reuseport(), 3).unwrap();
-    t.insert(Binding::connected(sa("239.1.2.3:5000"), sa("198.18.0.9:7")), 4).unwrap();
+    t.insert(Binding::bound(sa("0.0.0.0:5000")).with_reuseport(), 2)
+        .unwrap();
+    t.insert(Binding::bound(sa("0.0.0.0:5000")).with_reuseport(), 3)
+        .unwrap();
+    t.insert(
+        Binding::connected(sa("239.1.2.3:5000"), sa("198.18.0.9:7")),
+        4,
+    )
+    .unwrap();
     t.insert(Binding::bound(sa("198.18.0.1:5000")), 5).unwrap();
     let joined = Joined::from_pairs(vec![(0, "239.1.2.3".parse().unwrap())]);
     // Member 3 has room for two copies only.
@@ -225,7 +231,8 @@ fn fan_out_visit_and_per_member_enqueue_allocate_nothing() {
         freed += 1;
     };
     let mut shrink = ShrinkTo(200);
-    let (src, dst): (IpAddr, IpAddr) = ("198.18.0.9".parse().unwrap(), "239.1.2.3".parse().unwrap());
+    let (src, dst): (IpAddr, IpAddr) =
+        ("198.18.0.9".parse().unwrap(), "239.1.2.3".parse().unwrap());
     let snap = t.snapshot();
     let (copies, allocs) = armed(|| {
         let mut copies = [0u64; MEMBERS];
@@ -240,7 +247,13 @@ fn fan_out_visit_and_per_member_enqueue_allocate_nothing() {
                 copies[m] += 1;
                 // SAFETY: each packet is enqueued once.
                 if unsafe {
-                    socks[m].enqueue_batch_deferred(0, &[p], Strategy::NumaQueues, &mut shrink, &mut to_free)
+                    socks[m].enqueue_batch_deferred(
+                        0,
+                        &[p],
+                        Strategy::NumaQueues,
+                        &mut shrink,
+                        &mut to_free,
+                    )
                 } {
                     socks[m].drain(0, &mut to_free);
                 }
@@ -251,14 +264,21 @@ fn fan_out_visit_and_per_member_enqueue_allocate_nothing() {
     assert_eq!(allocs, 0, "the fan-out path allocated");
     // Both group bindings, both reuseport wildcard members and the
     // connected socket: every datagram; the unicast binding: none.
-    assert_eq!(copies, [N as u64, N as u64, N as u64, N as u64, N as u64, 0]);
+    assert_eq!(
+        copies,
+        [N as u64, N as u64, N as u64, N as u64, N as u64, 0]
+    );
     for (i, s) in socks.iter().enumerate() {
         let st = s.stats();
         assert!(st.books_balance(), "member {i}: {st:?}");
         if i == 3 {
             assert_eq!(st.drop(DropReason::RcvbufFull), u64::from(N) - 2, "{st:?}");
         } else {
-            assert_eq!(st.drops_total(), 0, "member {i} lost copies to member 3: {st:?}");
+            assert_eq!(
+                st.drops_total(),
+                0,
+                "member {i} lost copies to member 3: {st:?}"
+            );
         }
         consume_all(s);
         assert_eq!(s.rmem(), 0);
