@@ -599,7 +599,7 @@ unsafe fn fan_out_chunk<'s, C: Condense<MbufMeta>>(
                     tsc,
                     port_id,
                     pool,
-                    |visit| snap.for_each_mcast(d.src, d.sport, d.dst, d.dport, |s| visit(s)),
+                    |visit| snap.for_each_mcast(d.src, d.sport, d.dst, d.dport, visit),
                     &mut enqueue,
                 )
             }
