@@ -986,6 +986,19 @@ impl<V: Clone> Snapshot<V> {
         }
     }
 
+    /// Whether [`Snapshot::for_each_mcast`] for a group of `dst`'s family
+    /// can depend on the datagram's source: only when the family has
+    /// connected sockets. Without them, datagrams to one group and port
+    /// have the same members, and the caller may fan a run of them out at once.
+    #[inline]
+    pub fn mcast_depends_on_source(&self, dst: IpAddr) -> bool {
+        let t = &*self.tables;
+        match dst {
+            IpAddr::V4(_) => t.v4.n_conn_specific + t.v4.n_conn_wild != 0,
+            IpAddr::V6(_) => t.v6.n_conn_specific + t.v6.n_conn_wild != 0,
+        }
+    }
+
     /// Sockets in this generation.
     pub fn len(&self) -> usize {
         self.tables.len

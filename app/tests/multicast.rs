@@ -232,3 +232,83 @@ fn a_clone_pool_too_small_costs_members_their_copies_counted() {
         .sum();
     assert_eq!(offered, copies);
 }
+
+/// The two other shapes of fan-out: a group larger than a run's member list
+/// (40 members: one datagram at a time), and a family with a connected
+/// socket (its members depend on the source: runs of one), connected to
+/// the capture's single source, so it gets every datagram too.
+#[test]
+fn large_groups_and_connected_members_get_every_datagram() {
+    let d = scratch("mcast-shapes");
+    let input = d.join("in.pcap");
+    let o = run(&[
+        "gen",
+        "--out",
+        input.to_str().unwrap(),
+        "--count",
+        "200",
+        "--seed",
+        "3",
+        "--malformed-share",
+        "0",
+        "--flows",
+        "1",
+        "--dst",
+        "239.1.2.3:5000",
+    ]);
+    assert!(o.status.success(), "gen: {}", stderr(&o));
+    let all = pcap_frames(&input);
+    let f = &all[0];
+    let src = format!(
+        "{}.{}.{}.{}:{}",
+        f[26],
+        f[27],
+        f[28],
+        f[29],
+        u16::from_be_bytes([f[34], f[35]])
+    );
+    assert!(
+        all.iter()
+            .all(|g| g[26..30] == f[26..30] && g[34..36] == f[34..36]),
+        "one flow"
+    );
+    let n = all.len() as u64;
+    for (tag, members, connected) in [("large", 40, false), ("connected", 3, true)] {
+        let mut cfg = eal(tag, &[&format!("net_pcap0,rx_pcap={}", input.display())]);
+        cfg.push_str(
+            "[engine]\nstop_when_idle_ms = 300\n[[port]]\nname = \"net_pcap0\"\n[[lcore]]\nid = 1\nrole = \"rx\"\nqueues = [\"net_pcap0:0\"]\n",
+        );
+        let mut names = Vec::new();
+        for i in 0..members {
+            let name = format!("g{i}");
+            cfg += &socket_toml(
+                &name,
+                "239.1.2.3:5000",
+                "multicast = \"239.1.2.3\"\nrcvbuf = 4194304\n",
+            );
+            names.push(name);
+        }
+        if connected {
+            cfg += &socket_toml(
+                "conn",
+                "239.1.2.3:5000",
+                &format!("remote = \"{src}\"\nrcvbuf = 4194304\n"),
+            );
+            // Connected elsewhere: never a member of this flow's datagrams.
+            cfg += &socket_toml("other", "0.0.0.0:5000", "remote = \"198.18.77.77:7\"\n");
+            names.push("conn".into());
+        }
+        let j = run_ok_json(&write(&d, &format!("{tag}.toml"), &cfg), &[]);
+        assert_eq!(j["books_balanced"], true, "{tag}: {}", j["problems"]);
+        assert_eq!(j["hot_path_allocations"], 0, "{tag}");
+        for name in &names {
+            let s = socket_named(&j, name);
+            assert_eq!(s["offered"], n, "{tag} {name}: {s}");
+            assert_eq!(s["consumed"], n, "{tag} {name}: {s}");
+        }
+        if connected {
+            assert_eq!(socket_named(&j, "other")["offered"], 0, "{tag}");
+        }
+        assert_eq!(j["multicast"]["copies"], n * names.len() as u64, "{tag}");
+    }
+}

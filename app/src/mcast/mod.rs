@@ -278,6 +278,77 @@ pub unsafe fn fan_out<'s>(
     Ok(out)
 }
 
+/// Members a run is fanned out to at once (their list is kept on the
+/// stack); a larger group takes [`fan_out`], one datagram at a time.
+pub const RUN_MEMBERS: usize = 32;
+/// Datagrams of one run at most (the RX lcore's chunk).
+pub const RUN_MAX: usize = 32;
+
+/// [`fan_out`] for a run of datagrams with the same members (one group and
+/// port, no connected socket in the family: the members do not depend on
+/// the source), `members[..]` already visited: each member but the first
+/// gets a clone of every datagram of the run, staged as one batch
+/// (`enqueue` takes the batch), then the first member the originals, as one
+/// batch. `run` lists (mbuf, datagram, truesize); at most [`RUN_MAX`].
+///
+/// # Safety
+/// As [`fan_out`], for every mbuf of `run` (each listed once); `members`
+/// is not empty.
+#[inline]
+pub unsafe fn fan_out_run<'s>(
+    run: &[(*mut RawMbuf, &Datagram, u32)],
+    tsc: u64,
+    port: u16,
+    pool: Option<&Mempool>,
+    members: &[Option<&'s Arc<Socket>>],
+    enqueue: &mut impl FnMut(&'s Arc<Socket>, &[NonNull<MbufMeta>]),
+) -> FanOut {
+    let mut out = FanOut::default();
+    let mut batch = [NonNull::<MbufMeta>::dangling(); RUN_MAX];
+    let run = &run[..run.len().min(RUN_MAX)];
+    for &sock in members.iter().flatten().skip(1) {
+        let mut n = 0;
+        for &(m, d, truesize) in run {
+            // SAFETY: m is live and ours (the contract); its data is
+            // read-only while the clone lives; the clone is a fresh mbuf of
+            // an engine pool, ours alone.
+            let Some(c) = pool.and_then(|p| unsafe { mbuf::clone_into(m, p) }) else {
+                out.nobufs += 1;
+                continue;
+            };
+            let c = c.as_ptr();
+            // SAFETY: c is ours alone (above); the metadata is its own.
+            unsafe { MbufMeta::init(c, d, sock.id, truesize, tsc, port) };
+            // n < run.len() <= RUN_MAX.
+            // SAFETY: c is one of our mbufs.
+            batch[n] = unsafe { MbufMeta::of(c) };
+            n += 1;
+        }
+        if n != 0 {
+            sock.multicast.fetch_add(n as u64, Ordering::Relaxed);
+            out.copies += n as u64;
+            enqueue(sock, &batch[..n]);
+        }
+    }
+    let Some(&first) = members.iter().flatten().next() else {
+        return out;
+    };
+    for (slot, &(m, d, truesize)) in batch.iter_mut().zip(run) {
+        // SAFETY: m is ours (the contract); every clone already holds its
+        // reference, so the first member's consumer may free m at once.
+        unsafe {
+            MbufMeta::init(m, d, first.id, truesize, tsc, port);
+            *slot = MbufMeta::of(m);
+        }
+    }
+    first
+        .multicast
+        .fetch_add(run.len() as u64, Ordering::Relaxed);
+    out.copies += run.len() as u64;
+    enqueue(first, &batch[..run.len()]);
+    out
+}
+
 /// Whether `a` is a group address (the RX lcore's branch).
 #[inline(always)]
 pub fn is_group(a: IpAddr) -> bool {

@@ -529,8 +529,12 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
 
 /// Pass 4 of [`process_chunk`]: the chunk's datagrams to groups (indices
 /// `mc` into `dgrams` and `mbufs`), each dropped if its group is not joined
-/// on `port_id`, else handed to every member socket (`mcast::fan_out`) or
-/// counted as `UdpIgnoredMulti` when none matches.
+/// on `port_id`, else handed to every member socket or counted as
+/// `UdpIgnoredMulti` when none matches. Consecutive datagrams to one group
+/// and port go as a run (`mcast::fan_out_run`): the members are visited
+/// once, and each member's copies are admitted and staged as one batch, as
+/// unicast groups are; a group of more than `RUN_MEMBERS` sockets goes one
+/// datagram at a time (`mcast::fan_out`).
 ///
 /// # Safety
 /// As [`process_burst`], for the mbufs `mc` names.
@@ -553,6 +557,9 @@ unsafe fn fan_out_chunk<'s, C: Condense<MbufMeta>>(
     let joined = shared.mcast.joined.load();
     let pool = shared.mcast.clones.get();
     let (strategy, node) = (shared.strategy, me.node_index);
+    // The host's membership first (`ip_check_mc_rcu`).
+    let mut ok = [0usize; CHUNK];
+    let mut nok = 0usize;
     for &i in mc {
         let i = usize::from(i);
         let (Some(d), Some(&m)) = (dgrams.get(i), mbufs.get(i)) else {
@@ -566,56 +573,132 @@ unsafe fn fan_out_chunk<'s, C: Condense<MbufMeta>>(
             continue;
         }
         mib.in_mcast[fam].add(1);
-        // SAFETY: ours alone (the contract); a read of two fields (or the chain's).
-        let truesize = unsafe { MbufRef::from_ptr(m) }.truesize();
-        let res = {
-            // Drops (ours, or other producers' when we are the elected
-            // drainer) are freed after the delivery lock is released.
-            let mut to_free = |p: NonNull<MbufMeta>, _r: DropReason| {
-                // SAFETY: delivery hands each dropped packet, an mbuf it owned, to us.
-                unsafe { free.push(MbufMeta::mbuf(p)) }
+        // nok < mc.len() <= CHUNK.
+        ok[nok] = i;
+        nok += 1;
+    }
+    let mut ignored = [std::ptr::null_mut::<RawMbuf>(); CHUNK];
+    let mut nign = 0usize;
+    let (mut copies, mut nobufs, mut ignored_n) = ([0u64; 2], [0u64; 2], [0u64; 2]);
+    {
+        // Drops (ours, or other producers' when we are the elected
+        // drainer) are freed after the delivery lock is released.
+        let mut to_free = |p: NonNull<MbufMeta>, _r: DropReason| {
+            // SAFETY: delivery hands each dropped packet, an mbuf it owned, to us.
+            unsafe { free.push(MbufMeta::mbuf(p)) }
+        };
+        let mut enqueue = |sock: &'s Arc<Socket>, batch: &[NonNull<MbufMeta>]| {
+            // SAFETY: the batch's packets are ours, on no stage, each listed
+            // once; to_free frees mbufs of any pool (a clone's free drops
+            // its reference on the original); an elected stage is drained
+            // before the burst ends.
+            let e = unsafe {
+                sock.rx
+                    .enqueue_batch_deferred(node, batch, strategy, condense, &mut to_free)
             };
-            let mut enqueue = |sock: &'s Arc<Socket>, p: NonNull<MbufMeta>| {
-                // SAFETY: p is ours, on no stage, listed once; to_free frees
-                // mbufs of any pool (a clone's free drops its reference on
-                // the original); an elected stage is drained before the
-                // burst ends.
-                let e = unsafe {
-                    sock.rx
-                        .enqueue_batch_deferred(node, &[p], strategy, condense, &mut to_free)
-                };
-                if e {
-                    elected.push(sock, node, &mut to_free);
-                }
-            };
-            // SAFETY: m is ours and given up on Ok (the contract); no
-            // consumer writes a datagram's data; the clone pool is an
-            // engine pool (private area of PRIV_SIZE).
-            unsafe {
-                crate::mcast::fan_out(
-                    m,
-                    d,
-                    truesize,
-                    tsc,
-                    port_id,
-                    pool,
-                    |visit| snap.for_each_mcast(d.src, d.sport, d.dst, d.dport, visit),
-                    &mut enqueue,
-                )
+            if e {
+                elected.push(sock, node, &mut to_free);
             }
         };
-        match res {
-            Ok(f) => {
-                mib.mcast_copies[fam].add(f.copies);
-                if f.nobufs != 0 {
-                    mib.mcast_nobufs[fam].add(f.nobufs);
+        let mut at = 0usize;
+        while at < nok {
+            let d0 = &dgrams[ok[at]];
+            let fam = d0.family.index();
+            // A run: the datagrams that follow to the same group and port
+            // have the same members, unless a connected socket of the
+            // family makes them depend on the source.
+            let mut end = at + 1;
+            if !snap.mcast_depends_on_source(d0.dst) {
+                while end < nok && dgrams[ok[end]].dst == d0.dst && dgrams[ok[end]].dport == d0.dport {
+                    end += 1;
                 }
             }
-            Err(m) => {
-                mib.ignored_multi[fam].add(1);
-                // SAFETY: ours, given back by fan_out.
-                unsafe { free.push(m) };
+            let mut members: [Option<&'s Arc<Socket>>; crate::mcast::RUN_MEMBERS] =
+                [None; crate::mcast::RUN_MEMBERS];
+            let mut nm = 0usize;
+            snap.for_each_mcast(d0.src, d0.sport, d0.dst, d0.dport, |s| {
+                if let Some(slot) = members.get_mut(nm) {
+                    *slot = Some(s);
+                }
+                nm += 1;
+            });
+            if nm == 0 {
+                for &i in &ok[at..end] {
+                    ignored[nign] = mbufs[i];
+                    nign += 1;
+                }
+                ignored_n[fam] += (end - at) as u64;
+            } else if nm <= crate::mcast::RUN_MEMBERS {
+                let mut run = [(std::ptr::null_mut::<RawMbuf>(), d0, 0u32); CHUNK];
+                for (slot, &i) in run.iter_mut().zip(&ok[at..end]) {
+                    let m = mbufs[i];
+                    // SAFETY: ours alone (the contract); a read of two fields (or the chain's).
+                    *slot = (m, &dgrams[i], unsafe { MbufRef::from_ptr(m) }.truesize());
+                }
+                // SAFETY: the run's mbufs are ours, each listed once, given
+                // up; no consumer writes a datagram's data; the clone pool
+                // is an engine pool (private area of PRIV_SIZE).
+                let f = unsafe {
+                    crate::mcast::fan_out_run(
+                        &run[..end - at],
+                        tsc,
+                        port_id,
+                        pool,
+                        &members[..nm],
+                        &mut enqueue,
+                    )
+                };
+                copies[fam] += f.copies;
+                nobufs[fam] += f.nobufs;
+            } else {
+                // A group larger than a run's member list: one datagram at
+                // a time, the members visited again for each.
+                for &i in &ok[at..end] {
+                    let (m, d) = (mbufs[i], &dgrams[i]);
+                    // SAFETY: ours alone (the contract); a read of two fields (or the chain's).
+                    let truesize = unsafe { MbufRef::from_ptr(m) }.truesize();
+                    // SAFETY: as for a run, for this one mbuf.
+                    let res = unsafe {
+                        crate::mcast::fan_out(
+                            m,
+                            d,
+                            truesize,
+                            tsc,
+                            port_id,
+                            pool,
+                            |visit| snap.for_each_mcast(d.src, d.sport, d.dst, d.dport, visit),
+                            &mut |sock, p| enqueue(sock, &[p]),
+                        )
+                    };
+                    match res {
+                        Ok(f) => {
+                            copies[fam] += f.copies;
+                            nobufs[fam] += f.nobufs;
+                        }
+                        Err(m) => {
+                            ignored[nign] = m;
+                            nign += 1;
+                            ignored_n[fam] += 1;
+                        }
+                    }
+                }
             }
+            at = end;
+        }
+    }
+    for &m in &ignored[..nign] {
+        // SAFETY: ours (no socket took it), given up here.
+        unsafe { free.push(m) };
+    }
+    for fam in 0..2 {
+        if copies[fam] != 0 {
+            mib.mcast_copies[fam].add(copies[fam]);
+        }
+        if nobufs[fam] != 0 {
+            mib.mcast_nobufs[fam].add(nobufs[fam]);
+        }
+        if ignored_n[fam] != 0 {
+            mib.ignored_multi[fam].add(ignored_n[fam]);
         }
     }
 }
