@@ -12,6 +12,8 @@
 //!   (`MODE_IS_EXCLUDE`) of every group of the family joined on the port
 //!   (general query) or of the one group asked about, if joined.
 //! * An IGMPv1 or IGMPv2 query puts the port in IGMPv2 compatibility mode
+//!   (an IGMPv1 querier, which RFC 3376 §7.2.1 answers with IGMPv1
+//!   reports, gets IGMPv2 ones here)
 //!   for the Older Version Querier Present Timeout (260 s with the
 //!   defaults, RFC 3376 §8.12): reports are then IGMPv2 reports, one per
 //!   group, sent to the group, and leaves go to 224.0.0.2.
@@ -126,7 +128,15 @@ impl Reporter {
                     None => self.igmpv2_until.push((q.port, until)),
                 }
             }
-            if q.group.is_some_and(|g| !joined.has(q.port, g)) {
+            // Nothing to report: a group-specific query for a group not
+            // joined here, or a general one with no group of its family.
+            let any = match q.group {
+                Some(g) => joined.has(q.port, g),
+                None => joined
+                    .iter()
+                    .any(|(p, g)| p == q.port && g.is_ipv4() == (q.family == Family::V4)),
+            };
+            if !any {
                 continue;
             }
             let delay = self.random_below(u64::from(q.max_resp_ms.max(1)) * ms);
