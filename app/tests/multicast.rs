@@ -49,30 +49,53 @@ fn frames_to(all: &[Vec<u8>], dst: &str) -> Vec<Vec<u8>> {
         .collect()
 }
 
-#[test]
-fn group_datagrams_reach_every_member_and_only_members() {
-    let d = scratch("mcast");
+/// `udpdemux gen` into DIR/in.pcap with `args` (seed, count, destinations...),
+/// no malformed frames; the capture's path.
+fn capture(d: &Path, args: &[&str]) -> std::path::PathBuf {
     let input = d.join("in.pcap");
-    let o = run(&[
+    let mut a = vec![
         "gen",
         "--out",
         input.to_str().unwrap(),
-        "--count",
-        "600",
-        "--seed",
-        "18",
         "--malformed-share",
         "0",
-        "--dst",
-        "239.1.2.3:5000=4",
-        "--dst",
-        "[ff15::1]:5001=2",
-        "--dst",
-        "239.9.9.9:5000=1",
-        "--dst",
-        "239.1.2.3:5009=1",
-    ]);
+    ];
+    a.extend_from_slice(args);
+    let o = run(&a);
     assert!(o.status.success(), "gen: {}", stderr(&o));
+    input
+}
+
+/// A config replaying `input` once on one RX lcore; the caller appends
+/// its tables (`[mempool]`, the sockets).
+fn replay_cfg(tag: &str, input: &Path) -> String {
+    let mut cfg = eal(tag, &[&format!("net_pcap0,rx_pcap={}", input.display())]);
+    cfg.push_str(
+        "[engine]\nstop_when_idle_ms = 300\n[[port]]\nname = \"net_pcap0\"\n[[lcore]]\nid = 1\nrole = \"rx\"\nqueues = [\"net_pcap0:0\"]\n",
+    );
+    cfg
+}
+
+#[test]
+fn group_datagrams_reach_every_member_and_only_members() {
+    let d = scratch("mcast");
+    let input = capture(
+        &d,
+        &[
+            "--count",
+            "600",
+            "--seed",
+            "18",
+            "--dst",
+            "239.1.2.3:5000=4",
+            "--dst",
+            "[ff15::1]:5001=2",
+            "--dst",
+            "239.9.9.9:5000=1",
+            "--dst",
+            "239.1.2.3:5009=1",
+        ],
+    );
     let all = pcap_frames(&input);
     let (g4, g6) = (
         frames_to(&all, "239.1.2.3:5000"),
@@ -88,13 +111,7 @@ fn group_datagrams_reach_every_member_and_only_members() {
             toml_str(d.join(format!("{n}.pcap")).to_str().unwrap())
         )
     };
-    let mut cfg = eal(
-        "mcast",
-        &[&format!("net_pcap0,rx_pcap={}", input.display())],
-    );
-    cfg.push_str(
-        "[engine]\nstop_when_idle_ms = 300\n[[port]]\nname = \"net_pcap0\"\n[[lcore]]\nid = 1\nrole = \"rx\"\nqueues = [\"net_pcap0:0\"]\n",
-    );
+    let mut cfg = replay_cfg("mcast", &input);
     let join4 = "multicast = \"239.1.2.3\"\nrcvbuf = 4194304\n";
     cfg += &socket_toml("m1", "239.1.2.3:5000", &format!("{join4}{}", pcap("m1")));
     cfg += &socket_toml("m2", "239.1.2.3:5000", &format!("{join4}{}", pcap("m2")));
@@ -183,30 +200,14 @@ fn group_datagrams_reach_every_member_and_only_members() {
 #[test]
 fn a_clone_pool_too_small_costs_members_their_copies_counted() {
     let d = scratch("mcast-nobufs");
-    let input = d.join("in.pcap");
-    let o = run(&[
-        "gen",
-        "--out",
-        input.to_str().unwrap(),
-        "--count",
-        "400",
-        "--seed",
-        "7",
-        "--malformed-share",
-        "0",
-        "--dst",
-        "239.1.2.3:5000",
-    ]);
-    assert!(o.status.success(), "gen: {}", stderr(&o));
-    let mut cfg = eal(
-        "mcast-nobufs",
-        &[&format!("net_pcap0,rx_pcap={}", input.display())],
+    let input = capture(
+        &d,
+        &["--count", "400", "--seed", "7", "--dst", "239.1.2.3:5000"],
     );
     // Two clones for three extra members and a consumer that holds them:
     // most copies cannot be made.
-    cfg.push_str(
-        "[engine]\nstop_when_idle_ms = 300\n[mempool]\nclones = 2\ncache = 0\n[[port]]\nname = \"net_pcap0\"\n[[lcore]]\nid = 1\nrole = \"rx\"\nqueues = [\"net_pcap0:0\"]\n",
-    );
+    let mut cfg = replay_cfg("mcast-nobufs", &input);
+    cfg.push_str("[mempool]\nclones = 2\ncache = 0\n");
     for n in ["a", "b", "c", "e"] {
         cfg += &socket_toml(
             n,
@@ -240,23 +241,19 @@ fn a_clone_pool_too_small_costs_members_their_copies_counted() {
 #[test]
 fn large_groups_and_connected_members_get_every_datagram() {
     let d = scratch("mcast-shapes");
-    let input = d.join("in.pcap");
-    let o = run(&[
-        "gen",
-        "--out",
-        input.to_str().unwrap(),
-        "--count",
-        "200",
-        "--seed",
-        "3",
-        "--malformed-share",
-        "0",
-        "--flows",
-        "1",
-        "--dst",
-        "239.1.2.3:5000",
-    ]);
-    assert!(o.status.success(), "gen: {}", stderr(&o));
+    let input = capture(
+        &d,
+        &[
+            "--count",
+            "200",
+            "--seed",
+            "3",
+            "--flows",
+            "1",
+            "--dst",
+            "239.1.2.3:5000",
+        ],
+    );
     let all = pcap_frames(&input);
     let f = &all[0];
     let src = format!(
@@ -274,10 +271,7 @@ fn large_groups_and_connected_members_get_every_datagram() {
     );
     let n = all.len() as u64;
     for (tag, members, connected) in [("large", 40, false), ("connected", 3, true)] {
-        let mut cfg = eal(tag, &[&format!("net_pcap0,rx_pcap={}", input.display())]);
-        cfg.push_str(
-            "[engine]\nstop_when_idle_ms = 300\n[[port]]\nname = \"net_pcap0\"\n[[lcore]]\nid = 1\nrole = \"rx\"\nqueues = [\"net_pcap0:0\"]\n",
-        );
+        let mut cfg = replay_cfg(tag, &input);
         let mut names = Vec::new();
         for i in 0..members {
             let name = format!("g{i}");

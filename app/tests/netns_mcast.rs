@@ -77,17 +77,6 @@ time.sleep(2.5)
 print(json.dumps(sent))
 "#;
 
-fn n(v: &serde_json::Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
-
-fn unhex(h: &str) -> Vec<u8> {
-    (0..h.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
-        .collect()
-}
-
 /// The UDP payloads of a pcap the engine wrote.
 fn payloads(p: &std::path::Path) -> Vec<Vec<u8>> {
     PcapReader::open(p)
@@ -307,75 +296,50 @@ queues = ["net_af_packet0:0", "net_af_packet0:1"]
     assert_eq!(n(&m["report_errors"]), 0, "{m}");
     assert_eq!(j["hot_path_allocations"], 0);
 
-    // What tshark saw from the engine.
+    // What tshark saw from the engine: for each protocol, the fields up
+    // to the record type must read `want` on every report, and each record
+    // type (join: change to exclude, sent twice; the answer: is exclude; the
+    // leave at exit: change to include) must be there, for `group`.
     let mac = net.host_mac();
-    let igmp = fields(
-        &cap,
-        &mac,
-        "igmp.type == 0x22",
-        &[
-            "ip.dst",
-            "ip.ttl",
-            "ip.opt.type",
-            "ip.checksum.status",
-            "igmp.checksum.status",
-            "igmp.record_type",
-            "igmp.maddr",
-        ],
-    );
-    let with = |v: &[String], rec: &str| {
-        v.iter()
-            .filter(|l| l.split(',').nth(5) == Some(rec))
-            .cloned()
-            .collect::<Vec<_>>()
-    };
-    // Join (change to exclude, twice), answer (is exclude), leave (change to include).
-    for rec in ["4", "2", "3"] {
-        let lines = with(&igmp, rec);
-        assert!(!lines.is_empty(), "no IGMPv3 record type {rec}: {igmp:?}");
-        for l in lines {
-            let f: Vec<&str> = l.split(',').collect();
-            assert_eq!(
-                &f[..5],
-                &["224.0.0.22", "1", "148", "1", "1"],
-                "IGMPv3 report to 224.0.0.22, TTL 1, Router Alert, checksums good: {l}"
+    let checks = [
+        (
+            "IGMPv3 report to 224.0.0.22, TTL 1, Router Alert, IP and IGMP checksums good",
+            "igmp.type == 0x22",
+            ["ip.dst", "ip.ttl", "ip.opt.type", "ip.checksum.status", "igmp.checksum.status", "igmp.record_type", "igmp.maddr"],
+            ["224.0.0.22", "1", "148", "1", "1"],
+            "239.1.2.3",
+        ),
+        (
+            "MLDv2 report from the link-local address to ff02::16, hop limit 1, Router Alert (MLD), checksum good",
+            "icmpv6.type == 143",
+            ["ipv6.src", "ipv6.dst", "ipv6.hlim", "ipv6.opt.router_alert", "icmpv6.checksum.status", "icmpv6.mldr.mar.record_type", "icmpv6.mldr.mar.multicast_address"],
+            ["fe80::1", "ff02::16", "1", "0", "1"],
+            "ff15::1",
+        ),
+    ];
+    for (what, filter, names, want, group) in checks {
+        let lines = fields(&cap, &mac, filter, &names);
+        let of = |rec: &str| -> Vec<&String> {
+            lines
+                .iter()
+                .filter(|l| l.split(',').nth(5) == Some(rec))
+                .collect()
+        };
+        for rec in ["4", "2", "3"] {
+            assert!(
+                !of(rec).is_empty(),
+                "{what}: no record type {rec}: {lines:?}"
             );
-            assert_eq!(f[6], "239.1.2.3", "{l}");
         }
-    }
-    assert_eq!(
-        with(&igmp, "4").len(),
-        2,
-        "a join is sent twice (robustness 2): {igmp:?}"
-    );
-    let mld = fields(
-        &cap,
-        &mac,
-        "icmpv6.type == 143",
-        &[
-            "ipv6.src",
-            "ipv6.dst",
-            "ipv6.hlim",
-            "ipv6.opt.router_alert",
-            "icmpv6.checksum.status",
-            "icmpv6.mldr.mar.record_type",
-            "icmpv6.mldr.mar.multicast_address",
-        ],
-    );
-    for rec in ["4", "2", "3"] {
-        let lines: Vec<&String> = mld
-            .iter()
-            .filter(|l| l.split(',').nth(5) == Some(rec))
-            .collect();
-        assert!(!lines.is_empty(), "no MLDv2 record type {rec}: {mld:?}");
-        for l in lines {
+        assert_eq!(
+            of("4").len(),
+            2,
+            "{what}: a join is sent twice (robustness 2): {lines:?}"
+        );
+        for l in &lines {
             let f: Vec<&str> = l.split(',').collect();
-            assert_eq!(
-                &f[..5],
-                &["fe80::1", "ff02::16", "1", "0", "1"],
-                "MLDv2 report from the link-local address to ff02::16, hop limit 1, Router Alert (MLD), checksum good: {l}"
-            );
-            assert_eq!(f[6], "ff15::1", "{l}");
+            assert_eq!(&f[..5], &want, "{what}: {l}");
+            assert_eq!(f[6], group, "{what}: {l}");
         }
     }
 }

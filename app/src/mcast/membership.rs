@@ -201,18 +201,19 @@ impl Reporter {
         if groups.is_empty() {
             return;
         }
+        // Typed by family (`groups` holds `p.family`'s only).
+        let (mut g4, mut g6) = (Vec::new(), Vec::new());
+        for g in groups {
+            match g {
+                IpAddr::V4(a) => g4.push(a),
+                IpAddr::V6(a) => g6.push(a),
+            }
+        }
         let v2 = p.family == Family::V4 && self.igmpv2(p.port, now);
         let mut frames: Vec<Vec<u8>> = Vec::new();
         match p.family {
             Family::V4 => {
                 let src = iface.v4.first().map_or(Ipv4Addr::UNSPECIFIED, |a| a.0);
-                let g4: Vec<Ipv4Addr> = groups
-                    .iter()
-                    .filter_map(|g| match g {
-                        IpAddr::V4(a) => Some(*a),
-                        IpAddr::V6(_) => None,
-                    })
-                    .collect();
                 if v2 {
                     let t = if p.kind == record::CHANGE_TO_INCLUDE {
                         wire::igmp_type::V2_LEAVE
@@ -232,13 +233,6 @@ impl Reporter {
             }
             Family::V6 => {
                 let src = link_local(iface);
-                let g6: Vec<Ipv6Addr> = groups
-                    .iter()
-                    .filter_map(|g| match g {
-                        IpAddr::V6(a) => Some(*a),
-                        IpAddr::V4(_) => None,
-                    })
-                    .collect();
                 for chunk in g6.chunks(wire::MAX_RECORDS_V6) {
                     frames.push(frame(|b| {
                         wire::write_mldv2_report(b, iface.mac, &src, p.kind, chunk)

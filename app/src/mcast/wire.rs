@@ -126,23 +126,42 @@ pub fn write_igmpv3_report(
         return None;
     }
     let igmp_len = IGMPV3_HEADER + IGMPV3_RECORD * groups.len();
-    let len = ether::HEADER_LEN + IP4_LEN + igmp_len;
-    let out = out.get_mut(..len)?;
-    eth(out, ipv4_multicast_mac(IGMPV3_ROUTERS), mac, ether::ethertype::IPV4);
-    ip4(&mut out[ether::HEADER_LEN..], src, IGMPV3_ROUTERS, igmp_len);
-    let m = &mut out[ether::HEADER_LEN + IP4_LEN..];
+    let (m, len) = igmp_frame(out, mac, src, IGMPV3_ROUTERS, igmp_len)?;
     m[0] = igmp_type::V3_REPORT;
     m[1..6].copy_from_slice(&[0; 5]); // reserved, checksum, reserved
     m[6..8].copy_from_slice(&(groups.len() as u16).to_be_bytes());
-    for (r, g) in m[IGMPV3_HEADER..].chunks_exact_mut(IGMPV3_RECORD).zip(groups) {
-        r[0] = kind;
-        r[1] = 0; // aux data length
-        r[2..4].copy_from_slice(&[0, 0]); // no sources
+    let records = m[IGMPV3_HEADER..].chunks_exact_mut(IGMPV3_RECORD);
+    for (r, g) in records.zip(groups) {
+        record_head(r, kind);
         r[4..8].copy_from_slice(&g.octets());
     }
     let c = checksum::checksum(m);
     m[2..4].copy_from_slice(&c.to_be_bytes());
     Some(len)
+}
+
+/// The Ethernet and IPv4 headers of an IGMP message of `igmp_len` bytes to
+/// `dst`, written into `out`: the message's bytes (to fill) and the
+/// frame's length.
+fn igmp_frame(
+    out: &mut [u8],
+    mac: [u8; 6],
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    igmp_len: usize,
+) -> Option<(&mut [u8], usize)> {
+    let len = ether::HEADER_LEN + IP4_LEN + igmp_len;
+    let out = out.get_mut(..len)?;
+    eth(out, ipv4_multicast_mac(dst), mac, ether::ethertype::IPV4);
+    ip4(&mut out[ether::HEADER_LEN..], src, dst, igmp_len);
+    Some((&mut out[ether::HEADER_LEN + IP4_LEN..], len))
+}
+
+/// A group record's first four bytes: its type, no auxiliary data, no sources.
+fn record_head(r: &mut [u8], kind: u8) {
+    r[0] = kind;
+    r[1] = 0;
+    r[2..4].copy_from_slice(&[0, 0]);
 }
 
 /// An IGMPv2 membership report for `group` (RFC 2236 §2: to the group
@@ -154,16 +173,12 @@ pub fn write_igmpv2(
     msg_type: u8,
     group: Ipv4Addr,
 ) -> Option<usize> {
-    let len = ether::HEADER_LEN + IP4_LEN + 8;
-    let out = out.get_mut(..len)?;
     let dst = if msg_type == igmp_type::V2_LEAVE {
         ALL_ROUTERS
     } else {
         group
     };
-    eth(out, ipv4_multicast_mac(dst), mac, ether::ethertype::IPV4);
-    ip4(&mut out[ether::HEADER_LEN..], src, dst, 8);
-    let m = &mut out[ether::HEADER_LEN + IP4_LEN..];
+    let (m, len) = igmp_frame(out, mac, src, dst, 8)?;
     m[0] = msg_type;
     m[1] = 0;
     m[2..4].copy_from_slice(&[0, 0]);
@@ -203,9 +218,7 @@ pub fn write_mldv2_report(
     m[2..6].copy_from_slice(&[0, 0, 0, 0]);
     m[6..8].copy_from_slice(&(groups.len() as u16).to_be_bytes());
     for (r, g) in m[MLDV2_HEADER..].chunks_exact_mut(MLDV2_RECORD).zip(groups) {
-        r[0] = kind;
-        r[1] = 0;
-        r[2..4].copy_from_slice(&[0, 0]);
+        record_head(r, kind);
         r[4..20].copy_from_slice(&g.octets());
     }
     let sum = checksum::pseudo_v6(src, &MLDV2_ROUTERS, crate::parse::PROTO_ICMPV6, icmp_len as u32)

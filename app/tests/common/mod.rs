@@ -144,6 +144,19 @@ pub fn toml_str(s: &str) -> String {
     o
 }
 
+/// A JSON number of the stats, or a panic naming what it is instead.
+pub fn n(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// Bytes from hex text (the kernel-side scripts print payloads as hex).
+pub fn unhex(h: &str) -> Vec<u8> {
+    (0..h.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+        .collect()
+}
+
 /// One `[[socket]]` table; `extra` lines go inside it.
 pub fn socket_toml(name: &str, local: &str, extra: &str) -> String {
     format!(
