@@ -35,7 +35,7 @@ use crate::latency;
 use crate::summary::{SocketSummary, Summary};
 
 /// The kernel's UDP MIB names (after the `Udp` / `Udp6` prefix) and ours.
-pub const UDP_MIB: [(&str, &str); 8] = [
+pub const UDP_MIB: [(&str, &str); 9] = [
     ("InDatagrams", "udpdemux_udp_in_datagrams_total"),
     ("NoPorts", "udpdemux_udp_no_ports_total"),
     ("InErrors", "udpdemux_udp_in_errors_total"),
@@ -44,10 +44,13 @@ pub const UDP_MIB: [(&str, &str); 8] = [
     ("MemErrors", "udpdemux_udp_mem_errors_total"),
     ("OutDatagrams", "udpdemux_udp_out_datagrams_total"),
     ("SndbufErrors", "udpdemux_udp_sndbuf_errors_total"),
+    ("IgnoredMulti", "udpdemux_udp_ignored_multi_total"),
 ];
 
-/// The kernel's IP reassembly MIB names (after `Ip` / `Ip6`) and ours.
-pub const IP_MIB: [(&str, &str); 5] = [
+/// The kernel's IP MIB names we keep (after `Ip` / `Ip6`: multicast and
+/// reassembly) and ours.
+pub const IP_MIB: [(&str, &str); 6] = [
+    ("InMcastPkts", "udpdemux_ip_in_mcast_pkts_total"),
     ("ReasmReqds", "udpdemux_ip_reasm_reqds_total"),
     ("ReasmOKs", "udpdemux_ip_reasm_oks_total"),
     ("ReasmFails", "udpdemux_ip_reasm_fails_total"),
@@ -343,7 +346,7 @@ pub fn render(s: &Summary, x: &Extra) -> String {
             if let Some(v) = s.ip.get(&format!("{pre}{k}")) {
                 o.counter(
                     name,
-                    &format!("The kernel's Ip{k} / Ip6{k} (IP reassembly MIB)"),
+                    &format!("The kernel's Ip{k} / Ip6{k} (IP MIB)"),
                     &[("family", fam)],
                     *v,
                 );
@@ -542,6 +545,7 @@ fn socket(o: &mut Out, k: &SocketSummary) {
         ("udpdemux_socket_freed_at_close_total", "Delivered datagrams freed unread when it closed", k.freed_at_close),
         ("udpdemux_socket_condensed_total", "Datagrams copied into a small buffer", k.condensed),
         ("udpdemux_socket_batches_total", "Stage batches moved to the delivery ring", k.batches),
+        ("udpdemux_socket_multicast_total", "Multicast copies offered to the socket (part of offered)", k.multicast),
     ] {
         o.counter(name, help, &lab, v);
     }
