@@ -223,6 +223,18 @@ impl EngineProc {
         panic!("engine not ready after 30 s:\n{}", self.log.lock().unwrap());
     }
 
+    /// Send `sig` to the engine (SIGHUP: reload).
+    pub fn signal(&self, sig: i32) {
+        let pid = self.child.as_ref().expect("running").id();
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(pid as i32, sig) };
+    }
+
+    /// Everything the engine logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
     pub fn stop(mut self) -> (std::process::ExitStatus, String) {
         let mut child = self.child.take().unwrap();
         // SAFETY: kill(2) on our own child's pid.
