@@ -483,6 +483,19 @@ pub fn render(s: &Summary, x: &Extra) -> String {
     o.counter("udpdemux_small_cache_condensed_total", "Datagrams copied into a small buffer under pressure", &[], c.condensed);
     o.counter("udpdemux_small_cache_busy_total", "Condense attempts that found the small cache empty", &[], c.busy);
     o.counter("udpdemux_small_cache_saved_bytes_total", "Truesize bytes saved by condensing", &[], c.bytes_saved);
+    // Multicast (`multicast` in the JSON): `groups` is a level, the rest counts.
+    for (k, v) in &s.multicast {
+        if k == "groups" {
+            o.gauge("udpdemux_multicast_groups", "Port/group pairs joined now", &[], *v as f64);
+        } else {
+            o.counter(
+                "udpdemux_multicast_total",
+                "Multicast fan-out and membership: copies, nobufs, unjoined, queries, queries_lost, queries_answered, igmp_reports, mld_reports, report_errors",
+                &[("what", k.as_str())],
+                *v,
+            );
+        }
+    }
     let r = &s.reassembly;
     o.counter("udpdemux_reasm_fragments_total", "Fragments the reassembler took", &[], r.fragments);
     o.counter("udpdemux_reasm_fragments_merged_total", "Fragments merged into a reassembled datagram", &[], r.merged);
