@@ -18,6 +18,9 @@
 //!   socket at the full truesize (the kernel charges a clone the
 //!   original's truesize) and admitted, staged, drained or dropped by its
 //!   own socket's rules; one full member drops only its own copy.
+//!   [`fan_out_run`] does the same for a run of datagrams to one group and
+//!   port (the RX lcore's common case): the members are visited once and
+//!   each member's copies are staged as one batch.
 //! * [`wire`]: IGMP and MLD messages; [`membership`]: the main lcore's
 //!   reports (on join and leave, and in answer to queries the RX lcores
 //!   post here).
@@ -155,8 +158,8 @@ impl McastState {
         }
     }
 
-    /// Re-read the joined groups from the registry (the registry's only
-    /// writer calls this after each store).
+    /// Re-read the joined groups from the registry (`registry::set_registry`
+    /// calls this with every registry it stores).
     pub fn update(&self, entries: &[SocketEntry]) {
         let j = Joined::of(entries, &self.ports);
         if **self.joined.load() != j {
