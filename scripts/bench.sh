@@ -1328,7 +1328,7 @@ mcrow() { # LABEL PREFIX MEMBERS
   local rx=() dl=() k f d u nb
   for k in $(seq "$MC_ROUNDS"); do
     f="$2-$k"
-    rx+=("$(mpps "$f")"); dl+=("$(delivered_mpps "$f")")
+    rx+=("$(mpps "$f")"); dl+=("$(fmt "$(delivered_mpps "$f")")")
   done
   d=$(median "${dl[@]}")
   u=$(median "${MCU[@]}")
