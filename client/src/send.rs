@@ -10,9 +10,10 @@
 //! is shared, and a client that dies mid-enqueue wedges only its own ring
 //! (the engine frees what is in it once the client's sockets are gone).
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use dpdk_sys::{Mbuf, MbufBurst, MbufRing, Mempool};
+use udpdemux::parse::Family;
 use udpdemux::send::{self as engine_send, request};
 
 use crate::ClientSocket;
@@ -23,17 +24,28 @@ struct TxHandles {
     ring: MbufRing,
 }
 
-static TX: Mutex<Option<TxHandles>> = Mutex::new(None);
+/// Set once both are found: every later send reads it without a lock.
+static TX: OnceLock<TxHandles> = OnceLock::new();
+/// Serialises finding them (two threads must not both make the ring).
+/// Taken only until [`TX`] is set: while the engine's TX pool is not found
+/// (an engine without one), every send tries again and sends nothing.
+static TX_INIT: Mutex<()> = Mutex::new(());
 
-fn handles() -> Option<std::sync::MutexGuard<'static, Option<TxHandles>>> {
-    let mut g = TX.lock().unwrap_or_else(|p| p.into_inner());
-    if g.is_none() {
-        let pool = Mempool::lookup("tx_pool").ok()?;
-        let ring = engine_send::client_ring().ok()?;
-        *g = Some(TxHandles { pool, ring });
+fn handles() -> Option<&'static TxHandles> {
+    if let Some(h) = TX.get() {
+        return Some(h);
     }
-    Some(g)
+    let _one = TX_INIT.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(h) = TX.get() {
+        return Some(h);
+    }
+    let pool = Mempool::lookup("tx_pool").ok()?;
+    let ring = engine_send::client_ring().ok()?;
+    Some(TX.get_or_init(|| TxHandles { pool, ring }))
 }
+
+/// Requests enqueued at once, and mbufs allocated at once.
+const CHUNK: usize = 64;
 
 impl ClientSocket<'_> {
     /// Send datagrams from this socket's bound address (a wildcard one
@@ -47,41 +59,57 @@ impl ClientSocket<'_> {
         if !dpdk_sys::eal::is_up() {
             return 0;
         }
-        let Some(g) = handles() else {
+        let Some(h) = handles() else {
             return 0;
         };
-        let Some(h) = g.as_ref() else {
-            return 0;
-        };
-        let mut burst = MbufBurst::<64>::new();
-        let mut taken = 0;
-        for (dst, payload) in dgrams {
+        let fits = |(dst, payload): &&(SocketAddr, &[u8])| {
             let fam = if dst.is_ipv4() {
-                udpdemux::parse::Family::V4
+                Family::V4
             } else {
-                udpdemux::parse::Family::V6
+                Family::V6
             };
-            if payload.len() > engine_send::max_payload(fam) {
-                continue;
+            payload.len() <= engine_send::max_payload(fam)
+        };
+        let mut fresh = MbufBurst::<CHUNK>::new();
+        let mut burst = MbufBurst::<CHUNK>::new();
+        let mut taken = 0;
+        let mut left = dgrams.iter().filter(fits).peekable();
+        while left.peek().is_some() {
+            // The mbufs of up to CHUNK datagrams in one
+            // rte_pktmbuf_alloc_bulk; all or nothing, so when the pool has
+            // fewer, one at a time takes what there is.
+            let want = left.clone().take(CHUNK).count();
+            if h.pool.alloc_into(&mut fresh, want).is_err() {
+                while fresh.len() < want {
+                    match h.pool.alloc() {
+                        Some(m) => {
+                            let _ = fresh.push(m);
+                        }
+                        None => break,
+                    }
+                }
             }
-            let Some(m) = request_mbuf(&h.pool, self.id(), *dst, payload) else {
-                continue;
-            };
-            if burst.spare() == 0 {
-                taken += h.ring.enqueue_mp(&mut burst);
-                // What did not fit is freed.
-                burst.clear();
+            let got = fresh.len();
+            for (m, &(dst, payload)) in fresh.drain().zip(left.by_ref().take(want)) {
+                if let Some(m) = request_mbuf(m, self.id(), dst, payload) {
+                    let _ = burst.push(m);
+                }
             }
-            let _ = burst.push(m);
+            taken += h.ring.enqueue_mp(&mut burst);
+            // What did not fit is freed.
+            burst.clear();
+            if got < want {
+                // The pool ran dry: the rest find no mbuf either.
+                break;
+            }
         }
-        taken += h.ring.enqueue_mp(&mut burst);
-        burst.clear();
         taken
     }
 }
 
-fn request_mbuf(pool: &Mempool, socket: u32, dst: SocketAddr, payload: &[u8]) -> Option<Mbuf> {
-    let mut m = pool.alloc()?;
+/// Write the request for `payload` to `dst` into a fresh mbuf; `None`
+/// (the mbuf freed) when it does not fit.
+fn request_mbuf(mut m: Mbuf, socket: u32, dst: SocketAddr, payload: &[u8]) -> Option<Mbuf> {
     let len = u16::try_from(request::LEN + payload.len()).ok()?;
     let out = m.append(len)?;
     engine_send::encode_request(out, socket, dst)?;

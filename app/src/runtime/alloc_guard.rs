@@ -79,3 +79,14 @@ pub fn hot_allocations() -> u64 {
 pub fn thread_hot_allocations() -> u64 {
     THREAD_HOT_ALLOCS.with(Cell::get)
 }
+
+/// Run `f` with the calling thread marked hot; its result and what it
+/// allocated (this thread only: tests running in parallel threads each
+/// count their own).
+pub fn allocations_in<R>(f: impl FnOnce() -> R) -> (R, u64) {
+    let before = thread_hot_allocations();
+    let hot = HotSection::enter();
+    let r = f();
+    drop(hot);
+    (r, thread_hot_allocations() - before)
+}

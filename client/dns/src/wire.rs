@@ -137,51 +137,115 @@ impl<'a> Header<'a> {
 }
 
 /// A domain name in wire form (length-prefixed labels, ending in the root
-/// label), uncompressed, case as received, at most 255 bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// label), uncompressed, case as received, at most 255 bytes. It lives in
+/// a fixed buffer, not on the heap: a query's name is read into one on the
+/// stack, so answering allocates nothing.
+#[derive(Clone)]
 pub struct Name {
-    wire: Vec<u8>,
+    /// The first `len` bytes are the name; always well formed (every
+    /// constructor checks), which [`Name::is_within`] relies on.
+    wire: [u8; MAX_NAME],
+    len: u8,
+}
+
+impl PartialEq for Name {
+    fn eq(&self, other: &Name) -> bool {
+        self.as_wire() == other.as_wire()
+    }
+}
+
+impl Eq for Name {}
+
+impl std::fmt::Debug for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Name({self})")
+    }
 }
 
 impl Name {
     pub fn root() -> Name {
-        Name { wire: vec![0] }
+        Name {
+            wire: [0; MAX_NAME],
+            len: 1,
+        }
+    }
+
+    /// An empty name to append labels to (not a name until [`Name::end`]).
+    fn empty() -> Name {
+        Name {
+            wire: [0; MAX_NAME],
+            len: 0,
+        }
+    }
+
+    /// Append a label (1..=63 bytes); `false` when the name with it and
+    /// the root label would be over 255 bytes.
+    fn push_label(&mut self, l: &[u8]) -> bool {
+        let at = usize::from(self.len);
+        let end = at + 1 + l.len();
+        // Room for the label and the root label after it.
+        if end >= MAX_NAME {
+            return false;
+        }
+        self.wire[at] = l.len() as u8;
+        self.wire[at + 1..end].copy_from_slice(l);
+        self.len = end as u8;
+        true
+    }
+
+    /// Append the root label (the caller checked there is room for it:
+    /// every [`Name::push_label`] leaves room).
+    fn end(&mut self) {
+        let at = usize::from(self.len);
+        self.wire[at] = 0;
+        self.len += 1;
     }
 
     pub fn as_wire(&self) -> &[u8] {
-        &self.wire
+        &self.wire[..usize::from(self.len)]
     }
 
     /// The labels, first to last (the root label left out).
     pub fn labels(&self) -> impl Iterator<Item = &[u8]> {
+        let w = self.as_wire();
         let mut at = 0;
         std::iter::from_fn(move || {
-            let len = usize::from(*self.wire.get(at)?);
+            let len = usize::from(*w.get(at)?);
             if len == 0 {
                 return None;
             }
-            let l = self.wire.get(at + 1..at + 1 + len)?;
+            let l = w.get(at + 1..at + 1 + len)?;
             at += 1 + len;
             Some(l)
         })
     }
 
-    /// The name in lower case (ASCII), for comparison.
+    /// The name in lower case (ASCII), for comparison. Length bytes are at
+    /// most 63, below `A`: lowercasing the whole wire form leaves them be.
     pub fn lowercase(&self) -> Name {
-        Name {
-            wire: self.wire.to_ascii_lowercase(),
-        }
+        let mut n = self.clone();
+        n.wire[..usize::from(n.len)].make_ascii_lowercase();
+        n
     }
 
-    /// Whether `self` is `other` or below it (labels compared case-insensitively).
+    /// Whether `self` is `other` or below it (labels compared
+    /// case-insensitively): `other`'s wire form is a suffix of `self`'s
+    /// that starts at one of its labels.
     pub fn is_within(&self, other: &Name) -> bool {
-        let a: Vec<&[u8]> = self.labels().collect();
-        let b: Vec<&[u8]> = other.labels().collect();
-        a.len() >= b.len()
-            && a.iter()
-                .rev()
-                .zip(b.iter().rev())
-                .all(|(x, y)| x.eq_ignore_ascii_case(y))
+        let (a, b) = (self.as_wire(), other.as_wire());
+        let mut at = 0;
+        loop {
+            let Some(rest) = a.get(at..) else {
+                return false;
+            };
+            if rest.len() <= b.len() {
+                return rest.eq_ignore_ascii_case(b);
+            }
+            match rest.first() {
+                Some(&len) if len != 0 => at += 1 + usize::from(len),
+                _ => return false,
+            }
+        }
     }
 
     /// A name from its text form (`www.example.test.` or without the final
@@ -189,27 +253,32 @@ impl Name {
     /// 255 bytes, or a byte outside letters, digits, `-` and `_`.
     pub fn from_text(s: &str) -> Option<Name> {
         let s = s.strip_suffix('.').unwrap_or(s);
-        let mut wire = Vec::with_capacity(s.len() + 2);
+        let mut n = Name::empty();
         if !s.is_empty() {
             for l in s.split('.') {
                 let ok = |c: u8| c.is_ascii_alphanumeric() || c == b'-' || c == b'_';
                 if l.is_empty() || l.len() > MAX_LABEL || !l.bytes().all(ok) {
                     return None;
                 }
-                wire.push(l.len() as u8);
-                wire.extend_from_slice(l.as_bytes());
+                if !n.push_label(l.as_bytes()) {
+                    return None;
+                }
             }
         }
-        wire.push(0);
-        (wire.len() <= MAX_NAME).then_some(Name { wire })
+        n.end();
+        Some(n)
     }
 
     /// `self` followed by `origin` (a relative name made absolute).
     pub fn join(&self, origin: &Name) -> Option<Name> {
-        let mut wire = self.wire.clone();
-        wire.pop();
-        wire.extend_from_slice(&origin.wire);
-        (wire.len() <= MAX_NAME).then_some(Name { wire })
+        let mut n = Name::empty();
+        for l in self.labels().chain(origin.labels()) {
+            if !n.push_label(l) {
+                return None;
+            }
+        }
+        n.end();
+        Some(n)
     }
 }
 
@@ -235,7 +304,15 @@ const MAX_HOPS: usize = 128;
 /// first pointer, if it was compressed). Pointers are followed only to
 /// earlier offsets, so they cannot loop.
 pub fn read_name(msg: &[u8], at: usize) -> Result<(Name, usize), ParseError> {
-    let mut wire = Vec::with_capacity(32);
+    let mut name = Name::empty();
+    let end = read_name_into(msg, at, &mut name)?;
+    Ok((name, end))
+}
+
+/// [`read_name`] into `name` (overwritten), for callers that keep one
+/// buffer; the offset just past the name.
+fn read_name_into(msg: &[u8], at: usize, name: &mut Name) -> Result<usize, ParseError> {
+    name.len = 0;
     let mut pos = at;
     let mut end = None;
     let mut hops = 0;
@@ -245,18 +322,14 @@ pub fn read_name(msg: &[u8], at: usize) -> Result<(Name, usize), ParseError> {
             0x00 => {
                 let len = usize::from(len);
                 if len == 0 {
-                    wire.push(0);
-                    if wire.len() > MAX_NAME {
-                        return Err(ParseError::NameTooLong);
-                    }
-                    return Ok((Name { wire }, end.unwrap_or(pos + 1)));
+                    // push_label left room for the root label.
+                    name.end();
+                    return Ok(end.unwrap_or(pos + 1));
                 }
                 let l = msg
                     .get(pos + 1..pos + 1 + len)
                     .ok_or(ParseError::Truncated("a label"))?;
-                wire.push(len as u8);
-                wire.extend_from_slice(l);
-                if wire.len() >= MAX_NAME {
+                if !name.push_label(l) {
                     return Err(ParseError::NameTooLong);
                 }
                 pos += 1 + len;
@@ -298,10 +371,10 @@ pub struct Query {
     pub edns: Option<Edns>,
 }
 
-/// Skip one resource record at `at`: its type, class, TTL, rdata and the
-/// offset past it.
-fn skip_rr(msg: &[u8], at: usize) -> Result<(Name, u16, u16, u32, usize), ParseError> {
-    let (name, p) = read_name(msg, at)?;
+/// Skip one resource record at `at` (its owner read into `name`): its
+/// type, class, TTL and the offset past its rdata.
+fn skip_rr(msg: &[u8], at: usize, name: &mut Name) -> Result<(u16, u16, u32, usize), ParseError> {
+    let p = read_name_into(msg, at, name)?;
     let t = be16(msg, p).ok_or(ParseError::Truncated("a record"))?;
     let c = be16(msg, p + 2).ok_or(ParseError::Truncated("a record"))?;
     let ttl = be32(msg, p + 4).ok_or(ParseError::Truncated("a record"))?;
@@ -310,7 +383,7 @@ fn skip_rr(msg: &[u8], at: usize) -> Result<(Name, u16, u16, u32, usize), ParseE
     if end > msg.len() {
         return Err(ParseError::Truncated("rdata"));
     }
-    Ok((name, t, c, ttl, end))
+    Ok((t, c, ttl, end))
 }
 
 /// Parse a query: header, exactly one question, and the other sections
@@ -329,13 +402,14 @@ pub fn parse_query(msg: &[u8]) -> Result<Query, ParseError> {
     let mut p = p + 4;
     let mut edns = None;
     let others = usize::from(h.ancount()) + usize::from(h.nscount());
+    let mut owner = Name::empty();
     for i in 0..others + usize::from(h.arcount()) {
-        let (name, t, c, ttl, end) = skip_rr(msg, p)?;
+        let (t, c, ttl, end) = skip_rr(msg, p, &mut owner)?;
         if i >= others && t == rtype::OPT {
             if edns.is_some() {
                 return Err(ParseError::DuplicateOpt);
             }
-            if name != Name::root() {
+            if owner.as_wire() != [0] {
                 return Err(ParseError::BadOptName);
             }
             edns = Some(Edns {
@@ -390,10 +464,11 @@ impl Rdata {
 }
 
 /// The answer to a question, as the zone gives it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Lookup {
-    /// The name exists: its records of the asked type (none: NODATA).
-    Found(Vec<Rdata>),
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup<'z> {
+    /// The name exists: its records of the asked type (none: NODATA),
+    /// borrowed from the zone.
+    Found(&'z [Rdata]),
     /// In the zone, but no such name: NXDOMAIN.
     NoName,
     /// Not in the zone: REFUSED.
@@ -418,12 +493,12 @@ const QNAME_PTR: [u8; 2] = [0xc0, HEADER_LEN as u8];
 /// `min(max_udp, the query's EDNS size or 512)`, else its answers are
 /// dropped and TC is set. `None`: no response at all (shorter than a
 /// header, or itself a response: answering those invites loops).
-pub fn respond(
+pub fn respond<'z>(
     msg: &[u8],
     max_udp: usize,
     ttl: u32,
     out: &mut Vec<u8>,
-    lookup: impl FnOnce(&Name, u16) -> Lookup,
+    lookup: impl FnOnce(&Name, u16) -> Lookup<'z>,
 ) -> Option<Outcome> {
     out.clear();
     let h = Header::new_checked(msg).ok()?;
@@ -450,12 +525,13 @@ pub fn respond(
     if q.cd {
         fl |= flag::CD;
     }
+    let none: &[Rdata] = &[];
     let (rcode, records) = if q.edns.is_some_and(|e| e.version > 0) {
-        (Rcode::BadVers, Vec::new())
+        (Rcode::BadVers, none)
     } else if q.opcode != 0 {
-        (Rcode::NotImp, Vec::new())
+        (Rcode::NotImp, none)
     } else if q.qclass != CLASS_IN && q.qclass != CLASS_ANY {
-        (Rcode::Refused, Vec::new())
+        (Rcode::Refused, none)
     } else {
         match lookup(&q.qname, q.qtype) {
             Lookup::Found(r) => {
@@ -464,9 +540,9 @@ pub fn respond(
             }
             Lookup::NoName => {
                 fl |= flag::AA;
-                (Rcode::NxDomain, Vec::new())
+                (Rcode::NxDomain, none)
             }
-            Lookup::NotAuthoritative => (Rcode::Refused, Vec::new()),
+            Lookup::NotAuthoritative => (Rcode::Refused, none),
         }
     };
     let limit = match q.edns {
@@ -482,7 +558,7 @@ pub fn respond(
         HEADER_LEN + q.qname.as_wire().len() + 4 + if q.edns.is_some() { OPT_LEN } else { 0 };
     let full = fixed + records.iter().map(rr_len).sum::<usize>();
     let truncated = full > limit;
-    let answers: &[Rdata] = if truncated { &[] } else { &records };
+    let answers: &[Rdata] = if truncated { none } else { records };
     if truncated {
         fl |= flag::TC;
     }
@@ -827,6 +903,61 @@ mod tests {
             &r[r.len() - 11..],
             &[0, 0, 41, 0x05, 0xc0, 0, 0, 0x80, 0, 0, 0]
         );
+    }
+
+    #[test]
+    fn names_fill_their_buffer_to_255_bytes_and_no_further() {
+        // 3 labels of 63 and one of 61: 3 * 64 + 62 + the root = 255.
+        let l63 = "a".repeat(63);
+        let most = format!("{l63}.{l63}.{l63}.{}", "b".repeat(61));
+        let n = Name::from_text(&most).unwrap();
+        assert_eq!(n.as_wire().len(), MAX_NAME);
+        assert_eq!(Name::from_text(&format!("{most}b")), None);
+        assert_eq!(Name::from_text(&format!("x.{most}")), None);
+        // The same on the wire: read back whole, one more byte refused.
+        let mut q = vec![0u8; HEADER_LEN];
+        q.extend_from_slice(n.as_wire());
+        assert_eq!(read_name(&q, HEADER_LEN), Ok((n.clone(), q.len())));
+        let mut q = vec![0u8; HEADER_LEN];
+        q.extend_from_slice(&[1, b'x']);
+        q.extend_from_slice(n.as_wire());
+        assert_eq!(read_name(&q, HEADER_LEN), Err(ParseError::NameTooLong));
+        // join stops at 255 too; lowercase keeps the length bytes.
+        let rel = Name::from_text("x").unwrap();
+        assert_eq!(rel.join(&n), None);
+        let mixed = Name::from_text("Www.EXAMPLE.test").unwrap();
+        assert_eq!(
+            mixed.lowercase().as_wire(),
+            Name::from_text("www.example.test").unwrap().as_wire()
+        );
+        assert_eq!(mixed.to_string(), "Www.EXAMPLE.test.");
+        assert_eq!(Name::root().to_string(), ".");
+        assert_eq!(Name::from_text("."), Some(Name::root()));
+    }
+
+    #[test]
+    fn is_within_compares_whole_labels() {
+        let n = |s: &str| Name::from_text(s).unwrap();
+        let zone = n("example.test");
+        assert!(n("www.example.test").is_within(&zone));
+        assert!(n("A.B.Example.TEST").is_within(&zone));
+        assert!(zone.is_within(&n("EXAMPLE.TEST")));
+        assert!(!n("xexample.test").is_within(&zone));
+        assert!(!n("test").is_within(&zone));
+        assert!(!n("example.org").is_within(&zone));
+        assert!(n("anything.at.all").is_within(&Name::root()));
+        assert!(Name::root().is_within(&Name::root()));
+        assert!(!Name::root().is_within(&n("test")));
+        // A label whose bytes spell "test.": [5, 4 t e s t, 0]. The last 6
+        // bytes equal the wire form of "test." but do not start a label.
+        let q = [0u8; HEADER_LEN]
+            .iter()
+            .copied()
+            .chain([5, 4, b't', b'e', b's', b't', 0])
+            .collect::<Vec<u8>>();
+        let (odd, _) = read_name(&q, HEADER_LEN).unwrap();
+        assert!(!odd.is_within(&n("test")));
+        assert!(odd.is_within(&Name::root()));
     }
 
     proptest::proptest! {

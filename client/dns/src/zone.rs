@@ -7,7 +7,7 @@
 //! a = ["198.18.5.1"]
 //! aaaa = ["fd00:5::1"]
 //! ```
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use serde::Deserialize;
@@ -46,13 +46,48 @@ pub enum ZoneError {
 
 /// The zone: names (lower case) and their records, and every name that
 /// exists because a name below it does (empty non-terminals: NODATA, not
-/// NXDOMAIN, RFC 8020).
+/// NXDOMAIN, RFC 8020), all in one map so a query costs one lookup.
 #[derive(Debug, Clone)]
 pub struct Zone {
     pub origin: Name,
     pub ttl: u32,
-    records: HashMap<Vec<u8>, Records>,
-    exists: HashSet<Vec<u8>>,
+    /// ahash, keyed from the OS RNG per process (`RandomState::new`),
+    /// rather than std's SipHash: it is cheaper on the short
+    /// keys names are, and with secret keys a sender cannot aim queries at
+    /// one bucket. Flooding needs inserts, and only the operator's zone
+    /// file inserts (once, at load); queries only look up, whose cost is
+    /// bounded by the table the zone built.
+    names: HashMap<Box<[u8]>, Entry, ahash::RandomState>,
+}
+
+/// A name's records, laid out once at load so every answer is a borrowed
+/// slice: its A records, then its AAAA records (ANY is the whole of it,
+/// A before AAAA).
+#[derive(Debug, Clone, Default)]
+struct Entry {
+    rdata: Box<[Rdata]>,
+    /// How many of `rdata` are A records (the first ones).
+    a: usize,
+}
+
+impl Entry {
+    fn new(r: &Records) -> Entry {
+        let a = r.a.iter().map(|a| Rdata::A(*a));
+        let aaaa = r.aaaa.iter().map(|a| Rdata::Aaaa(*a));
+        Entry {
+            rdata: a.chain(aaaa).collect(),
+            a: r.a.len(),
+        }
+    }
+
+    fn of_type(&self, qtype: u16) -> &[Rdata] {
+        match qtype {
+            rtype::A => &self.rdata[..self.a],
+            rtype::AAAA => &self.rdata[self.a..],
+            rtype::ANY => &self.rdata,
+            _ => &[],
+        }
+    }
 }
 
 impl Zone {
@@ -67,9 +102,8 @@ impl Zone {
         let origin = Name::from_text(&f.origin)
             .ok_or_else(|| ZoneError::BadName(f.origin.clone()))?
             .lowercase();
-        let mut records = HashMap::new();
-        let mut exists = HashSet::new();
-        exists.insert(origin.as_wire().to_vec());
+        let mut names: HashMap<Box<[u8]>, Entry, ahash::RandomState> = HashMap::default();
+        names.insert(origin.as_wire().into(), Entry::default());
         for (n, r) in f.names {
             let name = if n == "@" {
                 origin.clone()
@@ -84,46 +118,36 @@ impl Zone {
             if !name.is_within(&origin) {
                 return Err(ZoneError::OutOfZone(n, origin.to_string()));
             }
-            // The name and every name between it and the origin exist.
+            // Every name between it and the origin exists (with no records
+            // unless it has some of its own).
             let mut w = name.as_wire();
             while w.len() >= origin.as_wire().len() {
-                exists.insert(w.to_vec());
+                names.entry(w.into()).or_default();
                 let skip = 1 + usize::from(w[0]);
                 if w[0] == 0 || skip >= w.len() {
                     break;
                 }
                 w = &w[skip..];
             }
-            records.insert(name.as_wire().to_vec(), r);
+            names.insert(name.as_wire().into(), Entry::new(&r));
         }
         Ok(Zone {
             origin,
             ttl: f.ttl,
-            records,
-            exists,
+            names,
         })
     }
 
-    /// The answer for `name` and `qtype` (ANY: A and AAAA).
-    pub fn lookup(&self, name: &Name, qtype: u16) -> Lookup {
-        if !name.is_within(&self.origin) {
-            return Lookup::NotAuthoritative;
+    /// The answer for `name` and `qtype` (ANY: A and AAAA), borrowed from
+    /// the zone: no allocation.
+    pub fn lookup(&self, name: &Name, qtype: u16) -> Lookup<'_> {
+        // Every name of the map is within the origin (checked at load):
+        // only a miss needs to tell NXDOMAIN from not ours.
+        match self.names.get(name.lowercase().as_wire()) {
+            Some(e) => Lookup::Found(e.of_type(qtype)),
+            None if name.is_within(&self.origin) => Lookup::NoName,
+            None => Lookup::NotAuthoritative,
         }
-        let key = name.lowercase();
-        if !self.exists.contains(key.as_wire()) {
-            return Lookup::NoName;
-        }
-        let Some(r) = self.records.get(key.as_wire()) else {
-            return Lookup::Found(Vec::new());
-        };
-        let a = r.a.iter().map(|a| Rdata::A(*a));
-        let aaaa = r.aaaa.iter().map(|a| Rdata::Aaaa(*a));
-        Lookup::Found(match qtype {
-            rtype::A => a.collect(),
-            rtype::AAAA => aaaa.collect(),
-            rtype::ANY => a.chain(aaaa).collect(),
-            _ => Vec::new(),
-        })
     }
 
     /// The response to `msg` (see [`crate::wire::respond`]).
@@ -166,21 +190,47 @@ a = ["198.18.5.2"]
         let a = |s: &str, t| z.lookup(&name(s), t);
         assert_eq!(
             a("example.test", rtype::A),
-            Lookup::Found(vec![Rdata::A("198.18.5.1".parse().unwrap())])
+            Lookup::Found(&[Rdata::A("198.18.5.1".parse().unwrap())])
         );
         assert_eq!(
             a("MAIL.example.test", rtype::AAAA),
-            Lookup::Found(vec![Rdata::Aaaa("fd00::25".parse().unwrap())])
+            Lookup::Found(&[Rdata::Aaaa("fd00::25".parse().unwrap())])
         );
-        assert_eq!(a("mail.example.test", rtype::A), Lookup::Found(vec![]));
+        assert_eq!(a("mail.example.test", rtype::A), Lookup::Found(&[]));
         // y exists (x.y does): NODATA; z does not.
-        assert_eq!(a("y.example.test", rtype::A), Lookup::Found(vec![]));
+        assert_eq!(a("y.example.test", rtype::A), Lookup::Found(&[]));
         assert_eq!(a("z.example.test", rtype::A), Lookup::NoName);
         assert_eq!(a("w.x.y.example.test", rtype::A), Lookup::NoName);
         assert_eq!(a("test", rtype::A), Lookup::NotAuthoritative);
         assert_eq!(a("example.org", rtype::A), Lookup::NotAuthoritative);
+        // ANY: the A records, then the AAAA ones; the slices borrow the zone.
+        let www = Zone::parse(
+            "origin = \"example.test\"\nttl = 1\n[names.www]\na = [\"198.18.5.1\", \"198.18.5.2\"]\naaaa = [\"fd00::1\"]\n",
+        )
+        .unwrap();
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        let rd = |s: &str| match ip(s) {
+            std::net::IpAddr::V4(a) => Rdata::A(a),
+            std::net::IpAddr::V6(a) => Rdata::Aaaa(a),
+        };
+        assert_eq!(
+            www.lookup(&name("WWW.example.test"), rtype::ANY),
+            Lookup::Found(&[rd("198.18.5.1"), rd("198.18.5.2"), rd("fd00::1")])
+        );
+        assert_eq!(
+            www.lookup(&name("www.example.test"), rtype::A),
+            Lookup::Found(&[rd("198.18.5.1"), rd("198.18.5.2")])
+        );
+        assert_eq!(
+            www.lookup(&name("www.example.test"), rtype::AAAA),
+            Lookup::Found(&[rd("fd00::1")])
+        );
+        assert_eq!(
+            www.lookup(&name("example.test"), rtype::ANY),
+            Lookup::Found(&[])
+        );
         // Other types at a name with records: NODATA.
-        assert_eq!(a("example.test", 15), Lookup::Found(vec![]));
+        assert_eq!(a("example.test", 15), Lookup::Found(&[]));
     }
 
     #[test]

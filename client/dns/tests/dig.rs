@@ -293,6 +293,8 @@ fn check_counters(c: &serde_json::Value, answers: u64) {
     assert_eq!((n(&c["nxdomain"]), n(&c["refused"])), (2, 2), "{c}");
     assert_eq!((n(&c["truncated"]), n(&c["formerr"])), (2, 1), "{c}");
     assert_eq!(n(&c["answer_records"]), 2 * (2 + 1 + 40), "{c}");
+    // The serving loop allocated nothing (the binary counts: CountingAlloc).
+    assert_eq!(n(&c["hot_path_allocations"]), 0, "{c}");
 }
 
 #[test]
