@@ -278,6 +278,7 @@ fn fan_out_visit_and_per_member_enqueue_allocate_nothing() {
         // SAFETY: all packets are out of the sockets; nothing refers to them.
         unsafe { HeapPacket::dealloc(p) };
     }
+}
 
 /// The fragment writer behind echo's and `send_burst`'s fragmented sends
 /// (headers finished, fragments written into caller buffers, the payload
