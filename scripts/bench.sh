@@ -92,6 +92,7 @@
 #   BENCH_PDUMP_CAPTURES  runs with dumpcap attached in "pdump" (default 3)
 #   BENCH_FLOOD2_RUNS        runs per strategy in "flood2" (default 3)
 #   BENCH_FLOOD2_VICTIM_PPS  the victim's consumer cap in "flood2" (default 1000000)
+#   BENCH_MCAST_ROUNDS  rounds (unicast, 1, 4, 16 members) in "mcast" (default 3, at least 1)
 #   BENCH_VICTIM_PPS         the victim's consumer cap in "flood" (default 200000)
 #   BENCH_EXC_PPS  exception.rate_pps in "exception" (default 10000, the config's default)
 #   BENCH_EXC_ROUNDS  rounds (path on with the flood / off / UDP alone) in "exception" (default 5)
@@ -120,7 +121,7 @@ rm -f "$W"/*.json "$W"/*.log "$W"/*.toml "$W/demux.md"
 log() { echo "bench: $*" >&2; }
 die() { log "error: $*"; exit 2; }
 
-SECTIONS="rate rxcore pipeline client pdump flood flood2 memory memif demux kernel exception send reasm dns"
+SECTIONS="rate rxcore pipeline client pdump flood flood2 mcast memory memif demux kernel exception send reasm dns"
 ONLY=${BENCH_ONLY:-}
 for x in ${ONLY//,/ }; do
   [[ " $SECTIONS " == *" $x "* ]] || die "BENCH_ONLY: unknown section \"$x\" (sections: $SECTIONS)"
@@ -136,6 +137,8 @@ F2_RUNS=${BENCH_FLOOD2_RUNS:-3}
 [ "$F2_RUNS" -ge 1 ] || die "BENCH_FLOOD2_RUNS must be at least 1"
 F2_VRATE=${BENCH_FLOOD2_VICTIM_PPS:-1000000}
 VRATE=${BENCH_VICTIM_PPS:-200000}
+MC_ROUNDS=${BENCH_MCAST_ROUNDS:-3}
+[ "$MC_ROUNDS" -ge 1 ] || die "BENCH_MCAST_ROUNDS must be at least 1"
 EXC_PPS=${BENCH_EXC_PPS:-10000}
 EXC_ROUNDS=${BENCH_EXC_ROUNDS:-5}
 [ "$EXC_ROUNDS" -ge 1 ] || die "BENCH_EXC_ROUNDS must be at least 1"
@@ -197,6 +200,12 @@ awk -v frames="$FRAMES" 'BEGIN {
 # without staging and delivery.
 sed 's/"198\.19\.0\./"198.19.1./' "$W/spread.toml" >"$W/miss.toml"
 "$BIN" gen --config "$W/miss.toml" --out "$W/miss64.pcap" >/dev/null
+# The mcast section: 64-byte datagrams to group 239.1.2.3:5000, and the same
+# frames to one unicast socket (its baseline).
+if on mcast; then
+  "$BIN" gen --count "$FRAMES" --size 64 --ipv6-share 0 --malformed-share 0 --dst 239.1.2.3:5000 --out "$W/mcast64.pcap" >/dev/null
+  "$BIN" gen --count "$FRAMES" --size 64 --ipv6-share 0 --malformed-share 0 --dst 198.18.1.1:5000 --out "$W/ucast64.pcap" >/dev/null
+fi
 # The exception section's flood: plain64 with a TCP twin after every frame
 # (the same addresses, ports and L4 length; an ACK segment with correct
 # checksums), so half the frames are TCP that no socket takes.
@@ -722,6 +731,56 @@ if on flood2; then
     for st in $order; do
       engine "f2-$st-$k" "$(mkcfg "f2-$st-$k" "$(pcap2dev flood flood)" "$st" true "$F2_VRATE" "" "" two-rx)" "$SECS"
       engine "f2u-$st-$k" "$(mkcfg "f2u-$st-$k" "$(pcap2dev flood flood)" "$st" true unbound "" "" two-rx)" "$SECS"
+    done
+  done
+fi
+
+# 2b'. Multicast fan-out (issue 18 part 4): one RX lcore replays 64-byte
+# datagrams to 239.1.2.3:5000, which 1, 4 or 16 sockets joined (each gets
+# a copy: the original or an indirect mbuf), against the same frames to one
+# unicast socket. The main lcore consumes every socket (count handler), as
+# in the other sections; rcvbuf 4 MiB each, a clone pool of 65535.
+mcfg() { # NAME PCAP MEMBERS (0: the unicast socket)
+  local name=$1 pcap=$2 members=$3 i
+  cat >"$W/$name.toml" <<EOF
+[eal]
+lcores = "0,1"
+memory_mb = $MEM_MB
+no_huge = $NO_HUGE
+no_pci = true
+file_prefix = "bench-$name-$$"
+vdevs = ["$(pcapdev "$pcap")"]
+
+[engine]
+burst = 32
+stats_interval_ms = 500
+
+[mempool]
+mbufs = 32767
+cache = 256
+clones = 65535
+
+[[port]]
+name = "net_pcap0"
+
+[[lcore]]
+id = 1
+role = "rx"
+queues = ["net_pcap0:0"]
+EOF
+  if [ "$members" -eq 0 ]; then
+    printf '\n[[socket]]\nname = "u0"\nlocal = "198.18.1.1:5000"\nrcvbuf = 4194304\n' >>"$W/$name.toml"
+  fi
+  for i in $(seq 1 "$members"); do
+    printf '\n[[socket]]\nname = "m%d"\nlocal = "239.1.2.3:5000"\nmulticast = "239.1.2.3"\nrcvbuf = 4194304\n' "$i" >>"$W/$name.toml"
+  done
+  echo "$W/$name.toml"
+}
+if on mcast; then
+  for k in $(seq "$MC_ROUNDS"); do
+    engine "mc-u-$k" "$(mcfg "mc-u-$k" ucast64 0)" "$SECS"
+    for n in 1 4 16; do
+      engine "mc-$n-$k" "$(mcfg "mc-$n-$k" mcast64 "$n")" "$SECS"
     done
   done
 fi
@@ -1307,6 +1366,30 @@ samples() { jq -r '(.pool_avail_samples // []) | map(tostring) | if length == 0 
 echo "Small-buffer cache, flood, numa-queues: victim delivered $(sock flood-numa-queues victim .delivered) (on) vs $(sock flood-numa-queues-nocache victim .delivered) (off); condensed copies $(jq -r '.small_cache.condensed // "n/a"' "$W/flood-numa-queues.json") (on) vs $(jq -r '.small_cache.condensed // "n/a"' "$W/flood-numa-queues-nocache.json") (off); victim rmem high water $(sock flood-numa-queues victim .rmem_high_water) vs $(sock flood-numa-queues-nocache victim .rmem_high_water) B of $(sock flood-numa-queues victim .rcvbuf)."
 echo
 echo "NIC pool (rx_pool, $(jq -r '[.pools[]? | select(.name | startswith("rx_pool")) | .size] | add // "?"' "$W/flood-numa-queues.json") mbufs, of which $FRAMES hold the replayed pcap) free mbufs every 0.5 s during the flood: cache on: $(samples flood-numa-queues); cache off: $(samples flood-numa-queues-nocache)."
+echo
+fi
+if on mcast; then
+echo "### Multicast fan-out: one group, 1 / 4 / 16 member sockets (issue 18)"
+echo
+echo "64-byte datagrams to 239.1.2.3:5000 replayed at the RX core's maximum rate; every member socket joined the group (count handler, consumed by the main lcore, rcvbuf 4 MiB). Baseline: the same frames to one unicast socket. Delivered = datagrams put in the sockets' rings per second, summed over members (each member's copy counts); ratio = that against the unicast socket's. Medians of $MC_ROUNDS rounds (spread in brackets); Mpps received is the RX core's input rate."
+echo
+echo "| sockets | Mpps received | delivered Mdgram/s (all members) | per member | ratio vs one unicast socket | member drops | clones unavailable |"
+echo "|---|---:|---:|---:|---:|---|---:|"
+mcrow() { # LABEL PREFIX MEMBERS
+  local rx=() dl=() k f d u nb
+  for k in $(seq "$MC_ROUNDS"); do
+    f="$2-$k"
+    rx+=("$(mpps "$f")"); dl+=("$(fmt "$(delivered_mpps "$f")")")
+  done
+  d=$(median "${dl[@]}")
+  u=$(median "${MCU[@]}")
+  nb=$(jq -r '.multicast.nobufs // 0' "$(jf "$2-$MC_ROUNDS")")
+  echo "| $1 | $(fmt "$(median "${rx[@]}")") | $(fmt "$d") [$(spread "${dl[@]}")] | $(fmt "$(awk -v d="$d" -v n="$3" 'BEGIN { print d / n }')") | $(ratio "$d" "$u") | $(drops "$2-$MC_ROUNDS") | $nb |"
+}
+MCU=()
+for k in $(seq "$MC_ROUNDS"); do MCU+=("$(delivered_mpps "mc-u-$k")"); done
+mcrow "1 unicast (baseline)" mc-u 1
+for n in 1 4 16; do mcrow "$n member(s)" "mc-$n" "$n"; done
 echo
 fi
 if on flood2; then

@@ -133,6 +133,18 @@ pub fn check_static(cfg: &Config) -> Vec<Problem> {
         }
     }
 
+    // Membership reports go out through the send path, which exists only
+    // when a port has an address.
+    if cfg.ports.iter().all(|p| p.addresses.is_empty()) {
+        if let Some(s) = cfg.sockets.iter().find(|s| s.multicast.is_some()) {
+            out.push(Problem::warning(format!(
+                "socket {:?} joins {} but no [[port]] has addresses: the engine receives the group but sends no IGMP/MLD report, so a snooping switch will not forward it; give the port an address (addresses = [\"ADDR/LEN\"])",
+                s.name,
+                s.multicast.map(|g| g.to_string()).unwrap_or_default()
+            )));
+        }
+    }
+
     // Fragments held for reassembly are mbufs out of the RX pool: a table
     // filled to its byte bound must leave the NIC rings theirs.
     let r = &cfg.reassembly;

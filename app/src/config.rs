@@ -523,6 +523,16 @@ pub struct MempoolConf {
     /// Data room per mbuf, headroom included.
     #[serde(default = "d_data_room")]
     pub data_room: u16,
+    /// Indirect mbufs for multicast copies (each member but one of a
+    /// group's datagram holds one while the datagram is queued); no data
+    /// room, 192 bytes each.
+    #[serde(default = "d_clones")]
+    pub clones: u32,
+}
+
+/// As many as the RX pool's default: 15 extra members per RX mbuf queued.
+fn d_clones() -> u32 {
+    16383
 }
 
 fn d_mbufs() -> u32 {
@@ -541,6 +551,7 @@ impl Default for MempoolConf {
             mbufs: d_mbufs(),
             cache: d_cache(),
             data_room: d_data_room(),
+            clones: d_clones(),
         }
     }
 }
@@ -694,6 +705,40 @@ pub struct SocketConf {
     /// flood benchmark's victim socket.
     #[serde(default)]
     pub consume_rate_pps: u64,
+    /// A multicast group this socket joins (`IP_ADD_MEMBERSHIP` /
+    /// `IPV6_JOIN_GROUP`): the engine takes the group's datagrams on the
+    /// joining ports and reports the membership there (IGMPv3 / MLDv2).
+    /// `local` must then be the group or the wildcard address, with the port.
+    #[serde(default)]
+    pub multicast: Option<IpAddr>,
+    /// The `[[port]]` that joins `multicast` (the interface of
+    /// `ip_mreqn`); without it, every port joins.
+    #[serde(default)]
+    pub multicast_port: Option<String>,
+}
+
+/// Why `g` cannot be joined, if it cannot: not a group, or a group every
+/// host is always in (RFC 3376 §5: 224.0.0.1 is never reported; RFC 3810
+/// §6: ff02::1 neither), or an IPv6 scope that never leaves the host.
+pub fn group_problem(g: IpAddr) -> Option<&'static str> {
+    match g {
+        IpAddr::V4(a) if !a.is_multicast() => {
+            Some("is not a multicast group (IPv4 groups are 224.0.0.0/4)")
+        }
+        IpAddr::V6(a) if !a.is_multicast() => {
+            Some("is not a multicast group (IPv6 groups are ff00::/8)")
+        }
+        IpAddr::V4(a) if a == std::net::Ipv4Addr::new(224, 0, 0, 1) => {
+            Some("is the all-hosts group, which every host is in without joining")
+        }
+        IpAddr::V6(a) if a.segments() == [0xff02, 0, 0, 0, 0, 0, 0, 1] => {
+            Some("is the all-nodes group, which every node is in without joining")
+        }
+        IpAddr::V6(a) if a.segments()[0] & 0x000f <= 1 => {
+            Some("has scope 0 (reserved) or 1 (interface-local, the host only): use scope 2 (ff02::) or wider")
+        }
+        _ => None,
+    }
 }
 
 fn d_pcap_limit_bytes() -> u64 {
@@ -969,6 +1014,21 @@ impl Config {
                 out.push(format!("socket {:?} is listed twice", s.name));
             }
             socket_problems(s, &mut out);
+            if let Some(p) = s
+                .multicast_port
+                .as_ref()
+                .filter(|p| !self.ports.iter().any(|q| &q.name == *p))
+            {
+                out.push(format!(
+                    "socket {:?}: multicast_port {p:?} is not a [[port]] (ports: {})",
+                    s.name,
+                    self.ports
+                        .iter()
+                        .map(|q| q.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
         }
         self.address_problems(&mut out);
         self.exception.problems(&self.ports, &mut out);
@@ -1093,6 +1153,28 @@ pub fn socket_problems(s: &SocketConf, out: &mut Vec<String>) {
         out.push(format!(
             "socket {:?}: ring_size = {} must be 2..=16777216",
             s.name, s.ring_size
+        ));
+    }
+    if let Some(g) = s.multicast {
+        if let Some(why) = group_problem(g) {
+            out.push(format!("socket {:?}: multicast = \"{g}\" {why}", s.name));
+        } else if g.is_ipv4() != s.local.is_ipv4() {
+            out.push(format!(
+                "socket {:?}: multicast group {g} and local {} are of different families: bind local to the group's family",
+                s.name, s.local
+            ));
+        } else if s.local.ip() != g && !s.local.ip().is_unspecified() {
+            out.push(format!(
+                "socket {:?}: local {} would never receive group {g} (the kernel matches a group's datagrams to sockets bound to the group or the wildcard): set local = \"{}\"",
+                s.name,
+                s.local,
+                SocketAddr::new(g, s.local.port())
+            ));
+        }
+    } else if s.multicast_port.is_some() {
+        out.push(format!(
+            "socket {:?}: multicast_port without multicast: add multicast = \"GROUP\" or remove multicast_port",
+            s.name
         ));
     }
     match (s.handler, &s.pcap_file) {

@@ -204,6 +204,23 @@ pub struct UdpMib {
     /// `run --demux-only`: datagrams demuxed (and in `in_datagrams`) then
     /// freed instead of staged.
     pub demux_only_freed: Counter,
+    /// Valid UDP to a group joined on the port it came in on
+    /// (`IpInMcastPkts` / `Ip6InMcastPkts`; one per datagram, however many
+    /// copies): fanned out to member sockets, or `ignored_multi`.
+    pub in_mcast: [Counter; 2],
+    /// Of `in_mcast`: no socket matched (`UdpIgnoredMulti`, freed).
+    pub ignored_multi: [Counter; 2],
+    /// Valid UDP to a group not joined on that port: dropped, as the
+    /// kernel's route lookup does (`ip_check_mc_rcu`; no kernel counter).
+    pub mcast_unjoined: [Counter; 2],
+    /// Copies of `in_mcast` datagrams offered to sockets, the original
+    /// included (the sum of the sockets' `multicast` counters).
+    pub mcast_copies: [Counter; 2],
+    /// Member sockets that got no copy: the clone pool was empty (the
+    /// kernel's failed `skb_clone`: `UdpRcvbufErrors` and `UdpInErrors`).
+    pub mcast_nobufs: [Counter; 2],
+    /// IGMP and MLD queries taken for the main lcore to answer (freed here).
+    pub mcast_queries: Counter,
 }
 
 impl UdpMib {
@@ -218,10 +235,13 @@ impl UdpMib {
         self.in_datagrams
             .iter()
             .chain(&self.no_ports)
+            .chain(&self.in_mcast)
+            .chain(&self.mcast_unjoined)
             .map(|c| c.get())
             .sum::<u64>()
             + e
             + self.control.get()
             + self.exception.get()
+            + self.mcast_queries.get()
     }
 }

@@ -218,6 +218,7 @@ pub fn start(cfg: &Config, rx_lcores: usize, numa: i32) -> Result<Option<Started
         rss: false,
         // The tap receives what the kernel sends; it has nothing to filter.
         promiscuous: false,
+        allmulticast: false,
         rx_checksum_offload: false,
         tx_checksum_offload: false,
     };

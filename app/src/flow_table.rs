@@ -23,9 +23,23 @@
 //! IPv4 and IPv6 are separate tables. There is no dual stack: an IPv6 socket
 //! bound to `::` does not receive IPv4 (as with `IPV6_V6ONLY=1`), and binding
 //! an IPv4-mapped IPv6 address is refused because it could never match.
-//! Multicast and broadcast are refused: they are delivered to every matching
-//! socket, which is not what a one-socket lookup does. The IPv6 scope id and
-//! flow label of a binding are ignored (no per-interface binding).
+//! Broadcast local addresses and multicast remote addresses are refused. A
+//! multicast group may be a socket's local address (binding the group, as
+//! multicast receivers do); such a binding is always shared, as every
+//! multicast receiver sets `SO_REUSEADDR`. A datagram to a group is not
+//! looked up with [`Snapshot::lookup`] but with [`Snapshot::for_each_mcast`],
+//! which visits every matching socket (the kernel's
+//! `__udp4_lib_mcast_deliver`). The IPv6 scope id and flow label of a
+//! binding are ignored (no per-interface binding).
+//!
+//! # Multicast (`__udp4_lib_mcast_deliver`, `__udp_is_mcast_sock`)
+//!
+//! A datagram to group `G` port `P` goes to every socket on port `P` bound
+//! to `G` or to the wildcard, connected ones only if their remote is the
+//! datagram's source; reuseport members all get it (no pick). Membership of
+//! the socket itself is not checked: the kernel's `IP_MULTICAST_ALL`
+//! defaults to 1, so once the host joined `G` (any socket's
+//! `IP_ADD_MEMBERSHIP`), a socket bound to `0.0.0.0:P` receives it too.
 //!
 //! Collisions follow the exact binding: two sockets with the same
 //! (local, remote) pair collide unless both are reuseport members of the same
@@ -216,14 +230,22 @@ pub enum FlowError {
 trait Addr: Copy + Eq + Hash {
     /// The wildcard address.
     const ANY: Self;
+    /// A group address (224.0.0.0/4, ff00::/8).
+    fn is_group(self) -> bool;
 }
 
 impl Addr for u32 {
     const ANY: Self = 0;
+    fn is_group(self) -> bool {
+        self >> 28 == 0xe
+    }
 }
 
 impl Addr for u128 {
     const ANY: Self = 0;
+    fn is_group(self) -> bool {
+        self >> 120 == 0xff
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -406,6 +428,48 @@ impl<A: Addr, V: Clone> Family<A, V> {
         None
     }
 
+    /// Every socket a datagram to group `dst` goes to (module docs,
+    /// "Multicast"), in the kernel's order of no importance: connected to
+    /// the exact group, connected on the wildcard, bound to the group, bound
+    /// to the wildcard. Reads only; allocates nothing.
+    #[inline]
+    fn for_each_mcast<'a>(
+        &'a self,
+        keys: &RandomState,
+        src: A,
+        sport: u16,
+        dst: A,
+        dport: u16,
+        f: &mut impl FnMut(&'a V),
+    ) {
+        let conn = [(self.n_conn_specific, dst), (self.n_conn_wild, A::ANY)];
+        for (n, local) in conn {
+            if n == 0 {
+                continue;
+            }
+            let k = ConnKey {
+                local,
+                remote: src,
+                lport: dport,
+                rport: sport,
+            };
+            if let Some(m) = self.connected.get(keys.hash_one(k), &k) {
+                f(&m.value);
+            }
+        }
+        for (n, local) in [(self.n_specific, dst), (self.n_wild, A::ANY)] {
+            if n == 0 {
+                continue;
+            }
+            let k = BoundKey { local, port: dport };
+            match self.bound.get(keys.hash_one(k), &k) {
+                Some(Slot::Single(m)) => f(&m.value),
+                Some(Slot::Group(ms)) => ms.iter().for_each(|m| f(&m.value)),
+                None => {}
+            }
+        }
+    }
+
     #[inline]
     fn pick<'a>(
         slot: &'a Slot<V>,
@@ -466,17 +530,20 @@ impl<A: Addr, V: Clone> Family<A, V> {
         }
         let k = BoundKey { local, port: lport };
         let hash = keys.hash_one(k);
+        // A group binding is shared without asking (SO_REUSEADDR, which
+        // every multicast receiver sets); it never takes unicast.
+        let share = b.reuseport || local.is_group();
         // Check on the shared shard first so a refused insert copies nothing.
         match self.bound.get(hash, &k) {
             None => {
-                let slot = if b.reuseport {
+                let slot = if share {
                     Slot::Group(vec![m])
                 } else {
                     Slot::Single(m)
                 };
                 self.bound.insert_new(hash, k, slot, keys);
             }
-            Some(Slot::Group(ms)) if b.reuseport => {
+            Some(Slot::Group(ms)) if share => {
                 if ms.len() >= MAX_REUSEPORT_GROUP {
                     return Err(FlowError::GroupFull(b.local));
                 }
@@ -576,9 +643,8 @@ enum Keyed {
 
 fn check_addr(addr: IpAddr, b: &Binding, remote: bool) -> Result<(), FlowError> {
     let reason = match addr {
-        IpAddr::V4(a) if a.is_multicast() => Some("multicast is not demuxed to one socket"),
+        _ if remote && addr.is_multicast() => Some("a remote address cannot be a group"),
         IpAddr::V4(a) if a.is_broadcast() => Some("broadcast is not demuxed to one socket"),
-        IpAddr::V6(a) if a.is_multicast() => Some("multicast is not demuxed to one socket"),
         IpAddr::V6(a) if is_v4_mapped(&a) => {
             Some("IPv4-mapped IPv6 addresses never match: no dual stack")
         }
@@ -896,6 +962,43 @@ impl<V: Clone> Snapshot<V> {
         )
     }
 
+    /// Calls `f` with every socket a datagram from `src:sport` to group
+    /// `dst:dport` goes to (module docs, "Multicast"); nothing for mixed
+    /// families. A reuseport group is visited whole.
+    #[inline]
+    pub fn for_each_mcast<'a>(
+        &'a self,
+        src: IpAddr,
+        sport: u16,
+        dst: IpAddr,
+        dport: u16,
+        mut f: impl FnMut(&'a V),
+    ) {
+        let t = &*self.tables;
+        match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                t.v4.for_each_mcast(&t.keys, u32::from(s), sport, u32::from(d), dport, &mut f)
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                t.v6.for_each_mcast(&t.keys, u128::from(s), sport, u128::from(d), dport, &mut f)
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether [`Snapshot::for_each_mcast`] for a group of `dst`'s family
+    /// can depend on the datagram's source: only when the family has
+    /// connected sockets. Without them, datagrams to one group and port
+    /// have the same members, and the caller may fan a run of them out at once.
+    #[inline]
+    pub fn mcast_depends_on_source(&self, dst: IpAddr) -> bool {
+        let t = &*self.tables;
+        match dst {
+            IpAddr::V4(_) => t.v4.n_conn_specific + t.v4.n_conn_wild != 0,
+            IpAddr::V6(_) => t.v6.n_conn_specific + t.v6.n_conn_wild != 0,
+        }
+    }
+
     /// Sockets in this generation.
     pub fn len(&self) -> usize {
         self.tables.len
@@ -1080,9 +1183,9 @@ mod tests {
             Err(FlowError::FamilyMismatch(_))
         ));
         for bad in [
-            Binding::bound(sa("224.0.0.1:55")),
+            Binding::connected(sa("198.18.0.1:55"), sa("239.1.2.3:9")),
             Binding::bound(sa("255.255.255.255:55")),
-            Binding::bound(sa("[ff02::1]:55")),
+            Binding::connected(sa("[fd00::1]:55"), sa("[ff15::1]:9")),
             Binding::bound(sa("[::ffff:198.18.0.1]:55")),
             Binding::connected(sa("198.18.0.1:55"), sa("0.0.0.0:9")),
         ] {
@@ -1092,6 +1195,81 @@ mod tests {
             );
         }
         assert_eq!(t.len(), 5);
+    }
+
+    fn mcast(t: &FlowTable<&'static str>, src: &str, dst: &str) -> Vec<&'static str> {
+        let (s, d) = (sa(src), sa(dst));
+        let mut v = Vec::new();
+        t.snapshot()
+            .for_each_mcast(s.ip(), s.port(), d.ip(), d.port(), |x| v.push(*x));
+        v.sort_unstable();
+        v
+    }
+
+    /// `__udp4_lib_mcast_deliver`: every socket on the port bound to the
+    /// group or the wildcard, connected ones only from their remote, every
+    /// reuseport member; not a socket bound to a unicast address or to
+    /// another group, nor one on another port.
+    #[test]
+    fn multicast_visits_every_matching_socket_v4_and_v6() {
+        let t = FlowTable::new();
+        for (b, v) in [
+            (Binding::bound(sa("239.1.2.3:5000")), "group-a"),
+            // A group binding is shared without reuseport (SO_REUSEADDR).
+            (Binding::bound(sa("239.1.2.3:5000")), "group-b"),
+            (
+                Binding::bound(sa("0.0.0.0:5000")).with_reuseport(),
+                "wild-a",
+            ),
+            (
+                Binding::bound(sa("0.0.0.0:5000")).with_reuseport(),
+                "wild-b",
+            ),
+            (Binding::bound(sa("198.18.0.1:5000")), "unicast"),
+            (Binding::bound(sa("239.1.2.4:5000")), "other-group"),
+            (Binding::bound(sa("239.1.2.3:5001")), "other-port"),
+            (
+                Binding::connected(sa("239.1.2.3:5000"), sa("198.18.0.9:7")),
+                "conn-group",
+            ),
+            (
+                Binding::connected(sa("0.0.0.0:5000"), sa("198.18.0.8:7")),
+                "conn-wild",
+            ),
+            (Binding::bound(sa("[ff15::1]:5000")), "g6"),
+            (Binding::bound(sa("[::]:5000")), "wild6"),
+            (Binding::bound(sa("[fd00::1]:5000")), "unicast6"),
+        ] {
+            t.insert(b, v).unwrap();
+        }
+        assert_eq!(
+            mcast(&t, "198.18.0.9:7", "239.1.2.3:5000"),
+            ["conn-group", "group-a", "group-b", "wild-a", "wild-b"]
+        );
+        assert_eq!(
+            mcast(&t, "198.18.0.8:7", "239.1.2.3:5000"),
+            ["conn-wild", "group-a", "group-b", "wild-a", "wild-b"]
+        );
+        assert_eq!(
+            mcast(&t, "198.18.0.7:7", "239.1.2.9:5000"),
+            ["wild-a", "wild-b"]
+        );
+        assert_eq!(
+            mcast(&t, "198.18.0.7:7", "239.1.2.3:5002"),
+            Vec::<&str>::new()
+        );
+        assert_eq!(mcast(&t, "[fd00::9]:7", "[ff15::1]:5000"), ["g6", "wild6"]);
+        assert_eq!(
+            mcast(&t, "[fd00::9]:7", "239.1.2.3:5000"),
+            Vec::<&str>::new()
+        );
+        // A group binding takes no unicast and stays out of the unicast
+        // lookup of other addresses.
+        assert_eq!(look(&t, "198.18.0.9:1", "198.18.0.1:5001"), None);
+        // Two unicast bindings on the group's port still collide.
+        assert!(t
+            .insert(Binding::bound(sa("198.18.0.1:5000")), "x")
+            .is_err());
     }
 
     #[test]

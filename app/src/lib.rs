@@ -53,6 +53,8 @@ dpdk_side! {
     pub mod instance;
     /// What travels with a packet in its mbuf's private area.
     pub mod meta;
+    /// Multicast: joined groups, fan-out to member sockets, IGMP/MLD reports.
+    pub mod mcast;
     /// The kernel's `nstat` view of the counters.
     pub mod nstat;
     /// The small-buffer cache (copies small datagrams out of NIC buffers).

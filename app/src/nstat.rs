@@ -54,6 +54,7 @@ pub fn counters(s: &Summary) -> Counters {
             "MemErrors",
             "OutDatagrams",
             "SndbufErrors",
+            "IgnoredMulti",
         ] {
             let k = format!("{pre}{name}");
             if let Some(v) = s.udp.get(&k) {
@@ -61,9 +62,11 @@ pub fn counters(s: &Summary) -> Counters {
             }
         }
     }
-    // The IP reassembly and fragmentation MIB (kernel names, Ip then Ip6).
+    // The IP MIB's multicast, reassembly and fragmentation counters
+    // (kernel names, Ip then Ip6).
     for pre in ["Ip", "Ip6"] {
         for name in [
+            "InMcastPkts",
             "ReasmReqds",
             "ReasmOKs",
             "ReasmFails",
@@ -155,6 +158,9 @@ pub fn counters(s: &Summary) -> Counters {
             out.push((format!("UdpDemuxParse{}{}", camel(fam), camel(r)), *v));
         }
     }
+    for (k, v) in &s.multicast {
+        out.push((format!("UdpDemuxMcast{}", camel(k)), *v));
+    }
     for k in &s.sockets {
         let p = format!("UdpDemuxSock:{}:", k.name);
         for (name, v) in [
@@ -167,6 +173,7 @@ pub fn counters(s: &Summary) -> Counters {
             ("RmemHighWater", k.rmem_high_water),
             ("Condensed", k.condensed),
             ("Batches", k.batches),
+            ("Multicast", k.multicast),
         ] {
             out.push((format!("{p}{name}"), v));
         }

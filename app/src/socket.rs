@@ -77,6 +77,9 @@ pub struct Socket {
     /// and a consumer write next to what they read costs them a miss.
     pub consumer_latency: CachePadded<Histogram>,
     pub consumer: CachePadded<ConsumerStats>,
+    /// Multicast copies offered to this socket (its `multicast` counter):
+    /// RX lcores add to it, so it is atomic and on its own line.
+    pub multicast: CachePadded<std::sync::atomic::AtomicU64>,
     /// The handler's own state (the pcap writer), touched by the socket's
     /// consumer once per burst: the mutex is contended only while a reload
     /// replaces the socket by one that keeps writing the same file (the two
@@ -262,6 +265,7 @@ impl Socket {
             stage_latency,
             consumer_latency: CachePadded::default(),
             consumer,
+            multicast: CachePadded::default(),
             handler_state,
             release_deficit: CachePadded(std::sync::atomic::AtomicU64::new(0)),
             empty_streak: CachePadded::default(),

@@ -54,6 +54,11 @@ pub struct Summary {
     pub ip: BTreeMap<String, u64>,
     /// Fragment reassembly's books, summed over RX lcores.
     pub reassembly: ReassemblySummary,
+    /// Multicast (`mcast`): `copies` offered to sockets, `nobufs` (members
+    /// without a copy), `unjoined` (dropped: group not joined on the
+    /// port), `queries` taken, `queries_lost`, `queries_answered`,
+    /// `igmp_reports` / `mld_reports` sent, `report_errors`, `groups` joined.
+    pub multicast: BTreeMap<String, u64>,
     /// Every mempool: size and free mbufs (at exit, after teardown's frees).
     pub pools: Vec<PoolSummary>,
     /// Out-of-process clients: sockets open now, dead clients reaped and
@@ -149,6 +154,8 @@ pub struct PoolSummary {
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct SocketSummary {
     pub name: String,
+    /// Multicast copies offered to it (part of `offered`).
+    pub multicast: u64,
     /// The engine's socket id: unchanged by an in-place reload, new on a replacement.
     pub id: u32,
     pub local: String,

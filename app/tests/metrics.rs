@@ -244,12 +244,15 @@ fn metrics_scraped_during_a_replay_pass_promtool_and_equal_the_exit_json() {
             Some(r) => ("ipv6", r),
             None => ("ipv4", k.strip_prefix("Ip").unwrap()),
         };
-        let name = format!(
-            "udpdemux_ip_{}_total",
-            rest.replace("Reasm", "reasm_")
-                .replace("Frag", "frag_")
-                .to_lowercase()
-        );
+        let name = match rest {
+            "InMcastPkts" => "udpdemux_ip_in_mcast_pkts_total".to_string(),
+            _ => format!(
+                "udpdemux_ip_{}_total",
+                rest.replace("Reasm", "reasm_")
+                    .replace("Frag", "frag_")
+                    .to_lowercase()
+            ),
+        };
         assert_eq!(value(&s, &name, &[("family", fam)]), u(v), "{k} as {name}");
     }
     for k in ["rx_packets", "rx_bytes", "lookups"] {

@@ -15,7 +15,13 @@
 //! the binary's counting allocator, and the EAL-backed tests
 //! (`pipeline.rs` for every strategy and small-cache setting,
 //! `foundation.rs`, and `netns_exception.rs` for the exception path)
-//! require `hot_path_allocations == 0` in the run's JSON.
+//! require `hot_path_allocations == 0` in the run's JSON. So does
+//! multicast's fan-out (`mcast::fan_out`: clones from the clone pool, one
+//! enqueue per member): `multicast.rs` (net_pcap replay, including an
+//! exhausted clone pool) and `netns_mcast.rs` require it too. Its
+//! EAL-free parts are proven here: the joined-group check, the flow
+//! table's visit of every member, and one single-packet admission per
+//! member socket ([`fan_out_visit_and_per_member_enqueue_allocate_nothing`]).
 #![cfg(not(loom))]
 
 use std::ptr::NonNull;
@@ -158,6 +164,119 @@ fn batch_enqueue_drain_release_allocate_nothing() {
                 HeapPacket::dealloc(p);
             }
         }
+    }
+}
+
+/// Multicast's per-datagram work without the EAL: is the group joined on
+/// the port (`Joined::has`), visit every member (`for_each_mcast` over a
+/// group binding, a reuseport wildcard group and a connected socket), and
+/// admit one copy per member into that member's own socket
+/// (`enqueue_batch_deferred` of one packet, as `fan_out`'s enqueue does):
+/// no allocation, and one full member drops only its own copies.
+#[test]
+fn fan_out_visit_and_per_member_enqueue_allocate_nothing() {
+    use std::net::{IpAddr, SocketAddr};
+    use udpdemux::flow_table::{Binding, FlowTable};
+    use udpdemux::mcast::Joined;
+
+    const MEMBERS: usize = 6;
+    const N: u32 = 256;
+    let sa = |s: &str| s.parse::<SocketAddr>().unwrap();
+    let t: FlowTable<usize> = FlowTable::new();
+    t.insert(Binding::bound(sa("239.1.2.3:5000")), 0).unwrap();
+    t.insert(Binding::bound(sa("239.1.2.3:5000")), 1).unwrap();
+    t.insert(Binding::bound(sa("0.0.0.0:5000")).with_reuseport(), 2)
+        .unwrap();
+    t.insert(Binding::bound(sa("0.0.0.0:5000")).with_reuseport(), 3)
+        .unwrap();
+    t.insert(
+        Binding::connected(sa("239.1.2.3:5000"), sa("198.18.0.9:7")),
+        4,
+    )
+    .unwrap();
+    t.insert(Binding::bound(sa("198.18.0.1:5000")), 5).unwrap();
+    let joined = Joined::from_pairs(vec![(0, "239.1.2.3".parse().unwrap())]);
+    // Member 3 has room for two copies only.
+    let socks: Vec<_> = (0..MEMBERS)
+        .map(|i| {
+            RxSocket::new(
+                RxSocketParams {
+                    nodes: 1,
+                    rcvbuf: if i == 3 { 400 } else { 200 * N as usize * 2 },
+                    drop_snapshot: false,
+                },
+                VecSink::with_capacity(N as usize * 2),
+            )
+            .unwrap()
+        })
+        .collect();
+    // Every copy preallocated: one per (datagram, possible member).
+    let pkts: Vec<NonNull<HeapPacket>> = (0..N * MEMBERS as u32)
+        .map(|i| HeapPacket::alloc(i, 200))
+        .collect();
+    let mut freed = 0u64;
+    let mut to_free = |p: NonNull<HeapPacket>, _r: DropReason| {
+        // SAFETY: packets live until the end of the test.
+        unsafe { HeapPacket::get(p) }.mark_done();
+        freed += 1;
+    };
+    let mut shrink = ShrinkTo(200);
+    let (src, dst): (IpAddr, IpAddr) =
+        ("198.18.0.9".parse().unwrap(), "239.1.2.3".parse().unwrap());
+    let snap = t.snapshot();
+    let (copies, allocs) = armed(|| {
+        let mut copies = [0u64; MEMBERS];
+        let mut next = 0usize;
+        for _ in 0..N {
+            if !joined.has(0, dst) {
+                continue;
+            }
+            snap.for_each_mcast(src, 7, dst, 5000, |&m| {
+                let p = pkts[next];
+                next += 1;
+                copies[m] += 1;
+                // SAFETY: each packet is enqueued once.
+                if unsafe {
+                    socks[m].enqueue_batch_deferred(
+                        0,
+                        &[p],
+                        Strategy::NumaQueues,
+                        &mut shrink,
+                        &mut to_free,
+                    )
+                } {
+                    socks[m].drain(0, &mut to_free);
+                }
+            });
+        }
+        copies
+    });
+    assert_eq!(allocs, 0, "the fan-out path allocated");
+    // Both group bindings, both reuseport wildcard members and the
+    // connected socket: every datagram; the unicast binding: none.
+    assert_eq!(
+        copies,
+        [N as u64, N as u64, N as u64, N as u64, N as u64, 0]
+    );
+    for (i, s) in socks.iter().enumerate() {
+        let st = s.stats();
+        assert!(st.books_balance(), "member {i}: {st:?}");
+        if i == 3 {
+            assert_eq!(st.drop(DropReason::RcvbufFull), u64::from(N) - 2, "{st:?}");
+        } else {
+            assert_eq!(
+                st.drops_total(),
+                0,
+                "member {i} lost copies to member 3: {st:?}"
+            );
+        }
+        consume_all(s);
+        assert_eq!(s.rmem(), 0);
+    }
+    assert_eq!(freed, u64::from(N) - 2);
+    for p in pkts {
+        // SAFETY: all packets are out of the sockets; nothing refers to them.
+        unsafe { HeapPacket::dealloc(p) };
     }
 }
 

@@ -257,15 +257,38 @@ impl<'a> MbufRef<'a> {
         priv_area(self.as_ptr())
     }
 
-    /// A fresh mbuf from the pool this one came from (`rte_pktmbuf_alloc`).
+    /// A fresh mbuf from the pool this one's data lives in
+    /// (`rte_pktmbuf_alloc`): for an indirect mbuf ([`clone_into`]), the
+    /// pool of the direct mbuf it is attached to, not the clone pool,
+    /// whose mbufs have no data room.
     #[inline]
     pub fn alloc_from_pool(self) -> Option<Mbuf> {
-        // SAFETY: a live mbuf's pool pointer is a live pool; a non-null
-        // result is a fresh mbuf that only we hold.
+        // SAFETY: a live mbuf's pool pointer is a live pool; so is that of
+        // the direct mbuf a live indirect one holds a reference to (its
+        // buf_addr is that mbuf's data room, after its struct and private
+        // area: DPDK's rte_mbuf_from_indirect). A non-null result is a
+        // fresh mbuf that only we hold.
         unsafe {
-            let r = ffi::rte_pktmbuf_alloc((*self.r()).pool);
-            NonNull::new(r.cast()).map(|p| Mbuf::from_raw(p))
+            let r = self.r();
+            let pool = if (*r).ol_flags & ffi::RTE_MBUF_F_INDIRECT != 0 {
+                let direct = (*r)
+                    .buf_addr
+                    .cast::<u8>()
+                    .sub(MBUF_SIZE + usize::from((*r).priv_size))
+                    .cast::<ffi::rte_mbuf>();
+                (*direct).pool
+            } else {
+                (*r).pool
+            };
+            let m = ffi::rte_pktmbuf_alloc(pool);
+            NonNull::new(m.cast()).map(|p| Mbuf::from_raw(p))
         }
+    }
+
+    /// Whether this mbuf is attached to another's data (a clone).
+    #[inline(always)]
+    pub fn is_indirect(self) -> bool {
+        self.ol_flags() & ffi::RTE_MBUF_F_INDIRECT != 0
     }
 }
 
@@ -843,6 +866,26 @@ pub unsafe fn free(m: *mut RawMbuf) {
 pub unsafe fn refcnt_update(m: *mut RawMbuf, delta: i16) -> u16 {
     // SAFETY: per the caller's contract.
     unsafe { ffi::rte_mbuf_refcnt_update(raw(m), delta) }
+}
+
+/// A read-only copy of packet `m` by reference (`rte_pktmbuf_clone`):
+/// one indirect mbuf of `pool` per segment, attached to `m`'s data, which
+/// each takes a reference on; `None` when `pool` is out of mbufs. The
+/// clone's struct and private area are its own (header fields and
+/// dynfields copied from `m`), its data is `m`'s: neither may be written
+/// while both live. Freeing the clone drops its references, and the data
+/// goes back to its pool with the last one.
+///
+/// # Safety
+/// `m` must be a live mbuf the caller holds a reference to, of a pool
+/// whose private area is as large as `pool`'s (DPDK keeps the
+/// direct's `priv_size` in the clone), and nobody may write its data while
+/// the clone lives. `pool` is a pktmbuf pool (its data room is unused).
+#[inline]
+pub unsafe fn clone_into(m: *mut RawMbuf, pool: &crate::Mempool) -> Option<NonNull<RawMbuf>> {
+    // SAFETY: per the caller's contract; DPDK allocates from the pool
+    // (per-lcore cache) and attaches each segment.
+    NonNull::new(unsafe { ffi::rte_pktmbuf_clone(raw(m), pool.as_ptr()) }.cast())
 }
 
 /// Register a dynamic mbuf field (`rte_mbuf_dynfield_register`), or find the

@@ -16,6 +16,9 @@ pub struct PortConf {
     /// RSS over IP addresses and UDP ports when there is more than one RX queue.
     pub rss: bool,
     pub promiscuous: bool,
+    /// Receive every multicast frame (`rte_eth_allmulticast_enable`), for a
+    /// port that is not promiscuous but whose sockets join groups.
+    pub allmulticast: bool,
     /// Ask the PMD to verify IPv4/UDP checksums when it can (results in ol_flags).
     pub rx_checksum_offload: bool,
     /// Let the PMD fill IPv4 header and UDP checksums on TX when it can
@@ -32,6 +35,7 @@ impl Default for PortConf {
             tx_desc: 1024,
             rss: true,
             promiscuous: true,
+            allmulticast: false,
             rx_checksum_offload: true,
             tx_checksum_offload: false,
         }
@@ -237,6 +241,11 @@ impl Port {
             // Some vdevs do not support it; not fatal.
             // SAFETY: configured port.
             let _ = unsafe { ffi::rte_eth_promiscuous_enable(id) };
+        }
+        if conf.allmulticast {
+            // As above: a PMD without it still receives what its filter passes.
+            // SAFETY: configured port.
+            let _ = unsafe { ffi::rte_eth_allmulticast_enable(id) };
         }
         Ok(Port {
             id,

@@ -86,6 +86,48 @@ fn wrappers_against_real_eal() {
     assert_eq!(mp.avail_to(&[main]), mp.avail());
     assert_eq!(mp.avail_to(&[1]), mp.avail() - cached);
 
+    // Clones (indirect mbufs, multicast's copies): the data is shared by
+    // reference count, the struct and private area are the clone's own; a
+    // fresh mbuf "from the pool" of a clone comes from the pool that holds
+    // its data (the clone pool has no data room).
+    let clones = Mempool::new("test_clones", 63, 0, 64, 0, 0).expect("clone pool");
+    let in_use = mp.in_use();
+    {
+        let mut m = mp.alloc().expect("mbuf");
+        m.append(60).expect("append").fill(0x5a);
+        // SAFETY: m is live and ours; nobody writes it while the clone lives;
+        // both pools have a 64-byte private area.
+        let c = unsafe { mbuf::clone_into(m.as_ptr(), &clones) }.expect("clone");
+        // SAFETY: a fresh clone only we hold.
+        let c = unsafe { Mbuf::from_raw(c) };
+        assert_eq!(m.refcnt(), 2, "the clone holds a reference");
+        assert!(c.view().is_indirect() && !m.view().is_indirect());
+        assert_eq!(c.data(), m.data());
+        assert_eq!(c.view().truesize(), m.view().truesize());
+        assert_ne!(c.view().priv_area(), m.view().priv_area());
+        let r = c.view().alloc_from_pool().expect("a fresh mbuf");
+        assert_eq!(
+            r.view().buf_len(),
+            m.view().buf_len(),
+            "from the data's pool"
+        );
+        drop(r);
+        drop(m);
+        assert!(
+            c.data().len() == 60 && c.data().iter().all(|&b| b == 0x5a),
+            "the data outlives the original's free"
+        );
+        assert_eq!(clones.in_use(), 1);
+        assert_eq!(
+            mp.in_use(),
+            in_use + 1,
+            "the data's mbuf waits for the clone"
+        );
+    }
+    assert_eq!(clones.in_use(), 0, "the clone went back");
+    assert_eq!(mp.in_use(), in_use, "and the data's mbuf with it");
+    drop(clones);
+
     // ring round trip
     let r = Ring::create("test_ring", 64, 0, ring::SP_ENQ | ring::SC_DEQ).unwrap();
     assert_eq!(r.capacity(), 63);

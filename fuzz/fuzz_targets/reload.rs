@@ -115,6 +115,10 @@ fn socket(inp: &mut Input) -> Option<SocketConf> {
         pcap_file,
         pcap_limit_bytes: if b3 & 2 != 0 { 1000 } else { 64 << 20 },
         consume_rate_pps: u64::from((b3 >> 2) & 1) * 10,
+        // Joining a group replaces a socket like any binding change; this
+        // target's model does not join (app's reload tests cover it).
+        multicast: None,
+        multicast_port: None,
     })
 }
 
@@ -133,10 +137,13 @@ fn same_conf(a: &SocketConf, b: &SocketConf) -> bool {
 
 /// The table's address rules, restated.
 fn naive_valid(b: &Binding) -> bool {
+    // A group is a valid local address (multicast receivers bind it), never a remote.
     let bad_addr = |a: IpAddr, remote: bool| match a {
-        IpAddr::V4(v) => v.is_multicast() || v.is_broadcast() || (remote && v.is_unspecified()),
+        IpAddr::V4(v) => {
+            (remote && v.is_multicast()) || v.is_broadcast() || (remote && v.is_unspecified())
+        }
         IpAddr::V6(v) => {
-            v.is_multicast()
+            (remote && v.is_multicast())
                 || matches!(v.segments(), [0, 0, 0, 0, 0, 0xffff, _, _])
                 || (remote && v.is_unspecified())
         }
@@ -157,12 +164,13 @@ fn naive_valid(b: &Binding) -> bool {
 
 /// The kernel's bind rule as the flow table documents it: the same exact
 /// (local, remote) pair collides unless both are reuseport members of an
-/// unconnected binding.
+/// unconnected binding, or the unconnected binding is to a group (always
+/// shared, as with SO_REUSEADDR).
 fn naive_collide(a: &Binding, b: &Binding) -> bool {
     let same = a.local.ip() == b.local.ip()
         && a.local.port() == b.local.port()
         && a.remote.map(|r| (r.ip(), r.port())) == b.remote.map(|r| (r.ip(), r.port()));
-    same && !(a.remote.is_none() && a.reuseport && b.reuseport)
+    same && !(a.remote.is_none() && ((a.reuseport && b.reuseport) || a.local.ip().is_multicast()))
 }
 
 fn no_collisions(bs: &[Binding]) -> bool {
@@ -450,6 +458,8 @@ fn toml_conf(
         pcap_file: None,
         pcap_limit_bytes: 64 << 20,
         consume_rate_pps: 0,
+        multicast: None,
+        multicast_port: None,
     }
 }
 

@@ -47,6 +47,7 @@ pub struct Engine {
     small_pools: Vec<(u32, Mempool)>,
     /// The exception device's pool (its port is the last of `ports`).
     exc_pool: Option<Mempool>,
+    clone_pool: Option<Mempool>,
     started: Instant,
     cfg: Config,
     config_path: Option<PathBuf>,
@@ -123,6 +124,7 @@ impl Engine {
             pools: built.pools,
             small_pools: built.small_pools,
             exc_pool: built.exc_pool,
+            clone_pool: built.clone_pool,
             started: Instant::now(),
             cfg: cfg.clone(),
             config_path: opts.config_path.clone(),
@@ -256,6 +258,7 @@ impl Engine {
             port_names: &self.port_names,
             pools: &self.pools,
             small_pools: &self.small_pools,
+            clone_pool: self.clone_pool.as_ref(),
             pool_samples: std::mem::take(&mut self.pool_samples),
             main_consumer: self.main_consumer.get_mut(),
             stats_format: self.stats_format,
@@ -281,6 +284,9 @@ impl Drop for Engine {
         self.pdump.take();
         teardown::release_small_caches(&self.shared);
         self.small_pools.clear();
+        // Every clone is freed by now (the ports, rings and stages are
+        // gone); the direct mbufs they held went back with them.
+        self.clone_pool.take();
         self.pools.clear();
         self.exc_pool.take();
         self.eal.take();

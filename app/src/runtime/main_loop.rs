@@ -87,6 +87,8 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
     // again at once rather than sleep (a sender's next burst comes within
     // microseconds, and the rings would fill while this lcore slept).
     let mut tx_busy_until = 0u64;
+    // IGMP / MLD: joins and leaves announced, queries answered.
+    let mut reporter = crate::mcast::membership::Reporter::new(eal::rdtsc());
     loop {
         // The poll re-reads the registry when it changed: sockets added
         // on SIGHUP are consumed too.
@@ -124,6 +126,7 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
         if crate::send::service(&shared, now) > 0 {
             tx_busy_until = now + ms_ticks;
         }
+        reporter.service(&shared, now);
         // The kernel's frames on the exception tap, out of the data port.
         if let (Some(x), Some(q)) = (&shared.exception, shared.main_tx_queue) {
             x.from_kernel(q);
@@ -258,6 +261,8 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
                 .push(m.pools.iter().map(|(_, mp)| mp.avail()).sum());
         }
     }
+    // The engine leaves its groups as the kernel does when its sockets close.
+    reporter.leave_all(&shared, eal::rdtsc());
 }
 
 /// One starvation sample (main lcore): the RX pools' free counts

@@ -35,7 +35,7 @@ use crate::latency;
 use crate::summary::{SocketSummary, Summary};
 
 /// The kernel's UDP MIB names (after the `Udp` / `Udp6` prefix) and ours.
-pub const UDP_MIB: [(&str, &str); 8] = [
+pub const UDP_MIB: [(&str, &str); 9] = [
     ("InDatagrams", "udpdemux_udp_in_datagrams_total"),
     ("NoPorts", "udpdemux_udp_no_ports_total"),
     ("InErrors", "udpdemux_udp_in_errors_total"),
@@ -44,11 +44,13 @@ pub const UDP_MIB: [(&str, &str); 8] = [
     ("MemErrors", "udpdemux_udp_mem_errors_total"),
     ("OutDatagrams", "udpdemux_udp_out_datagrams_total"),
     ("SndbufErrors", "udpdemux_udp_sndbuf_errors_total"),
+    ("IgnoredMulti", "udpdemux_udp_ignored_multi_total"),
 ];
 
-/// The kernel's IP reassembly and fragmentation MIB names (after `Ip` /
-/// `Ip6`) and ours.
-pub const IP_MIB: [(&str, &str); 8] = [
+/// The kernel's IP MIB names we keep (after `Ip` / `Ip6`: multicast,
+/// reassembly and fragmentation) and ours.
+pub const IP_MIB: [(&str, &str); 9] = [
+    ("InMcastPkts", "udpdemux_ip_in_mcast_pkts_total"),
     ("ReasmReqds", "udpdemux_ip_reasm_reqds_total"),
     ("ReasmOKs", "udpdemux_ip_reasm_oks_total"),
     ("ReasmFails", "udpdemux_ip_reasm_fails_total"),
@@ -347,7 +349,7 @@ pub fn render(s: &Summary, x: &Extra) -> String {
             if let Some(v) = s.ip.get(&format!("{pre}{k}")) {
                 o.counter(
                     name,
-                    &format!("The kernel's Ip{k} / Ip6{k} (IP reassembly and fragmentation MIB)"),
+                    &format!("The kernel's Ip{k} / Ip6{k} (IP MIB)"),
                     &[("family", fam)],
                     *v,
                 );
@@ -484,6 +486,19 @@ pub fn render(s: &Summary, x: &Extra) -> String {
     o.counter("udpdemux_small_cache_condensed_total", "Datagrams copied into a small buffer under pressure", &[], c.condensed);
     o.counter("udpdemux_small_cache_busy_total", "Condense attempts that found the small cache empty", &[], c.busy);
     o.counter("udpdemux_small_cache_saved_bytes_total", "Truesize bytes saved by condensing", &[], c.bytes_saved);
+    // Multicast (`multicast` in the JSON): `groups` is a level, the rest counts.
+    for (k, v) in &s.multicast {
+        if k == "groups" {
+            o.gauge("udpdemux_multicast_groups", "Port/group pairs joined now", &[], *v as f64);
+        } else {
+            o.counter(
+                "udpdemux_multicast_total",
+                "Multicast fan-out and membership: copies, nobufs, unjoined, queries, queries_lost, queries_answered, igmp_reports, mld_reports, report_errors",
+                &[("what", k.as_str())],
+                *v,
+            );
+        }
+    }
     let r = &s.reassembly;
     o.counter("udpdemux_reasm_fragments_total", "Fragments the reassembler took", &[], r.fragments);
     o.counter("udpdemux_reasm_fragments_merged_total", "Fragments merged into a reassembled datagram", &[], r.merged);
@@ -548,6 +563,7 @@ fn socket(o: &mut Out, k: &SocketSummary) {
         ("udpdemux_socket_freed_at_close_total", "Delivered datagrams freed unread when it closed", k.freed_at_close),
         ("udpdemux_socket_condensed_total", "Datagrams copied into a small buffer", k.condensed),
         ("udpdemux_socket_batches_total", "Stage batches moved to the delivery ring", k.batches),
+        ("udpdemux_socket_multicast_total", "Multicast copies offered to the socket (part of offered)", k.multicast),
     ] {
         o.counter(name, help, &lab, v);
     }

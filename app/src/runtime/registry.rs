@@ -152,6 +152,7 @@ pub(crate) fn register(shared: &Shared, entries: Vec<SocketEntry>) {
 /// Every store to the socket registry while running goes through here;
 /// the generation bump after it tells pollers (`consumer::Consumer`) to re-read.
 pub(crate) fn set_registry(shared: &Shared, v: Vec<SocketEntry>) {
+    shared.mcast.update(&v);
     shared.sockets.store(Arc::new(v));
     shared.sockets_gen.fetch_add(1, Ordering::Release);
 }

@@ -14,7 +14,7 @@
 //! A socket whose only changes are its `rcvbuf`, `consume_rate_pps`,
 //! `pcap_file` or `pcap_limit_bytes` is changed in place: same id, same
 //! binding, same ring, nothing dropped. Any other change (address, remote,
-//! reuseport, handler, ring size) replaces it: the new socket is bound in
+//! reuseport, handler, ring size, multicast group or port) replaces it: the new socket is bound in
 //! the same switch that unbinds the old one, and the old one is drained and
 //! retired as a removed socket. A replaced `pcap` socket that keeps its file
 //! shares its writer with its successor, so the file is neither truncated
@@ -127,7 +127,11 @@ pub fn classify(live: &SocketConf, new: &SocketConf) -> Change {
         && live.remote == new.remote
         && live.reuseport == new.reuseport
         && live.handler == new.handler
-        && live.ring_size == new.ring_size;
+        && live.ring_size == new.ring_size
+        // A group joined or left: the new socket's membership is published
+        // with the registry, and the reports follow (`mcast::membership`).
+        && live.multicast == new.multicast
+        && live.multicast_port == new.multicast_port;
     if !fixed_same {
         return Change::Replace;
     }
@@ -502,6 +506,14 @@ mod tests {
             named("keep", "local = \"198.18.0.1:1\""),
         ];
         let p = plan(&live, &new, true);
+        assert_eq!(
+            classify(
+                &named("g", "local = \"0.0.0.0:9\""),
+                &named("g", "local = \"0.0.0.0:9\"\nmulticast = \"239.1.2.3\"")
+            ),
+            Change::Replace,
+            "joining a group replaces the socket"
+        );
         assert_eq!(
             p.steps,
             vec![

@@ -25,6 +25,7 @@ pub(crate) fn socket_summary(e: &SocketEntry, removed: bool) -> SocketSummary {
     let (floor_delivered, floor_ring_full) = (e.sock.floor.delivered(), e.sock.floor.ring_full());
     SocketSummary {
         name: e.sock.name().to_string(),
+        multicast: e.sock.multicast.load(std::sync::atomic::Ordering::Relaxed),
         id: e.sock.id,
         local: e.sock.conf.local.to_string(),
         handler: format!("{:?}", e.sock.handler()).to_lowercase(),
@@ -196,8 +197,13 @@ fn summarize_inner(
                 .copied()
                 .unwrap_or(0);
         }
+        // A member that got no copy (clone pool empty) is the kernel's
+        // failed skb_clone: RcvbufErrors and InErrors.
+        let nobufs = sum(&|m| m.mcast_nobufs[fi].get());
+        let rcvbuf = rcvbuf + nobufs;
         udp.insert(format!("{pre}InDatagrams"), in_dg);
         udp.insert(format!("{pre}NoPorts"), no_ports);
+        udp.insert(format!("{pre}IgnoredMulti"), sum(&|m| m.ignored_multi[fi].get()));
         udp.insert(format!("{pre}InErrors"), udp_parse_errors + rcvbuf + mem);
         udp.insert(format!("{pre}InCsumErrors"), csum);
         udp.insert(format!("{pre}RcvbufErrors"), rcvbuf);
@@ -335,6 +341,7 @@ fn summarize_inner(
         ip.insert(format!("{pre}ReasmFails"), rsum(&|r| r.fails[fi].get()));
         ip.insert(format!("{pre}ReasmTimeout"), rsum(&|r| r.timeout[fi].get()));
         ip.insert(format!("{pre}ReasmOverlaps"), rsum(&|r| r.overlaps[fi].get()));
+        ip.insert(format!("{pre}InMcastPkts"), sum(&|m| m.in_mcast[fi].get()));
         // Fragmenting what is sent (echo replies, `send_burst`).
         let fam = if fi == 0 { Family::V4 } else { Family::V6 };
         let (oks, creates, fails) = shared.frag_out.read(fam);
@@ -360,6 +367,25 @@ fn summarize_inner(
         steer_freed_at_exit: shared.rx.iter().map(|l| l.steer.freed_at_exit.get()).sum(),
     };
     let reasm_oks = ip["IpReasmOKs"] + ip["Ip6ReasmOKs"];
+    let mst = &shared.mcast.stats;
+    let multicast: BTreeMap<String, u64> = [
+        ("copies", sum(&|m| m.mcast_copies[0].get() + m.mcast_copies[1].get())),
+        ("nobufs", sum(&|m| m.mcast_nobufs[0].get() + m.mcast_nobufs[1].get())),
+        ("unjoined", sum(&|m| m.mcast_unjoined[0].get() + m.mcast_unjoined[1].get())),
+        ("queries", sum(&|m| m.mcast_queries.get())),
+        (
+            "queries_lost",
+            mst.queries_lost.load(std::sync::atomic::Ordering::Relaxed),
+        ),
+        ("queries_answered", mst.queries_answered.get()),
+        ("igmp_reports", mst.igmp_reports.get()),
+        ("mld_reports", mst.mld_reports.get()),
+        ("report_errors", mst.report_errors.get()),
+        ("groups", shared.mcast.joined.load().len() as u64),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
 
     // The books: every frame in exactly one place. A fragment the
     // reassembler took is in its books (merged, dropped or held); each
@@ -383,6 +409,22 @@ fn summarize_inner(
             .map(|s| s.floor_delivered + s.floor_ring_full)
             .sum();
         let offered: u64 = sockets.iter().map(|s| s.offered).sum::<u64>() - floor_offered;
+        // Fan-out: one datagram, several copies, each offered to its socket.
+        let copies = sum(&|m| m.mcast_copies[0].get() + m.mcast_copies[1].get());
+        let sock_mcast: u64 = sockets.iter().map(|s| s.multicast).sum();
+        if copies != sock_mcast {
+            problems.push(format!(
+                "fanned out {copies} multicast copies but sockets counted {sock_mcast}"
+            ));
+        }
+        let in_mcast = ip["IpInMcastPkts"] + ip["Ip6InMcastPkts"];
+        let ignored = udp["UdpIgnoredMulti"] + udp["Udp6IgnoredMulti"];
+        // Every fanned-out datagram has one copy at least (the original).
+        if copies < in_mcast - ignored.min(in_mcast) {
+            problems.push(format!(
+                "{in_mcast} multicast datagrams ({ignored} ignored) but only {copies} copies"
+            ));
+        }
         if shared.mode.is_pipeline_floor() {
             if rx_packets != floor_offered + floor_no_socket {
                 problems.push(format!(
@@ -394,14 +436,16 @@ fn summarize_inner(
                 "{floor_offered} frames went through the pipeline floor outside --floor pipeline"
             ));
         }
-        if in_dg != offered + demux_only_freed {
+        if in_dg + copies != offered + demux_only_freed {
             problems.push(format!(
-                "demuxed {in_dg} but sockets were offered {offered} (+ {demux_only_freed} freed by --demux-only)"
+                "demuxed {in_dg} (+ {copies} multicast copies) but sockets were offered {offered} (+ {demux_only_freed} freed by --demux-only)"
             ));
         }
         let valid = lookups;
         // Valid UDP no socket took is NoPorts, or the kernel's (`unbound_udp`).
-        let expect_lookups = in_dg + udp["UdpNoPorts"] + udp["Udp6NoPorts"] + exception_udp;
+        let unjoined = sum(&|m| m.mcast_unjoined[0].get() + m.mcast_unjoined[1].get());
+        let expect_lookups =
+            in_dg + udp["UdpNoPorts"] + udp["Udp6NoPorts"] + exception_udp + in_mcast + unjoined;
         if valid != expect_lookups {
             problems.push(format!(
                 "{valid} lookups for {expect_lookups} valid datagrams (must be one each)"
@@ -496,6 +540,7 @@ fn summarize_inner(
         },
         ip,
         reassembly,
+        multicast,
         pools: Vec::new(),
         clients: ClientsSummary {
             open: shared.clients.open.load(std::sync::atomic::Ordering::Relaxed) as u64,

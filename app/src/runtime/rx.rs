@@ -38,6 +38,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     // arc-swap registers a thread-local debt slot on a thread's first load
     // (one allocation): do it before the loop counts allocations.
     drop(shared.table.snapshot());
+    drop(shared.mcast.joined.load());
     let mut small = me.small.lock().unwrap_or_else(|p| p.into_inner()).take();
     // `run --floor` (a benchmark reference, `bench::floor`): its tables are
     // built here, since the loop below must not allocate.
@@ -374,6 +375,15 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
                         }
                     }
                 }
+                // An IGMP or MLD query: the main lcore answers it with
+                // the port's memberships (`mcast::membership`).
+                if let Some(q) = crate::mcast::query_of(data, &e, port_id, tsc) {
+                    shared.mcast.post(q);
+                    mib.mcast_queries.add(1);
+                    // SAFETY: ours, given up here.
+                    unsafe { free.push(m) };
+                    continue;
+                }
                 // ARP and ICMP may be for the control path (replies on this
                 // lcore's TX queue); what it does not take goes to the
                 // exception path if the port has one, else is counted here.
@@ -416,10 +426,16 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
     // SAFETY: parse_into initialised the first nd entries (each Ok above).
     let dgrams: &[parse::Datagram] =
         unsafe { std::slice::from_raw_parts(dgrams.as_ptr().cast(), nd) };
-    // Pass 2: one lookup per datagram, nothing else, so they overlap.
+    // Pass 2: one lookup per datagram, nothing else, so they overlap. A
+    // datagram to a group is looked up in pass 4 (every member socket).
     let mut found: [Option<&'s Arc<Socket>>; CHUNK] = [None; CHUNK];
-    for (f, d) in found.iter_mut().zip(dgrams) {
-        *f = snap.lookup(d.src, d.sport, d.dst, d.dport);
+    let mut group = [false; CHUNK];
+    for ((f, d), g) in found.iter_mut().zip(dgrams).zip(group.iter_mut()) {
+        if crate::mcast::is_group(d.dst) {
+            *g = true;
+        } else {
+            *f = snap.lookup(d.src, d.sport, d.dst, d.dport);
+        }
     }
     // Pass 3: count, fill the metadata, and group the datagrams by socket
     // (arrival order kept within a group), so that each socket's share of
@@ -432,8 +448,16 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
     let mut group_of = [0u8; CHUNK];
     let mut kept: [*mut RawMbuf; CHUNK] = [std::ptr::null_mut(); CHUNK];
     let (mut ng, mut nk) = (0usize, 0usize);
-    for ((f, d), &m) in found.iter().zip(dgrams).zip(&mbufs) {
+    let mut mc = [0u8; CHUNK];
+    let mut nmc = 0usize;
+    for (i, ((f, d), &m)) in found.iter().zip(dgrams).zip(&mbufs).enumerate() {
         let fam = d.family.index();
+        if group[i] {
+            // i < nd <= CHUNK = 32.
+            mc[nmc] = i as u8;
+            nmc += 1;
+            continue;
+        }
         let Some(sock) = *f else {
             // A reassembled chain stays here: its headers are the first
             // fragment's, not a datagram the kernel could take as it is.
@@ -536,6 +560,24 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
             begin = end;
         }
     }
+    if nmc != 0 {
+        // SAFETY: the datagrams listed in mc are ours (the contract), each once.
+        unsafe {
+            fan_out_chunk(
+                shared,
+                me,
+                port_id,
+                &mc[..nmc],
+                dgrams,
+                &mbufs,
+                tsc,
+                free,
+                condense,
+                snap,
+                elected,
+            )
+        };
+    }
     mib.lookups.add(nd as u64);
     if demux_freed != 0 {
         mib.demux_only_freed.add(demux_freed);
@@ -546,6 +588,182 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
         }
         if no_ports[fam] != 0 {
             mib.no_ports[fam].add(no_ports[fam]);
+        }
+    }
+}
+
+/// Pass 4 of [`process_chunk`]: the chunk's datagrams to groups (indices
+/// `mc` into `dgrams` and `mbufs`), each dropped if its group is not joined
+/// on `port_id`, else handed to every member socket or counted as
+/// `UdpIgnoredMulti` when none matches. Consecutive datagrams to one group
+/// and port go as a run (`mcast::fan_out_run`): the members are visited
+/// once, and each member's copies are admitted and staged as one batch, as
+/// unicast groups are; a group of more than `RUN_MEMBERS` sockets goes one
+/// datagram at a time (`mcast::fan_out`).
+///
+/// # Safety
+/// As [`process_burst`], for the mbufs `mc` names.
+#[cold]
+#[allow(clippy::too_many_arguments)]
+unsafe fn fan_out_chunk<'s, C: Condense<MbufMeta>>(
+    shared: &Shared,
+    me: &RxLcore,
+    port_id: u16,
+    mc: &[u8],
+    dgrams: &[parse::Datagram],
+    mbufs: &[*mut RawMbuf],
+    tsc: u64,
+    free: &mut FreeList,
+    condense: &mut C,
+    snap: &'s crate::flow_table::Snapshot<Arc<Socket>>,
+    elected: &mut Elected<'s>,
+) {
+    let mib: &UdpMib = &me.mib;
+    let joined = shared.mcast.joined.load();
+    let pool = shared.mcast.clones.get();
+    let (strategy, node) = (shared.strategy, me.node_index);
+    // The host's membership first (`ip_check_mc_rcu`).
+    let mut ok = [0usize; CHUNK];
+    let mut nok = 0usize;
+    for &i in mc {
+        let i = usize::from(i);
+        let (Some(d), Some(&m)) = (dgrams.get(i), mbufs.get(i)) else {
+            continue;
+        };
+        let fam = d.family.index();
+        if !joined.has(port_id, d.dst) {
+            mib.mcast_unjoined[fam].add(1);
+            // SAFETY: ours, given up here.
+            unsafe { free.push(m) };
+            continue;
+        }
+        mib.in_mcast[fam].add(1);
+        // nok < mc.len() <= CHUNK.
+        ok[nok] = i;
+        nok += 1;
+    }
+    let mut ignored = [std::ptr::null_mut::<RawMbuf>(); CHUNK];
+    let mut nign = 0usize;
+    let (mut copies, mut nobufs, mut ignored_n) = ([0u64; 2], [0u64; 2], [0u64; 2]);
+    {
+        // Drops (ours, or other producers' when we are the elected
+        // drainer) are freed after the delivery lock is released.
+        let mut to_free = |p: NonNull<MbufMeta>, _r: DropReason| {
+            // SAFETY: delivery hands each dropped packet, an mbuf it owned, to us.
+            unsafe { free.push(MbufMeta::mbuf(p)) }
+        };
+        let mut enqueue = |sock: &'s Arc<Socket>, batch: &[NonNull<MbufMeta>]| {
+            // SAFETY: the batch's packets are ours, on no stage, each listed
+            // once; to_free frees mbufs of any pool (a clone's free drops
+            // its reference on the original); an elected stage is drained
+            // before the burst ends.
+            let e = unsafe {
+                sock.rx
+                    .enqueue_batch_deferred(node, batch, strategy, condense, &mut to_free)
+            };
+            if e {
+                elected.push(sock, node, &mut to_free);
+            }
+        };
+        let mut at = 0usize;
+        while at < nok {
+            let d0 = &dgrams[ok[at]];
+            let fam = d0.family.index();
+            // A run: the datagrams that follow to the same group and port
+            // have the same members, unless a connected socket of the
+            // family makes them depend on the source.
+            let mut end = at + 1;
+            if !snap.mcast_depends_on_source(d0.dst) {
+                while end < nok && dgrams[ok[end]].dst == d0.dst && dgrams[ok[end]].dport == d0.dport {
+                    end += 1;
+                }
+            }
+            let mut members: [Option<&'s Arc<Socket>>; crate::mcast::RUN_MEMBERS] =
+                [None; crate::mcast::RUN_MEMBERS];
+            let mut nm = 0usize;
+            snap.for_each_mcast(d0.src, d0.sport, d0.dst, d0.dport, |s| {
+                if let Some(slot) = members.get_mut(nm) {
+                    *slot = Some(s);
+                }
+                nm += 1;
+            });
+            if nm == 0 {
+                for &i in &ok[at..end] {
+                    ignored[nign] = mbufs[i];
+                    nign += 1;
+                }
+                ignored_n[fam] += (end - at) as u64;
+            } else if nm <= crate::mcast::RUN_MEMBERS {
+                let mut run = [(std::ptr::null_mut::<RawMbuf>(), d0, 0u32); CHUNK];
+                for (slot, &i) in run.iter_mut().zip(&ok[at..end]) {
+                    let m = mbufs[i];
+                    // SAFETY: ours alone (the contract); a read of two fields (or the chain's).
+                    *slot = (m, &dgrams[i], unsafe { MbufRef::from_ptr(m) }.truesize());
+                }
+                // SAFETY: the run's mbufs are ours, each listed once, given
+                // up; no consumer writes a datagram's data; the clone pool
+                // is an engine pool (private area of PRIV_SIZE).
+                let f = unsafe {
+                    crate::mcast::fan_out_run(
+                        &run[..end - at],
+                        tsc,
+                        port_id,
+                        pool,
+                        &members[..nm],
+                        &mut enqueue,
+                    )
+                };
+                copies[fam] += f.copies;
+                nobufs[fam] += f.nobufs;
+            } else {
+                // A group larger than a run's member list: one datagram at
+                // a time, the members visited again for each.
+                for &i in &ok[at..end] {
+                    let (m, d) = (mbufs[i], &dgrams[i]);
+                    // SAFETY: ours alone (the contract); a read of two fields (or the chain's).
+                    let truesize = unsafe { MbufRef::from_ptr(m) }.truesize();
+                    // SAFETY: as for a run, for this one mbuf.
+                    let res = unsafe {
+                        crate::mcast::fan_out(
+                            m,
+                            d,
+                            truesize,
+                            tsc,
+                            port_id,
+                            pool,
+                            |visit| snap.for_each_mcast(d.src, d.sport, d.dst, d.dport, visit),
+                            &mut |sock, p| enqueue(sock, &[p]),
+                        )
+                    };
+                    match res {
+                        Ok(f) => {
+                            copies[fam] += f.copies;
+                            nobufs[fam] += f.nobufs;
+                        }
+                        Err(m) => {
+                            ignored[nign] = m;
+                            nign += 1;
+                            ignored_n[fam] += 1;
+                        }
+                    }
+                }
+            }
+            at = end;
+        }
+    }
+    for &m in &ignored[..nign] {
+        // SAFETY: ours (no socket took it), given up here.
+        unsafe { free.push(m) };
+    }
+    for fam in 0..2 {
+        if copies[fam] != 0 {
+            mib.mcast_copies[fam].add(copies[fam]);
+        }
+        if nobufs[fam] != 0 {
+            mib.mcast_nobufs[fam].add(nobufs[fam]);
+        }
+        if ignored_n[fam] != 0 {
+            mib.ignored_multi[fam].add(ignored_n[fam]);
         }
     }
 }

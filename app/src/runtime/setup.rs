@@ -34,6 +34,8 @@ pub struct Built {
     pub pool_marks: Vec<(u32, Vec<u32>)>,
     /// The exception device's pool (its port is the last of `ports`).
     pub exc_pool: Option<Mempool>,
+    /// Multicast copies' indirect mbufs (`mcast`); `None` with `mempool.clones = 0`.
+    pub clone_pool: Option<Mempool>,
 }
 
 /// Whether `path` can be written, leaving no file behind that was not there.
@@ -197,6 +199,7 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
     let main_tx_queue = Some((rx_lcores.len() + consumers.len()) as u16);
     let pools = rx_pools(cfg, &rx_lcores)?;
     let small_pools = small_pools(cfg, &rx_lcores)?;
+    let clone_pool = clone_pool(cfg, &rx_lcores)?;
     // Declared before the ports: if setup fails below, the ports close
     // before their pool goes.
     let mut exc_pool: Option<Mempool> = None;
@@ -221,6 +224,19 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
         None => None,
     };
     let send = send_path(cfg, &mut ifaces, numa)?;
+    let mcast = crate::mcast::McastState::new(
+        cfg.ports
+            .iter()
+            .map(|p| p.name.clone())
+            .zip(port_ids.iter().copied())
+            .collect(),
+    );
+    if clone_pool.is_some() {
+        // A handle that does not free the pool: the engine's does, after the ports.
+        if let Ok(mp) = Mempool::lookup(CLONE_POOL) {
+            let _ = mcast.clones.set(mp);
+        }
+    }
     // Fragments of one datagram meet on one RX lcore (`steer`).
     let steer = if cfg.reassembly.enabled && mode.classifies() {
         super::steer::Steer::new(rx_lcores.len(), cfg.reassembly.steer_ring, numa, eal::rdtsc())
@@ -233,6 +249,7 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
         None
     };
     let shared = Arc::new(Shared {
+        mcast,
         stop: AtomicBool::new(false),
         consumers_stop: AtomicBool::new(false),
         rx: rx_lcores,
@@ -275,7 +292,34 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
         small_pools,
         pool_marks,
         exc_pool,
+        clone_pool,
     })
+}
+
+/// The clone pool's name.
+pub const CLONE_POOL: &str = "clone_pool";
+
+/// The multicast copies' pool: indirect mbufs (no data room) with the
+/// engine's private area for each copy's own metadata, on the first RX
+/// lcore's node.
+fn clone_pool(cfg: &Config, rx_lcores: &[RxLcore]) -> Result<Option<Mempool>, EngineError> {
+    let n = cfg.mempool.clones;
+    if n == 0 {
+        return Ok(None);
+    }
+    let sock = rx_lcores
+        .first()
+        .map(|l| lcore::socket_id(l.lcore) as i32)
+        .unwrap_or(0);
+    // DPDK refuses a cache above n / 1.5.
+    let cache = cfg.mempool.cache.min(n * 2 / 3);
+    let mp = Mempool::new(CLONE_POOL, n, cache, crate::meta::PRIV_SIZE, 0, sock).map_err(|e| {
+        EngineError::Setup(format!(
+            "{e}: lower mempool.clones or raise eal.memory_mb"
+        ))
+    })?;
+    log::info!("pool {CLONE_POOL}: {} indirect mbufs for multicast copies", mp.size());
+    Ok(Some(mp))
 }
 
 /// `send_burst`'s ring, pool and neighbour table, when a port has an
@@ -601,6 +645,10 @@ fn start_ports(
             tx_desc: pc.tx_desc,
             rss: pc.rss,
             promiscuous: pc.promiscuous,
+            // The groups the config joins reach RX without a per-group MAC
+            // filter (the kernel's dev_mc_add); what no socket joined is
+            // dropped and counted there (`unjoined`).
+            allmulticast: cfg.sockets.iter().any(|s| s.multicast.is_some()),
             rx_checksum_offload: pc.rx_checksum_offload,
             // send_burst's frames ask for it where the port has it.
             tx_checksum_offload: true,

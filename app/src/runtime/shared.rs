@@ -85,6 +85,8 @@ pub struct SocketEntry {
 
 /// Everything the worker lcores share with the main lcore.
 pub struct Shared {
+    /// Joined groups, the clone pool, posted queries (`mcast`).
+    pub mcast: crate::mcast::McastState,
     /// RX lcores stop polling.
     pub stop: AtomicBool,
     /// Consumers stop once their rings are empty (set after RX has stopped).

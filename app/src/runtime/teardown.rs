@@ -25,6 +25,7 @@ pub struct Stopping<'a> {
     pub port_names: &'a [String],
     pub pools: &'a [(u32, Mempool)],
     pub small_pools: &'a [(u32, Mempool)],
+    pub clone_pool: Option<&'a Mempool>,
     pub pool_samples: Vec<u32>,
     pub main_consumer: &'a mut Consumer,
     pub stats_format: StatsFormat,
@@ -113,6 +114,27 @@ pub fn stop(mut t: Stopping<'_>) -> Result<Summary, EngineError> {
                     .map(|l| mp.cached(l))
                     .sum(),
             });
+        }
+    }
+    if let Some(mp) = t.clone_pool {
+        summary.pools.push(PoolSummary {
+            name: super::setup::CLONE_POOL.to_string(),
+            size: mp.size(),
+            avail: mp.avail(),
+            client_cached: crate::client_proto::CLIENT_LCORES
+                .map(|l| mp.cached(l))
+                .sum(),
+        });
+        // Every copy was consumed, dropped or freed at close: a clone not
+        // back is a leak (and the RX mbuf it holds with it).
+        if mp.avail() != mp.size() {
+            summary.problems.push(format!(
+                "{}: {} of {} clones back at exit",
+                super::setup::CLONE_POOL,
+                mp.avail(),
+                mp.size()
+            ));
+            summary.books_balanced = false;
         }
     }
     summary.peak_rss_kb = crate::counters::proc_number("/proc/self/status", "VmHWM:");

@@ -144,6 +144,19 @@ pub fn toml_str(s: &str) -> String {
     o
 }
 
+/// A JSON number of the stats, or a panic naming what it is instead.
+pub fn n(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// Bytes from hex text (the kernel-side scripts print payloads as hex).
+pub fn unhex(h: &str) -> Vec<u8> {
+    (0..h.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+        .collect()
+}
+
 /// One `[[socket]]` table; `extra` lines go inside it.
 pub fn socket_toml(name: &str, local: &str, extra: &str) -> String {
     format!(
@@ -208,6 +221,18 @@ impl EngineProc {
             std::thread::sleep(Duration::from_millis(50));
         }
         panic!("engine not ready after 30 s:\n{}", self.log.lock().unwrap());
+    }
+
+    /// Send `sig` to the engine (SIGHUP: reload).
+    pub fn signal(&self, sig: i32) {
+        let pid = self.child.as_ref().expect("running").id();
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(pid as i32, sig) };
+    }
+
+    /// Everything the engine logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
     }
 
     pub fn stop(mut self) -> (std::process::ExitStatus, String) {

@@ -560,9 +560,12 @@ impl TrafficSpec {
         let mut weights = Vec::new();
         for (i, d) in raw.dsts.iter().enumerate() {
             let who = format!("dst {}", d.addr);
-            if unusable(d.addr.ip()) || d.addr.port() == 0 {
+            // A group is a destination too (multicast fan-out, issue 18):
+            // its frames go to the group's Ethernet address.
+            let group = d.addr.ip().is_multicast();
+            if (unusable(d.addr.ip()) && !group) || d.addr.port() == 0 {
                 return Err(SpecError::Invalid(format!(
-                    "{who}: not a unicast address with a non-zero port"
+                    "{who}: not a unicast or multicast address with a non-zero port"
                 )));
             }
             if raw.dsts[..i].iter().any(|o| o.addr == d.addr) {
@@ -898,9 +901,18 @@ impl Frames<'_> {
             // Flows are drawn from the prefix of the target's own family.
             _ => unreachable!("source and destination families match by construction"),
         };
+        // A group's frames go to its Ethernet address (RFC 1112 §6.4, RFC 2464 §7).
+        let dst_mac = match dst.ip() {
+            IpAddr::V4(g) if g.is_multicast() => {
+                let o = g.octets();
+                [0x01, 0x00, 0x5e, o[1] & 0x7f, o[2], o[3]]
+            }
+            IpAddr::V6(g) if g.is_multicast() => ether::ipv6_multicast_mac(&g),
+            _ => spec.dst_mac,
+        };
         let fs = FrameSpec {
             src_mac: spec.src_mac,
-            dst_mac: spec.dst_mac,
+            dst_mac,
             vlans,
             l3,
             sport,

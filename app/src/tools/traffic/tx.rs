@@ -170,6 +170,7 @@ fn run_with_eal(
         tx_desc: 1024,
         rss: false,
         promiscuous: false,
+        allmulticast: false,
         rx_checksum_offload: false,
         tx_checksum_offload: false,
     };
