@@ -78,13 +78,69 @@ impl ClientSocket<'_> {
         burst.clear();
         taken
     }
+
+    /// GSO-style send, the client's twin of `udpdemux::api::send_gso`:
+    /// `buf` cut into datagrams of `segment` bytes (the last may be
+    /// shorter, at most `send::MAX_SEGMENTS`), all to `dst` with ECN
+    /// codepoint `ecn`: one bulk allocation from the engine's TX pool and
+    /// one enqueue on this process's TX ring. The engine builds each
+    /// frame's headers from the request, as for `send_burst`. How many
+    /// datagrams were handed over: 0 or all, or the prefix the ring had
+    /// room for; none when a segment is above the MTU or there are too many.
+    pub fn send_gso(&self, dst: SocketAddr, buf: &[u8], segment: usize, ecn: u8) -> usize {
+        if !dpdk_sys::eal::is_up() || buf.is_empty() {
+            return 0;
+        }
+        let fam = if dst.is_ipv4() {
+            udpdemux::parse::Family::V4
+        } else {
+            udpdemux::parse::Family::V6
+        };
+        let segment = segment.clamp(1, buf.len());
+        let count = buf.len().div_ceil(segment);
+        if count > engine_send::MAX_SEGMENTS || segment > engine_send::max_payload(fam) {
+            return 0;
+        }
+        let Some(g) = handles() else {
+            return 0;
+        };
+        let Some(h) = g.as_ref() else {
+            return 0;
+        };
+        let mut fresh = MbufBurst::<{ engine_send::MAX_SEGMENTS }>::new();
+        if h.pool.alloc_into(&mut fresh, count).is_err() || fresh.len() != count {
+            return 0;
+        }
+        let mut burst = MbufBurst::<{ engine_send::MAX_SEGMENTS }>::new();
+        for (m, chunk) in fresh.drain().zip(buf.chunks(segment)) {
+            let Some(m) = fill_request(m, self.id(), dst, chunk, ecn) else {
+                return 0;
+            };
+            let _ = burst.push(m);
+        }
+        let taken = h.ring.enqueue_mp(&mut burst);
+        // What did not fit is freed.
+        burst.clear();
+        taken
+    }
 }
 
 fn request_mbuf(pool: &Mempool, socket: u32, dst: SocketAddr, payload: &[u8]) -> Option<Mbuf> {
-    let mut m = pool.alloc()?;
+    fill_request(pool.alloc()?, socket, dst, payload, 0)
+}
+
+/// Write a request with ECN codepoint `ecn` into the fresh mbuf `m`.
+fn fill_request(
+    mut m: Mbuf,
+    socket: u32,
+    dst: SocketAddr,
+    payload: &[u8],
+    ecn: u8,
+) -> Option<Mbuf> {
     let len = u16::try_from(request::LEN + payload.len()).ok()?;
     let out = m.append(len)?;
     engine_send::encode_request(out, socket, dst)?;
+    engine_send::set_request_ecn(out, ecn)?;
     out[request::LEN..].copy_from_slice(payload);
     Some(m)
 }
