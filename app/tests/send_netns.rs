@@ -266,6 +266,12 @@ rcvbuf = 4194304
     assert_eq!(strs(&k["got"]["gso4"]), gso_payloads("g"));
     assert_eq!(strs(&k["got"]["gso6"]), gso_payloads("h"));
     assert_eq!(strs(&k["from"]["gso6"]), vec!["fd00::1:5001"]);
+    // ECN set per call: ECT(0) on the IPv4 send, ECT(1) on the IPv6 one,
+    // not-ECT on send_burst's.
+    assert_eq!(k["ecn"]["gso4"], serde_json::json!([2]));
+    assert_eq!(k["ecn"]["gso6"], serde_json::json!([1]));
+    assert_eq!(k["ecn"]["v4"], serde_json::json!([0]));
+    assert_eq!(k["ecn"]["v6"], serde_json::json!([0]));
     // Every concurrent datagram once.
     let mut many4 = strs(&k["got"]["many4"]);
     many4.sort();
