@@ -392,7 +392,7 @@ pub fn send_burst(tx: &Sender, sock: &Socket, dgrams: &[(SocketAddr, &[u8])]) ->
 }
 
 /// GSO-style send (`UDP_SEGMENT`): `buf` cut into datagrams of `segment`
-/// bytes (the last may be shorter), at most [`crate::send::MAX_SEGMENTS`],
+/// bytes (the last may be shorter; 0: one datagram), at most [`crate::send::MAX_SEGMENTS`],
 /// all to `dst` from `sock`, with ECN codepoint `ecn` (0 not-ECT, 1
 /// ECT(1), 2 ECT(0), 3 CE). Headers are built once and copied; checksums
 /// go to the NIC when the port offers it; one ring enqueue (the main lcore

@@ -549,7 +549,7 @@ fn fill_udp_checksum(f: &mut [u8], l3_len: usize) -> Option<()> {
 }
 
 /// GSO-style send (the kernel's `UDP_SEGMENT`): `buf` cut into datagrams
-/// of `segment` bytes (the last may be shorter), all from `local` to `dst`
+/// of `segment` bytes (the last may be shorter; 0: one datagram), all from `local` to `dst`
 /// with ECN codepoint `ecn`. The headers are built once, for the first
 /// datagram, and copied into the others (only a shorter last one has its
 /// lengths and IPv4 header checksum redone); the UDP checksums go to the
@@ -573,7 +573,8 @@ pub fn send_segments(
     if buf.is_empty() {
         return 0;
     }
-    let segment = segment.clamp(1, buf.len());
+    // 0: no segmentation (the kernel's gso_size 0), one datagram.
+    let segment = if segment == 0 { buf.len() } else { segment.min(buf.len()) };
     let count = buf.len().div_ceil(segment);
     let refuse = |c: &[AtomicU64; 2]| {
         add(c, fam, count as u64);
@@ -602,7 +603,9 @@ pub fn send_segments(
     let built = ms.next().and_then(|mut m| {
         let n = u16::try_from(build::frame_len(&spec).ok()?).ok()?;
         build::write_frame(&spec, m.append(n)?).ok()?;
-        set_ecn(m.data_mut(), ecn)?;
+        if ecn != 0 {
+            set_ecn(m.data_mut(), ecn)?;
+        }
         l3_len = match fam {
             Family::V4 => ipv4::HEADER_LEN,
             Family::V6 => ipv6::HEADER_LEN,
@@ -1547,6 +1550,52 @@ mod tests {
         f[60] ^= 1;
         learn(&t2, &i, &f, &err6, 4);
         assert_eq!(t2.lock().unwrap().get(3, IpAddr::V6(p6)).unwrap().0, crate::neigh::State::Incomplete);
+    }
+
+    /// What `send_segments` does to each segment after the first, on
+    /// plain buffers: the first full-size frame's header (ECN set) copied
+    /// before another payload, a shorter one shortened, the UDP checksum
+    /// summed. Each must be byte for byte the frame the writer builds for
+    /// that payload directly (with the same ECN), for both families.
+    #[test]
+    fn gso_segments_from_a_copied_header_equal_frames_built_whole() {
+        for (src, dst) in [
+            ("198.18.0.1:5000", "198.18.0.2:7000"),
+            ("[fd00::1]:5000", "[fd00::2]:7000"),
+        ] {
+            let (src, dst): (SocketAddr, SocketAddr) = (src.parse().unwrap(), dst.parse().unwrap());
+            let mac = [2, 0, 0, 0, 0, 1];
+            let whole = |payload: &[u8], ecn: u8| {
+                let mut f = build::to_vec(&frame_spec(mac, src, dst, payload).unwrap()).unwrap();
+                if ecn != 0 {
+                    set_ecn(&mut f, ecn).unwrap();
+                }
+                f
+            };
+            let first: Vec<u8> = (0..100u8).collect();
+            let template = whole(&first, 2);
+            let hl = template.len() - first.len();
+            let l3_len = if src.is_ipv4() { ipv4::HEADER_LEN } else { ipv6::HEADER_LEN };
+            for other in [(100..200u8).collect::<Vec<u8>>(), (7..50u8).collect(), vec![9]] {
+                let mut f = template[..hl].to_vec();
+                f.extend_from_slice(&other);
+                if other.len() != first.len() {
+                    shorten(&mut f, hl, l3_len).unwrap();
+                }
+                fill_udp_checksum(&mut f, l3_len).unwrap();
+                assert_eq!(f, whole(&other, 2), "{dst} {} bytes", other.len());
+            }
+            // The ECN codepoint lands in the IPv4 TOS / IPv6 traffic class,
+            // and the IPv4 header checksum still verifies.
+            let l3 = &template[ether::HEADER_LEN..];
+            if src.is_ipv4() {
+                assert_eq!(Ipv4Packet::new_checked(l3).unwrap().dscp_ecn(), 2);
+                assert!(checksum::ipv4_header_verifies(&l3[..ipv4::HEADER_LEN]));
+            } else {
+                assert_eq!(Ipv6Packet::new_checked(l3).unwrap().traffic_class(), 2);
+            }
+            assert_ne!(whole(&first, 0), template);
+        }
     }
 
     #[test]

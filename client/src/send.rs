@@ -81,7 +81,7 @@ impl ClientSocket<'_> {
 
     /// GSO-style send, the client's twin of `udpdemux::api::send_gso`:
     /// `buf` cut into datagrams of `segment` bytes (the last may be
-    /// shorter, at most `send::MAX_SEGMENTS`), all to `dst` with ECN
+    /// shorter, at most `send::MAX_SEGMENTS`; 0: one datagram), all to `dst` with ECN
     /// codepoint `ecn`: one bulk allocation from the engine's TX pool and
     /// one enqueue on this process's TX ring. The engine builds each
     /// frame's headers from the request, as for `send_burst`. How many
@@ -96,7 +96,11 @@ impl ClientSocket<'_> {
         } else {
             udpdemux::parse::Family::V6
         };
-        let segment = segment.clamp(1, buf.len());
+        let segment = if segment == 0 {
+            buf.len()
+        } else {
+            segment.min(buf.len())
+        };
         let count = buf.len().div_ceil(segment);
         if count > engine_send::MAX_SEGMENTS || segment > engine_send::max_payload(fam) {
             return 0;

@@ -260,9 +260,12 @@ impl AsyncUdpSocket for UdxSocket {
     /// as a kernel UDP socket drops on a full qdisc; QUIC's loss recovery
     /// resends it.
     fn try_send(&self, t: &Transmit) -> io::Result<()> {
-        let segment = t.segment_size.unwrap_or(t.contents.len());
+        let segment = t.segment_size.unwrap_or(0);
         let ecn = t.ecn.map_or(0, |e| e as u8);
-        let count = t.contents.len().div_ceil(segment.max(1)) as u64;
+        let count = match segment {
+            0 => u64::from(!t.contents.is_empty()),
+            s => t.contents.len().div_ceil(s) as u64,
+        };
         let sent = api::send_gso(
             &self.tx,
             &self.sock,
