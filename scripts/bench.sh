@@ -36,6 +36,10 @@
 #   - send_burst's rate to one destination, 64-byte payloads, against
 #     dpdk-testpmd --forward-mode=txonly on the same port (net_null, no-rx),
 #     in alternating pairs (issue 17; the `send_bench` example)
+#   - reassembly (issue 18): datagrams delivered per second from a replay of
+#     IPv4 datagrams cut into 2 and into 3 fragments, against the unfragmented
+#     1400-byte replay (the largest payload one frame holds) on the same config
+#     and cores, one RX lcore (so no steering)
 #   - the DNS example's answered queries per second, engine mode (queries
 #     replayed by net_pcap into the engine, the responder a client process)
 #     against kernel mode (recvmmsg/sendmmsg on loopback), the same queries
@@ -58,9 +62,9 @@
 # section says so), and the out-of-process client, which runs on CPU 0 beside
 # the engine's main lcore (idle then: the client consumes; its section says so).
 #
-#   sudo bash scripts/bench.sh            # about 7 minutes after the build
-#   BENCH_SECS=5 sudo bash scripts/bench.sh
-#   BENCH_ONLY=flood2,pipeline BENCH_SECS=2 sudo bash scripts/bench.sh
+#   bash scripts/bench.sh            # about 7 minutes after the build
+#   BENCH_SECS=5 bash scripts/bench.sh
+#   BENCH_ONLY=flood2,pipeline BENCH_SECS=2 bash scripts/bench.sh
 #
 # Environment:
 #   BENCH_SECS     seconds per measured run (default 3)
@@ -83,6 +87,7 @@
 #                    exception UDP delivered under a TCP flood to the exception
 #                              port (net_tap, rate-limited), path off, no limit
 #                    send      send_burst (send_bench) / testpmd txonly pairs on net_null
+#                    reasm     2- and 3-fragment datagrams / the unfragmented 1400 B replay
 #                    dns       DNS example: engine mode / kernel mode answered queries per second
 #                              (engine mode needs hugepages: the responder is a client process)
 #                    quic      QUIC echo bulk transfer: quinn on udpdemux / quinn on kernel UDP
@@ -124,7 +129,7 @@ rm -f "$W"/*.json "$W"/*.log "$W"/*.toml "$W/demux.md"
 log() { echo "bench: $*" >&2; }
 die() { log "error: $*"; exit 2; }
 
-SECTIONS="rate rxcore pipeline client pdump flood flood2 memory memif demux kernel exception send dns quic"
+SECTIONS="rate rxcore pipeline client pdump flood flood2 memory memif demux kernel exception send reasm dns quic"
 ONLY=${BENCH_ONLY:-}
 for x in ${ONLY//,/ }; do
   [[ " $SECTIONS " == *" $x "* ]] || die "BENCH_ONLY: unknown section \"$x\" (sections: $SECTIONS)"
@@ -148,9 +153,9 @@ EXC_ROUNDS=${BENCH_EXC_ROUNDS:-5}
 [ "$EXC_ROUNDS" -ge 1 ] || die "BENCH_EXC_ROUNDS must be at least 1"
 
 for t in dpdk-testpmd jq awk timeout taskset; do
-  command -v "$t" >/dev/null || die "$t not found: run sudo bash scripts/setup.sh"
+  command -v "$t" >/dev/null || die "$t not found: run bash scripts/setup.sh as root"
 done
-[ "$(id -u)" -eq 0 ] || die "the EAL needs root: sudo bash scripts/bench.sh"
+[ "$(id -u)" -eq 0 ] || die "the EAL needs root: run bash scripts/bench.sh as root"
 [ "$(nproc)" -ge 2 ] || die "needs at least 2 CPUs (main lcore on CPU 0, RX lcore on CPU 1)"
 
 if [ -z "${BENCH_NO_BUILD:-}" ]; then
@@ -252,6 +257,46 @@ while off + 16 <= len(data):
     out += [rec, bytes(frame)]
 open(sys.argv[2], "wb").write(b"".join(out))
 PY
+fi
+
+# Reassembly's replays: IPv4 datagrams to dns4 (198.18.1.1:53) from 256
+# sources, each cut into 2 fragments (2000-byte payloads: 1480 + 528 bytes of
+# IP payload) or 3 (2960-byte payloads: 1480 + 1480 + 8), every datagram with
+# its own ID, about $FRAMES frames each; the reference is plain1400 (one frame
+# per datagram).
+if on reasm; then
+  for k in 2 3; do
+    python3 - "$W/frag$k.pcap" "$k" "$FRAMES" <<'PY'
+import struct, sys
+path, k, frames = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+size = {2: 2000, 3: 2960}[k]
+def csum(b):
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)]
+eth = bytes.fromhex("020000000001" "020000000002" "0800")
+dst = bytes([198, 18, 1, 1])
+for i in range(frames // k):
+    src = bytes([198, 18, 0, 2 + i % 256])
+    sport = 1024 + i % 4096
+    data = bytes((i + j) % 251 for j in range(size))
+    udp = struct.pack("!HHHH", sport, 53, 8 + size, 0) + data
+    c = csum(src + dst + struct.pack("!BBH", 0, 17, len(udp)) + udp) or 0xFFFF
+    udp = udp[:6] + struct.pack("!H", c) + udp[8:]
+    for f in range(k):
+        a, b = f * 1480, min((f + 1) * 1480, len(udp))
+        more = 0x2000 if b < len(udp) else 0
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + b - a, i & 0xFFFF, more | (a // 8), 64, 17, 0, src, dst)
+        ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+        frame = eth + ip + udp[a:b]
+        out.append(struct.pack("<IIII", 0, 0, len(frame), len(frame)) + frame)
+open(path, "wb").write(b"".join(out))
+PY
+  done
 fi
 
 # ---------------------------------------------------------------- configs
@@ -651,8 +696,8 @@ if on pdump; then
   if [ "$NO_HUGE" = true ]; then
     log "pdump: skipped (dpdk-dumpcap attaches to shared memory: hugepages needed)"
   else
-    command -v dpdk-dumpcap >/dev/null || die "dpdk-dumpcap not found (package dpdk-dev): run sudo bash scripts/setup.sh"
-    command -v python3 >/dev/null || die "python3 not found: run sudo bash scripts/setup.sh"
+    command -v dpdk-dumpcap >/dev/null || die "dpdk-dumpcap not found (package dpdk-dev): run bash scripts/setup.sh as root"
+    command -v python3 >/dev/null || die "python3 not found: run bash scripts/setup.sh as root"
     for k in $(seq "$PDPAIRS"); do
       order="on off"; [ $((k % 2)) -eq 0 ] && order="off on"
       for r in $order; do
@@ -850,6 +895,12 @@ testpmd_txonly() { # NAME
              if (c) printf "%.3f", s / c / 1e6; else print 0 }' "$W/$1.log"
 }
 SEND_TP=(); SEND_UD=(); SEND_REF=(); SEND_BAL=()
+if on reasm; then
+  for r in frag2 frag3 plain1400; do
+    engine "reasm-$r" "$(mkcfg "reasm-$r" "$(pcapdev "$r")" numa-queues true unbound "" 4194304)" "$SECS"
+  done
+fi
+
 if on send; then
   cat >"$W/send.toml" <<EOF
 [eal]
@@ -1078,7 +1129,7 @@ echo "## udpdemux benchmark"
 echo
 echo "Run $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname): $CPU, $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GB", $2/1048576}' /proc/meminfo) RAM, Linux $(uname -r), DPDK $(pkg-config --modversion libdpdk 2>/dev/null || echo '?'), $( [ "$NO_HUGE" = true ] && echo 'no hugepages (--no-huge)' || echo '2 MB hugepages')."
 echo "Load average before / after: $LOAD0 / $LOAD1 (the figures are only as quiet as the machine was). ${SECS} s per run, pcaps of $FRAMES frames replayed by \`net_pcap\` \`infinite_rx=1\`; main lcore on CPU 0, one RX lcore on CPU 1; consumers on the main lcore."
-echo "Command: \`sudo bash scripts/bench.sh\` (BENCH_SECS=$SECS$( [ -z "$ONLY" ] || echo ", BENCH_ONLY=$ONLY: only these sections ran"))."
+echo "Command: \`bash scripts/bench.sh\` (as root) (BENCH_SECS=$SECS$( [ -z "$ONLY" ] || echo ", BENCH_ONLY=$ONLY: only these sections ran"))."
 echo
 if on rate; then
 echo "### Receive rate: the vdev's limit, the bare loop, the pipeline"
@@ -1468,6 +1519,19 @@ done
 echo
 # shellcheck disable=SC2086
 echo "Median: send_burst $(fmt "$(median ${SEND_UD[*]})") Mpps (spread $(spread ${SEND_UD[*]})) / testpmd $(fmt "$(median ${SEND_TP[*]})") Mpps (spread $(spread ${SEND_TP[*]})) = $(ratio "$(median ${SEND_UD[*]})" "$(median ${SEND_TP[*]})")."
+echo
+fi
+if on reasm; then
+echo "### Reassembly: 2- and 3-fragment datagrams / unfragmented"
+echo
+echo "IPv4 datagrams to one socket replayed by \`net_pcap\` (\`infinite_rx\`), one RX lcore on CPU 1, 4 MiB rcvbuf: cut into 2 fragments (2000-byte payloads) or 3 (2960-byte), against the unfragmented 1400-byte replay (the largest payload one frame holds) on the same config. Datagrams delivered per second (\`IpReasmOKs\` for the fragmented ones)."
+echo
+echo "| replay | frames received, Mpps | datagrams delivered, M/s | reassembled (IpReasmOKs) | ratio to unfragmented (delivered) |"
+echo "|---|---:|---:|---:|---:|"
+REF=$(delivered_mpps reasm-plain1400)
+for r in frag2 frag3 plain1400; do
+  echo "| $r | $(fmt "$(mpps "reasm-$r")") | $(fmt "$(delivered_mpps "reasm-$r")") | $(jq -r '.ip.IpReasmOKs // 0' "$(jf "reasm-$r")") | $(ratio "$(delivered_mpps "reasm-$r")" "$REF") |"
+done
 echo
 fi
 if on dns; then

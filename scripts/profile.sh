@@ -6,9 +6,9 @@
 # category's share of a thread's samples times (run time / delivered) is its
 # cost per datagram.
 #
-#   sudo bash scripts/profile.sh CONFIG [SECS] [-- extra `udpdemux run` flags]
-#   sudo bash scripts/profile.sh target/bench/pipe-4m.toml 3
-#   sudo bash scripts/profile.sh target/bench/pipe-4m.toml 3 -- --floor pipeline
+#   bash scripts/profile.sh CONFIG [SECS] [-- extra `udpdemux run` flags]
+#   bash scripts/profile.sh target/bench/pipe-4m.toml 3
+#   bash scripts/profile.sh target/bench/pipe-4m.toml 3 -- --floor pipeline
 #
 # BIN (default target/release/udpdemux) chooses the binary, so two builds can
 # be profiled on the same config. Needs perf (Debian: linux-perf) and jq.

@@ -27,7 +27,7 @@ done
 if [ "$(id -u)" -ne 0 ]; then
   if [ ${#missing[@]} -gt 0 ]; then
     say "missing packages: ${missing[*]}"
-    say "run as root: sudo bash scripts/setup.sh   (or: sudo apt-get install ${missing[*]})"
+    say "run as root: bash scripts/setup.sh   (or, as root: apt-get install ${missing[*]})"
   fi
   total=$(awk '/HugePages_Total/ {print $2}' /proc/meminfo)
   if [ "${total:-0}" -lt "$HUGEPAGES" ] || ! grep -q hugetlbfs /proc/mounts; then

@@ -2,8 +2,8 @@
 # Soak (issue 14; not in CI): mixed traffic for a long time while an operator
 # keeps poking the engine, then a check that nothing drifted.
 #
-#   sudo bash scripts/soak.sh                  # 30 minutes (SOAK_SECS=1800)
-#   SOAK_SECS=180 sudo bash scripts/soak.sh    # a short rehearsal
+#   bash scripts/soak.sh                  # 30 minutes (SOAK_SECS=1800)
+#   SOAK_SECS=180 bash scripts/soak.sh    # a short rehearsal
 #
 # Traffic: two net_pcap queues polled by one RX lcore, replayed without end:
 # the flood (conf/traffic/flood.toml: a victim gets 90%) and the size/VLAN mix
@@ -39,7 +39,7 @@ PREFIX="udpdemux-soak-$$"
 mkdir -p "$W"; rm -f "$W"/*
 log() { echo "soak: $*" >&2; }
 die() { log "error: $*"; exit 2; }
-[ "$(id -u)" -eq 0 ] || die "the EAL needs root: sudo bash scripts/soak.sh"
+[ "$(id -u)" -eq 0 ] || die "the EAL needs root: run bash scripts/soak.sh as root"
 for t in jq python3 gnuplot awk; do command -v "$t" >/dev/null || die "$t not found (apt-get install jq python3 gnuplot-nox)"; done
 [ -x /usr/bin/dpdk-telemetry.py ] || die "/usr/bin/dpdk-telemetry.py missing: apt-get install dpdk"
 if [ -z "${SOAK_NO_BUILD:-}" ]; then cargo build --release -p udpdemux --bin udpdemux >&2; fi
@@ -154,7 +154,7 @@ check() { if [ "$1" = ok ]; then echo "- ok: $2"; else echo "- **FAILED**: $2"; 
 {
 echo "## udpdemux soak"
 echo
-echo "$(date -u '+%Y-%m-%d %H:%M UTC'), ${SECS} s, a sample every ${STEP} s ($(($(wc -l <"$W/samples.csv") - 1)) samples), $(nproc) CPUs, $( [ "$NO_HUGE" = true ] && echo no hugepages || echo 2 MB hugepages). Command: \`SOAK_SECS=$SECS sudo bash scripts/soak.sh\`."
+echo "$(date -u '+%Y-%m-%d %H:%M UTC'), ${SECS} s, a sample every ${STEP} s ($(($(wc -l <"$W/samples.csv") - 1)) samples), $(nproc) CPUs, $( [ "$NO_HUGE" = true ] && echo no hugepages || echo 2 MB hugepages). Command: \`SOAK_SECS=$SECS bash scripts/soak.sh\`."
 echo
 [ "$rc" -eq 0 ] && check ok "engine exited 0 after SIGINT" || check bad "engine exited $rc"
 bal=$(jq -r '.books_balanced // false' "$W/exit.json" 2>/dev/null || echo false)

@@ -385,7 +385,8 @@ pub fn sender(engine: &Engine) -> Option<Sender> {
 /// neighbour discovery first, holding up to `unres_qlen` datagrams per
 /// neighbour meanwhile) and transmits it on its own TX queue. Returns how
 /// many were taken; the others were refused and counted (payload above
-/// the MTU, no on-link port, no mbuf or ring room). No lock, no heap
+/// 65 507 bytes (IPv4) or 65 527 (IPv6), no on-link port, no mbuf or ring
+/// room). A datagram over the 1500-byte MTU leaves as fragments. No lock, no heap
 /// allocation; callable from any thread.
 pub fn send_burst(tx: &Sender, sock: &Socket, dgrams: &[(SocketAddr, &[u8])]) -> usize {
     send_from(tx, sock.conf.local, dgrams)
@@ -423,5 +424,5 @@ pub fn send_from(tx: &Sender, local: SocketAddr, dgrams: &[(SocketAddr, &[u8])])
     let Some(path) = tx.shared.send.as_ref() else {
         return 0;
     };
-    crate::send::send_burst(path, &tx.shared.ifaces, local, dgrams)
+    crate::send::send_burst(path, &tx.shared.ifaces, &tx.shared.frag_out, local, dgrams)
 }

@@ -303,6 +303,15 @@ pub struct ReassemblyConf {
     /// Seconds a datagram waits for its fragments (`ipfrag_time`).
     #[serde(default = "d_reasm_timeout")]
     pub timeout_secs: u32,
+    /// Fragments waiting to reach their owner RX lcore, per RX lcore (the
+    /// steering ring; made only with two RX lcores or more). A full ring
+    /// drops the fragment (`reassembly.steer_full`).
+    #[serde(default = "d_reasm_steer_ring")]
+    pub steer_ring: u32,
+}
+
+fn d_reasm_steer_ring() -> u32 {
+    1024
 }
 
 fn d_reasm_datagrams() -> u32 {
@@ -326,6 +335,7 @@ impl Default for ReassemblyConf {
             max_frags: d_reasm_frags(),
             high_thresh: d_reasm_high_thresh(),
             timeout_secs: d_reasm_timeout(),
+            steer_ring: d_reasm_steer_ring(),
         }
     }
 }
@@ -854,6 +864,12 @@ impl Config {
                     r.timeout_secs
                 ));
             }
+            if r.steer_ring < 32 || r.steer_ring > 1 << 20 {
+                out.push(format!(
+                    "reassembly.steer_ring = {}: must be 32..=1048576 fragments",
+                    r.steer_ring
+                ));
+            }
         }
         out.extend(self.neighbour.problems(&self.ports));
         if self.ports.is_empty() {
@@ -1281,7 +1297,7 @@ impl Config {
             let free = free_hugepage_mb();
             if u64::from(e.memory_mb) > free {
                 out.push(format!(
-                    "eal.memory_mb = {} is more than the free hugepages ({free} MB): lower eal.memory_mb (about {need} is enough), add hugepages (`sudo bash scripts/setup.sh`), or set eal.no_huge = true",
+                    "eal.memory_mb = {} is more than the free hugepages ({free} MB): lower eal.memory_mb (about {need} is enough), add hugepages (`bash scripts/setup.sh` as root), or set eal.no_huge = true",
                     e.memory_mb
                 ));
             }

@@ -122,7 +122,7 @@ pub fn eal_hint(cfg: &Config, err: &DpdkError, why: &str) -> String {
         );
     }
     if w.contains("hugepage") || w.contains("hugetlbfs") || w.contains("huge-dir") {
-        return "run `sudo bash scripts/setup.sh` (hugepages mounted at /dev/hugepages), or set eal.no_huge = true".into();
+        return "run `bash scripts/setup.sh` as root (hugepages mounted at /dev/hugepages), or set eal.no_huge = true".into();
     }
     if w.contains("cannot init memory") || w.contains("memory") || w.contains("-m ") {
         return format!(
@@ -155,7 +155,7 @@ pub fn eal_hint(cfg: &Config, err: &DpdkError, why: &str) -> String {
     if cfg.eal.no_huge {
         "check eal.lcores, eal.vdevs and eal.extra_args".into()
     } else {
-        "run `sudo bash scripts/setup.sh` (hugepages), or set eal.no_huge = true; check eal.lcores"
+        "run `bash scripts/setup.sh` as root (hugepages), or set eal.no_huge = true; check eal.lcores"
             .into()
     }
 }

@@ -67,4 +67,6 @@ dpdk_side! {
     pub mod summary;
     /// Sending: frames built for `send_burst`, the TX ring the main lcore drains.
     pub mod send;
+    /// Fragmenting what is sent: identification, `FragOKs` / `FragCreates` / `FragFails`.
+    pub mod frag_out;
 }

@@ -61,7 +61,7 @@ pub fn counters(s: &Summary) -> Counters {
             }
         }
     }
-    // The IP reassembly MIB (kernel names, Ip then Ip6).
+    // The IP reassembly and fragmentation MIB (kernel names, Ip then Ip6).
     for pre in ["Ip", "Ip6"] {
         for name in [
             "ReasmReqds",
@@ -69,12 +69,22 @@ pub fn counters(s: &Summary) -> Counters {
             "ReasmFails",
             "ReasmTimeout",
             "ReasmOverlaps",
+            "FragOKs",
+            "FragCreates",
+            "FragFails",
         ] {
             let k = format!("{pre}{name}");
             if let Some(v) = s.ip.get(&k) {
                 out.push((k, *v));
             }
         }
+    }
+    // Fragments steered between RX lcores (`steer`).
+    for (name, v) in [
+        ("UdpDemuxFragSteered", s.reassembly.steered),
+        ("UdpDemuxFragSteerFull", s.reassembly.steer_full),
+    ] {
+        out.push((name.to_string(), v));
     }
     if let Some(t) = &s.send {
         let n = &t.neigh;

@@ -870,4 +870,4 @@ pub fn fragment_frame(frame: &[u8], cuts: &[u32], id: u32) -> Option<Vec<Vec<u8>
 
 #[cfg(test)]
 #[path = "reasm_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -24,8 +24,9 @@ fn payload(n: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-/// An unfragmented frame (IPv4 ident `id`).
-fn whole(v6: bool, id: u16, src_last: u8, data: &[u8]) -> Vec<u8> {
+/// An unfragmented frame (IPv4 ident `id`); `parse::fragment`'s tests
+/// cut it too.
+pub(crate) fn whole(v6: bool, id: u16, src_last: u8, data: &[u8]) -> Vec<u8> {
     let l3 = if v6 {
         L3Spec::V6 {
             src: Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, u16::from(src_last)),

@@ -35,6 +35,7 @@ use crate::control::{solicited_node, Iface, Ifaces};
 use crate::heard::HeardQueue;
 use crate::counters::Counter;
 use crate::runtime::shared::{ConsumedBy, Shared};
+use crate::frag_out::FragOut;
 use crate::neigh::{Learn, NeighStats, Params, Resolve, Table};
 use crate::parse::arp::{self, operation, ArpPacket};
 use crate::parse::build::{self, CsumMode, FragSpec, FrameSpec, L3Spec};
@@ -47,7 +48,7 @@ use crate::parse::udp::{self, UdpPacket};
 use crate::parse::{Family, ParseError, PROTO_ICMPV6, PROTO_UDP};
 
 /// The link MTU (Ethernet's; DPDK's default port MTU): larger datagrams
-/// are refused (fragmentation is issue 18).
+/// leave as fragments (`parse::fragment`).
 pub const MTU: usize = 1500;
 /// Frames queued between senders and the main lcore.
 pub const RING_SIZE: u32 = 1024;
@@ -70,11 +71,16 @@ pub type Neigh = Mutex<Table<Mbuf>>;
 /// Counters several senders write (atomic adds), per family.
 #[derive(Debug, Default)]
 pub struct SenderStats {
-    /// Datagrams taken by `send_burst` (put on the ring).
+    /// Frames taken by `send_burst` (put on the ring): one per datagram,
+    /// or one per fragment of a datagram over the MTU.
     pub accepted: [AtomicU64; 2],
+    /// Of `accepted`, fragments after a datagram's first (so `accepted -
+    /// later` counts datagrams).
+    pub later: [AtomicU64; 2],
     /// No mbuf, or no room on the ring (`UdpSndbufErrors`, with `tx_errors`).
     pub no_buffer: [AtomicU64; 2],
-    /// Payload above the MTU (`EMSGSIZE`).
+    /// Payload above what one IP datagram holds (`EMSGSIZE`); from an
+    /// out-of-process client, above the MTU (its request is one mbuf).
     pub too_big: [AtomicU64; 2],
     /// No port has the destination on-link (`IpOutNoRoutes`), or the socket's
     /// address is of the other family.
@@ -84,8 +90,11 @@ pub struct SenderStats {
 /// Counters only the main lcore writes.
 #[derive(Debug, Default)]
 pub struct DrainStats {
-    /// Handed to the NIC (`UdpOutDatagrams`).
+    /// Handed to the NIC (`UdpOutDatagrams`): datagrams, or the first
+    /// fragment of one.
     pub out: [Counter; 2],
+    /// Later fragments handed to the NIC.
+    pub out_later: [Counter; 2],
     /// Refused by the NIC, or no TX queue for the main lcore (freed).
     pub tx_errors: [Counter; 2],
     /// ARP requests and neighbour solicitations sent / not sent.
@@ -384,11 +393,23 @@ pub fn max_payload(fam: Family) -> usize {
         }
 }
 
+/// The largest UDP payload of one datagram of `fam`, fragmented: the
+/// IPv4 total length and the IPv6 payload length are 16-bit.
+pub fn max_fragmented_payload(fam: Family) -> usize {
+    usize::from(u16::MAX)
+        - udp::HEADER_LEN
+        - match fam {
+            Family::V4 => ipv4::HEADER_LEN,
+            Family::V6 => 0,
+        }
+}
+
 /// Build and queue datagrams from `local` (a socket's bound address); how
 /// many were taken. Each refused one is counted by reason.
 pub fn send_burst(
     tx: &TxPath,
     ifaces: &Ifaces,
+    frag: &FragOut,
     local: SocketAddr,
     dgrams: &[(SocketAddr, &[u8])],
 ) -> usize {
@@ -403,7 +424,7 @@ pub fn send_burst(
         let _ = tx.pool().alloc_into(&mut stash, chunk.len());
         let mut fresh = stash.drain();
         for (dst, payload) in chunk {
-            taken += send_one(tx, ifaces, local, *dst, payload, &mut fresh, &mut burst);
+            taken += send_one(tx, ifaces, frag, local, *dst, payload, &mut fresh, &mut burst);
         }
         // What was not used goes back (freed in bulk).
         drop(fresh);
@@ -414,9 +435,11 @@ pub fn send_burst(
 /// Build one datagram into an mbuf of `fresh` (or a new one) and add it to
 /// `burst`; what a flush of a full `burst` took. A refused one is counted
 /// by reason.
+#[allow(clippy::too_many_arguments)]
 fn send_one(
     tx: &TxPath,
     ifaces: &Ifaces,
+    frag: &FragOut,
     local: SocketAddr,
     dst: SocketAddr,
     payload: &[u8],
@@ -424,9 +447,12 @@ fn send_one(
     burst: &mut MbufBurst<64>,
 ) -> usize {
     let fam = family(dst.ip());
-    if payload.len() > max_payload(fam) {
+    if payload.len() > max_fragmented_payload(fam) {
         add(&tx.senders.too_big, fam, 1);
         return 0;
+    }
+    if payload.len() > max_payload(fam) {
+        return send_fragmented(tx, ifaces, frag, local, dst, payload, fresh, burst);
     }
     let Some((iface, src)) = route(ifaces, local.ip(), dst.ip()) else {
         add(&tx.senders.no_route, fam, 1);
@@ -458,6 +484,78 @@ fn send_one(
     let taken = if burst.spare() == 0 { flush(tx, burst) } else { 0 };
     // Room: flushed above when full.
     let _ = burst.push(m);
+    taken
+}
+
+/// A datagram over the MTU: its fragments, each a frame of its own, go
+/// onto `burst` (and the ring) like datagrams; they carry software
+/// checksums (the UDP one covers the whole datagram, which no single
+/// fragment holds for a NIC to sum). The kernel's `IP_PMTUDISC_WANT`: no
+/// DF on the fragments. Counted in `FragOKs` / `FragCreates`, or
+/// `FragFails` (and `no_buffer`) when the pool ran dry.
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn send_fragmented(
+    tx: &TxPath,
+    ifaces: &Ifaces,
+    frag: &FragOut,
+    local: SocketAddr,
+    dst: SocketAddr,
+    payload: &[u8],
+    fresh: &mut impl Iterator<Item = Mbuf>,
+    burst: &mut MbufBurst<64>,
+) -> usize {
+    use crate::parse::fragment::{finish_udp_head, sum_parts, Fragmenter};
+    let fam = family(dst.ip());
+    let Some((iface, src)) = route(ifaces, local.ip(), dst.ip()) else {
+        add(&tx.senders.no_route, fam, 1);
+        return 0;
+    };
+    let Some(spec) = frame_spec(iface.mac, SocketAddr::new(src, local.port()), dst, &[]) else {
+        add(&tx.senders.no_route, fam, 1);
+        return 0;
+    };
+    // The headers for an empty payload, then the real length and checksum.
+    let mut head = [0u8; ether::HEADER_LEN + ipv6::HEADER_LEN + udp::HEADER_LEN];
+    let l3 = ether::HEADER_LEN;
+    let hdrs = build::write_frame(&spec, &mut head).ok().and_then(|n| {
+        let l4 = finish_udp_head(&mut head[..n], l3, fam, payload.len(), sum_parts([payload]))?;
+        Some((n, l4))
+    });
+    let Some((n, l4)) = hdrs else {
+        add(&tx.senders.no_buffer, fam, 1);
+        return 0;
+    };
+    let (ip, udp) = head[..n].split_at(l4);
+    let len = udp.len() + payload.len();
+    let Some(fr) = Fragmenter::new(ip, l3, fam, len, MTU, frag.next_ident(fam)) else {
+        frag.count(fam, None);
+        add(&tx.senders.no_buffer, fam, 1);
+        return 0;
+    };
+    let mut frags = MbufBurst::<64>::new();
+    let written = crate::frag_out::write_fragments(
+        &fr,
+        || [udp, payload].into_iter(),
+        || fresh.next().or_else(|| tx.pool().alloc()),
+        &mut frags,
+    );
+    frag.count(fam, written);
+    if written.is_none() {
+        // The fragments written so far are freed with `frags`.
+        add(&tx.senders.no_buffer, fam, 1);
+        return 0;
+    }
+    let mut taken = 0;
+    for mut m in frags.drain() {
+        m.view_mut().set_port(iface.port);
+        if burst.spare() == 0 {
+            taken += flush(tx, burst);
+        }
+        // Room: flushed above when full.
+        let _ = burst.push(m);
+    }
     taken
 }
 
@@ -668,28 +766,56 @@ fn flush_gso(tx: &TxPath, fam: Family, out: &mut MbufBurst<MAX_SEGMENTS>) -> usi
     n
 }
 
-/// Onto the ring; what does not fit is freed and counted.
+/// Onto the ring; what does not fit is freed and counted. How many
+/// datagrams went (a later fragment is not one).
 fn flush(tx: &TxPath, burst: &mut MbufBurst<64>) -> usize {
-    let fams = families(burst);
+    let kinds = kinds(burst);
     let n = tx.ring.enqueue_mp(burst);
-    for f in &fams[..n] {
-        add(&tx.senders.accepted, *f, 1);
+    let mut datagrams = 0;
+    for &(f, later) in &kinds[..n] {
+        add(&tx.senders.accepted, f, 1);
+        if later {
+            add(&tx.senders.later, f, 1);
+        } else {
+            datagrams += 1;
+        }
     }
     // The frames left are the refused: freed.
-    for f in &fams[n..n + burst.len()] {
-        add(&tx.senders.no_buffer, *f, 1);
+    for &(f, _) in &kinds[n..n + burst.len()] {
+        add(&tx.senders.no_buffer, f, 1);
     }
     burst.clear();
-    n
+    datagrams
 }
 
-/// The family of each frame of `b`, in order.
-fn families(b: &MbufBurst<64>) -> [Family; 64] {
-    let mut fams = [Family::V4; 64];
-    for (f, m) in fams.iter_mut().zip(b.iter()) {
-        *f = frame_family(m.data());
+/// The family of each frame of `b`, in order, and whether it is a
+/// fragment after a datagram's first.
+fn kinds(b: &MbufBurst<64>) -> [(Family, bool); 64] {
+    let mut k = [(Family::V4, false); 64];
+    for (f, m) in k.iter_mut().zip(b.iter()) {
+        *f = (frame_family(m.data()), later_fragment(m.data()));
     }
-    fams
+    k
+}
+
+/// Whether a frame we built is a fragment other than the first (offset
+/// not 0): IPv4's fragment offset, or IPv6's fragment header right after
+/// the fixed header (the only place we put one).
+fn later_fragment(f: &[u8]) -> bool {
+    let Some(l3) = f.get(ether::HEADER_LEN..) else {
+        return false;
+    };
+    match frame_family(f) {
+        Family::V4 => Ipv4Packet::new_checked(l3).is_ok_and(|ip| ip.frag_offset() != 0),
+        Family::V6 => {
+            let ip = Ipv6Packet::new_checked(l3);
+            ip.is_ok_and(|ip| ip.next_header() == ipv6::next_header::FRAGMENT)
+                && l3
+                    .get(ipv6::HEADER_LEN..)
+                    .and_then(|h| ipv6::FragmentHeader::new_checked(h).ok())
+                    .is_some_and(|h| h.frag_offset() != 0)
+        }
+    }
 }
 
 /// IPv4 or IPv6, from a frame we built (no VLAN tag).
@@ -930,13 +1056,17 @@ impl Out<'_> {
                 .get(self.port)
                 .is_some_and(|i| *q < i.tx_queues)
         });
-        let fams = families(&self.bufs);
+        let kinds = kinds(&self.bufs);
         let n = self.bufs.len();
         let sent = queue.map_or(0, |q| port::tx_from(self.port, q, &mut self.bufs));
-        for f in &fams[..sent] {
-            d.out[f.index()].add(1);
+        for &(f, later) in &kinds[..sent] {
+            if later {
+                d.out_later[f.index()].add(1);
+            } else {
+                d.out[f.index()].add(1);
+            }
         }
-        for f in &fams[sent..n] {
+        for &(f, _) in &kinds[sent..n] {
             d.tx_errors[f.index()].add(1);
         }
         // What the NIC did not take: freed.
@@ -1292,8 +1422,14 @@ pub fn finish(shared: &Shared, now: u64) {
 /// The send path's books, for the exit JSON.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct SendSummary {
+    /// Frames put on the ring: datagrams, and every fragment of those over
+    /// the MTU (`accepted_later` of them after a datagram's first).
     pub accepted: [u64; 2],
+    pub accepted_later: [u64; 2],
+    /// Datagrams (or their first fragment) handed to the NIC, and their
+    /// later fragments (the other counters below count frames).
     pub out_datagrams: [u64; 2],
+    pub out_later: [u64; 2],
     pub tx_errors: [u64; 2],
     pub no_buffer: [u64; 2],
     pub too_big: [u64; 2],
@@ -1335,7 +1471,9 @@ impl SendSummary {
             heard_ignored: tx.heard_ignored.get(),
             heard_suppressed: h(|q| &q.suppressed),
             accepted: r(&tx.senders.accepted),
+            accepted_later: r(&tx.senders.later),
             out_datagrams: g(&tx.drain.out),
+            out_later: g(&tx.drain.out_later),
             tx_errors: g(&tx.drain.tx_errors),
             no_buffer: r(&tx.senders.no_buffer),
             too_big: r(&tx.senders.too_big),
@@ -1351,12 +1489,13 @@ impl SendSummary {
         }
     }
 
-    /// Every accepted datagram is sent, refused by the NIC, dropped by the
+    /// Every accepted frame is sent, refused by the NIC, dropped by the
     /// neighbour table, freed at stop, or still in flight.
     pub fn balanced(&self) -> bool {
         let n = &self.neigh;
         let accepted: u64 = self.accepted.iter().sum();
         let ended: u64 = self.out_datagrams.iter().sum::<u64>()
+            + self.out_later.iter().sum::<u64>()
             + self.tx_errors.iter().sum::<u64>()
             + n.unres_discards
             + n.expired

@@ -116,9 +116,17 @@ pub struct Socket {
 pub struct ClientStats {
     pub consumed: Counter,
     pub bytes: Counter,
-    /// The zone's running totals (`Slot::Released`, `Consumed`,
-    /// `ConsumedBytes`) as last folded.
-    folded: [Counter; 3],
+    /// The zone's running totals `Slot::Consumed` and `ConsumedBytes` as
+    /// last folded.
+    folded: [Counter; 2],
+    /// The zone's `Slot::Released` as last given back to the socket's
+    /// budget. Claimed by compare-and-swap, so each freed byte is released
+    /// once whoever sees it first: the main lcore's fold, or an RX lcore
+    /// that finds the budget half spent (the kernel's reader releases
+    /// memory as it frees, `udp_rmem_release`; waiting for the main lcore,
+    /// which naps while a client shares its CPU, starved a busy client's
+    /// socket of budget: 89 datagrams per nap at the default rcvbuf).
+    released: std::sync::atomic::AtomicU64,
     /// Datagrams a dead client held, freed by the engine (also counted in
     /// `freed_at_close`: delivered, then freed without being consumed).
     pub reclaimed: Counter,
@@ -126,6 +134,22 @@ pub struct ClientStats {
     /// counting had finished), not freed again (its free may have begun),
     /// so at most that many mbufs may be lost to the pool.
     pub lost_in_free: Counter,
+}
+
+/// Move `claimed` up to `total` (a running total that only grows) and
+/// return by how much: of threads racing with totals they read at different
+/// times, each amount is returned to exactly one, and a stale total (at or
+/// below what was claimed) returns 0.
+#[inline]
+fn claim_up_to(claimed: &std::sync::atomic::AtomicU64, total: u64) -> u64 {
+    let mut f = claimed.load(Ordering::Relaxed);
+    while total > f {
+        match claimed.compare_exchange_weak(f, total, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return total - f,
+            Err(now) => f = now,
+        }
+    }
+    0
 }
 
 /// What reaping a dead client's rows of one socket did.
@@ -453,6 +477,37 @@ impl Socket {
         }
     }
 
+    /// Give the socket's budget back what its client freed since the last
+    /// claim (any thread: the main lcore's fold, an RX lcore short of
+    /// budget); the bytes released. One shared load when nothing changed.
+    #[inline]
+    pub fn release_client_frees(&self) -> u64 {
+        let Some(z) = self.zone.get() else {
+            return 0;
+        };
+        // Acquire: the client stores the truesize total last (Release),
+        // after the datagrams and bytes it covers.
+        let t = z.slots()[Slot::Released as usize].load(Ordering::Acquire);
+        let dt = claim_up_to(&self.client.released, t);
+        if dt > 0 {
+            // The same release the engine's consumers make, paid at once:
+            // no consumer of the engine reads this ring to flush it later.
+            self.release_deficit.fetch_add(dt, Ordering::Relaxed);
+            self.flush_release();
+        }
+        dt
+    }
+
+    /// [`Socket::release_client_frees`] for an RX lcore about to admit a
+    /// group: only for a socket a client consumes, and only once its
+    /// budget is half spent (until then it reads nothing the client writes).
+    #[inline]
+    pub fn release_client_frees_if_short(&self) {
+        if self.rx.rmem() > self.rx.rcvbuf() / 2 && self.zone.get().is_some() {
+            self.release_client_frees();
+        }
+    }
+
     /// Fold what clients freed into the books and release its memory from
     /// the socket's budget (main lcore only; two shared loads when nothing
     /// changed). Datagrams folded.
@@ -460,32 +515,21 @@ impl Socket {
         let Some(z) = self.zone.get() else {
             return 0;
         };
+        // The truesize first: the datagrams and bytes it covers are in by
+        // the time it is read.
+        self.release_client_frees();
         let z = z.slots();
         let f = &self.client.folded;
-        // The truesize first (a client stores it last, with Release): the
-        // datagrams and bytes it covers are in by then.
-        let t = z[Slot::Released as usize].load(Ordering::Acquire);
         let n = z[Slot::Consumed as usize].load(Ordering::Relaxed);
-        if t == f[0].get() && n == f[1].get() {
+        if n == f[0].get() {
             return 0;
         }
         let b = z[Slot::ConsumedBytes as usize].load(Ordering::Relaxed);
-        let (dt, dn, db) = (
-            t.wrapping_sub(f[0].get()),
-            n.wrapping_sub(f[1].get()),
-            b.wrapping_sub(f[2].get()),
-        );
-        f[0].set(t);
-        f[1].set(n);
-        f[2].set(b);
+        let (dn, db) = (n.wrapping_sub(f[0].get()), b.wrapping_sub(f[1].get()));
+        f[0].set(n);
+        f[1].set(b);
         self.client.consumed.add(dn);
         self.client.bytes.add(db);
-        if dt > 0 {
-            // The same release the engine's consumers make, paid at once:
-            // no consumer of the engine reads this ring to flush it later.
-            self.release_deficit.fetch_add(dt, Ordering::Relaxed);
-            self.flush_release();
-        }
         dn
     }
 
@@ -628,5 +672,51 @@ impl Drop for Socket {
         if dpdk_sys::eal::is_up() {
             self.free_ring();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::claim_up_to;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    #[test]
+    fn a_claim_moves_up_only() {
+        let c = AtomicU64::new(0);
+        assert_eq!(claim_up_to(&c, 100), 100);
+        assert_eq!(claim_up_to(&c, 100), 0);
+        // A stale total, read before another thread's claim.
+        assert_eq!(claim_up_to(&c, 60), 0);
+        assert_eq!(claim_up_to(&c, 250), 150);
+        assert_eq!(c.load(Ordering::Relaxed), 250);
+    }
+
+    /// The main lcore and RX lcores race to release a client's frees, each
+    /// with the total it read: every byte is released exactly once.
+    #[test]
+    fn racing_claims_release_each_byte_once() {
+        let total = AtomicU64::new(0);
+        let claimed = AtomicU64::new(0);
+        let released = AtomicU64::new(0);
+        const STEPS: u64 = 200_000;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // The client: its total grows by a truesize per free.
+                for _ in 0..STEPS {
+                    total.fetch_add(2368, Ordering::Release);
+                }
+            });
+            for _ in 0..3 {
+                s.spawn(|| loop {
+                    let t = total.load(Ordering::Acquire);
+                    released.fetch_add(claim_up_to(&claimed, t), Ordering::Relaxed);
+                    if t == STEPS * 2368 {
+                        break;
+                    }
+                });
+            }
+        });
+        assert_eq!(released.load(Ordering::Relaxed), STEPS * 2368);
+        assert_eq!(claimed.load(Ordering::Relaxed), STEPS * 2368);
     }
 }

@@ -49,7 +49,8 @@ pub struct Summary {
     pub ports: Vec<PortSummary>,
     /// The small-buffer cache, summed over RX lcores.
     pub small_cache: SmallCacheSummary,
-    /// Kernel-named IP reassembly counters (`IpReasmReqds` ... `Ip6ReasmOverlaps`).
+    /// Kernel-named IP reassembly and fragmentation counters (`IpReasmReqds`
+    /// ... `Ip6ReasmOverlaps`, `IpFragOKs` ... `Ip6FragFails`).
     pub ip: BTreeMap<String, u64>,
     /// Fragment reassembly's books, summed over RX lcores.
     pub reassembly: ReassemblySummary,
@@ -114,6 +115,15 @@ pub struct ReassemblySummary {
     pub freed_at_exit: u64,
     /// The most bytes (truesize) one lcore's table held at once.
     pub bytes_peak: u64,
+    /// Fragments an RX lcore received for a datagram another RX lcore
+    /// owns, pushed to the owner's steering ring (`steer`).
+    pub steered: u64,
+    /// Of those, refused by a full ring: dropped.
+    pub steer_full: u64,
+    /// Fragments owners took from their rings (then offered as received).
+    pub steer_taken: u64,
+    /// Left in a steering ring at exit: freed.
+    pub steer_freed_at_exit: u64,
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -340,6 +350,12 @@ pub(crate) fn print_summary(s: &Summary) {
         );
     }
     let r = &s.reassembly;
+    if r.steered + r.steer_full > 0 {
+        println!(
+            "  fragment steering: {} to their owner lcore ({} taken, {} freed at exit), {} dropped (ring full)",
+            r.steered, r.steer_taken, r.steer_freed_at_exit, r.steer_full
+        );
+    }
     if r.fragments > 0 {
         let ip = |k: &str| s.ip.get(k).copied().unwrap_or(0);
         println!(
@@ -358,6 +374,20 @@ pub(crate) fn print_summary(s: &Summary) {
             ip("Ip6ReasmTimeout"),
             ip("Ip6ReasmOverlaps"),
         );
+    }
+    {
+        let ip = |k: &str| s.ip.get(k).copied().unwrap_or(0);
+        if ip("IpFragOKs") + ip("IpFragFails") + ip("Ip6FragOKs") + ip("Ip6FragFails") > 0 {
+            println!(
+                "  fragmented sends: IPv4 {} ok ({} fragments) {} failed; IPv6 {} ok ({} fragments) {} failed",
+                ip("IpFragOKs"),
+                ip("IpFragCreates"),
+                ip("IpFragFails"),
+                ip("Ip6FragOKs"),
+                ip("Ip6FragCreates"),
+                ip("Ip6FragFails"),
+            );
+        }
     }
     let p = &s.rx_pool;
     println!(

@@ -118,6 +118,7 @@ fn cases() -> Vec<Case> {
         case("exception rate 0", "exception.rate_pps = 0", add("[exception]\ndevice = \"net_tap0\"\nrate_pps = 0")),
         case("reassembly.high_thresh 1000", "reassembly.high_thresh = 1000", add("[reassembly]\nhigh_thresh = 1000")),
         case("reassembly.timeout_secs 0", "reassembly.timeout_secs = 0", add("[reassembly]\ntimeout_secs = 0")),
+        case("reassembly.steer_ring 8", "reassembly.steer_ring = 8", add("[reassembly]\nsteer_ring = 8")),
         case("reassembly unknown key", "unknown field `ipfrag_time`", add("[reassembly]\nipfrag_time = 30")),
         // [neighbour].
         case("neighbour.entries 0", "neighbour.entries = 0: must be 1..=4096", add("[neighbour]\nentries = 0")),

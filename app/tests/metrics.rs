@@ -246,7 +246,9 @@ fn metrics_scraped_during_a_replay_pass_promtool_and_equal_the_exit_json() {
         };
         let name = format!(
             "udpdemux_ip_{}_total",
-            rest.replace("Reasm", "reasm_").to_lowercase()
+            rest.replace("Reasm", "reasm_")
+                .replace("Frag", "frag_")
+                .to_lowercase()
         );
         assert_eq!(value(&s, &name, &[("family", fam)]), u(v), "{k} as {name}");
     }

@@ -1,7 +1,9 @@
 //! Fragment reassembly end to end with the kernel as the client: the
 //! engine runs on one end of a veth pair with one RX lcore, so one
-//! reassembly table (steering fragments between RX lcores is a later
-//! slice). Twice: through `net_pcap` live on the veth (`rx_iface`), IPv4
+//! reassembly table (steering fragments between RX lcores:
+//! `netns_steer`). Twice: through `net_pcap` live on the veth (`rx_iface_in`:
+//! incoming frames only, else the engine would capture its own fragmented
+//! replies and reassemble them as well), IPv4
 //! and IPv6; and through `net_af_packet` (two queue pairs, both polled by
 //! the one RX lcore), IPv6 only: DPDK 22.11's af_packet PMD joins its
 //! sockets to a `PACKET_FANOUT_HASH | PACKET_FANOUT_FLAG_DEFRAG` group, so
@@ -11,7 +13,11 @@
 //! send 3000-byte datagrams (IPv4 and IPv6), which the kernel fragments at
 //! the veth's 1500-byte MTU. The engine must reassemble them and its pcap
 //! sockets must hold every datagram whole, byte for byte, with `ReasmOKs`
-//! counted and the books balanced. Addresses: 198.18.0.0/24 and fd00::/64
+//! counted and the books balanced. Then echo sockets answer 1500-, 3000-,
+//! 9000- and 65 000-byte datagrams, IPv4 and IPv6: every reply is over the
+//! veth's 1500-byte MTU, so the engine sends it as fragments
+//! (`FragOKs` / `FragCreates`), and the kernel client must get each one
+//! back whole, byte for byte. Addresses: 198.18.0.0/24 and fd00::/64
 //! inside the namespace only.
 //!
 //! Needs root, `ip`, `ethtool` and `python3`; without them it says why and
@@ -33,6 +39,8 @@ const CLIENT_V4: &str = "198.18.0.2/24";
 const CLIENT_V6: &str = "fd00::2/64";
 const COUNT: usize = 20;
 const SIZE: usize = 3000;
+/// Echoed datagrams: every reply is over the 1500-byte MTU.
+const ECHO_SIZES: [usize; 4] = [1500, 3000, 9000, 65_000];
 
 /// The kernel-side client: COUNT numbered datagrams of SIZE bytes to each
 /// pcap socket (a first small one to resolve the neighbour), printed as hex.
@@ -56,28 +64,31 @@ for name, fam, addr in [("v4", socket.AF_INET, v4), ("v6", socket.AF_INET6, v6)]
         sent.append(p.hex())
         time.sleep(0.01)
     out[name] = sent
-# Echo of reassembled datagrams: 1400 bytes sent over the 1280-byte route
-# MTU the test set come in two fragments, and the reply (one 1462-byte frame) comes back
-# whole; 3000-byte ones are reassembled but get no reply (it would need
-# fragmenting), which the engine counts.
-e = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-e.settimeout(2.0)
-ok, sends = 0, 0
-for i in range(5):
-    p = payload(100 + i)[:1400]
-    for attempt in range(3):
-        e.sendto(p, (v6, 7))
-        sends += 1
-        try:
-            got, frm = e.recvfrom(65535)
-        except socket.timeout:
-            continue
-        if got == p:
-            ok += 1
-        break
-for i in range(3):
-    e.sendto(payload(200 + i), (v6, 7))
-out["echo_ok"], out["echo_sends"], out["big"] = ok, sends, 3
+# Echo, IPv4 and IPv6, of datagrams the kernel fragments on the way in
+# (IPv6 over the 1280-byte route MTU the test set) and the engine must
+# fragment on the way out (its replies are over the 1500-byte MTU): each
+# must come back whole, byte for byte. Every send is listed (a lost reply
+# is sent again, at most three times).
+sizes4 = [int(x) for x in sys.argv[5].split(",") if x]
+sizes6 = [int(x) for x in sys.argv[6].split(",") if x]
+ok, sends = 0, []
+for fam, addr, sizes, six in [(socket.AF_INET, v4, sizes4, False), (socket.AF_INET6, v6, sizes6, True)]:
+    e = socket.socket(fam, socket.SOCK_DGRAM)
+    e.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    e.settimeout(3.0)
+    for size in sizes:
+        p = (b"%06d|" % size + bytes((size * 7 + k) % 251 for k in range(size)))[:size]
+        for attempt in range(3):
+            assert e.sendto(p, (addr, 7)) == len(p)
+            sends.append([six, size])
+            try:
+                got, frm = e.recvfrom(70000)
+            except socket.timeout:
+                continue
+            if got == p:
+                ok += 1
+            break
+out["echo_ok"], out["echo_sends"] = ok, sends
 print(json.dumps(out))
 "#;
 
@@ -113,7 +124,7 @@ fn case(vdev: Vdev) {
     let (dev, port, queues) = match vdev {
         Vdev::Pcap => (
             format!(
-                "net_pcap0,rx_iface={h},tx_iface={h},tx_iface={h}",
+                "net_pcap0,rx_iface_in={h},tx_iface={h},tx_iface={h}",
                 h = net.host
             ),
             "net_pcap0",
@@ -158,6 +169,13 @@ queues = [{polled}]
 name = "echo6"
 local = "[::]:7"
 handler = "echo"
+rcvbuf = 8388608
+
+[[socket]]
+name = "echo4"
+local = "0.0.0.0:7"
+handler = "echo"
+rcvbuf = 8388608
 
 [[socket]]
 name = "cap4"
@@ -196,6 +214,12 @@ rcvbuf = 8388608
         "1280",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // IPv4 through af_packet arrives defragmented by the kernel, cut to
+    // the 2048-byte frame slot: only 1500 bytes (1542-byte frame) fit.
+    let sizes4: &[usize] = match vdev {
+        Vdev::Pcap => &ECHO_SIZES,
+        Vdev::AfPacket => &ECHO_SIZES[..1],
+    };
     let client = net.exec(&[
         "python3",
         "-c",
@@ -204,6 +228,8 @@ rcvbuf = 8388608
         ENGINE_V6,
         &COUNT.to_string(),
         &SIZE.to_string(),
+        &csv(sizes4),
+        &csv(&ECHO_SIZES),
     ]);
     std::thread::sleep(Duration::from_millis(500));
     let (status, log) = engine.stop();
@@ -258,27 +284,35 @@ rcvbuf = 8388608
     // IPv4 through af_packet arrives defragmented by the kernel (see the
     // top): nothing for the engine's table.
     let v4 = if vdev == Vdev::Pcap { COUNT as u64 } else { 0 };
-    assert_eq!(n(&ip["IpReasmOKs"]), v4, "{ip}");
-    assert_eq!(n(&ip["IpReasmReqds"]), 3 * v4, "{ip}");
-    // The echo socket: every 1400-byte datagram answered, byte for byte,
-    // from its reassembled chain; every 3000-byte one counted unanswered.
-    let (echo_ok, echo_sends, big) = (n(&c["echo_ok"]), n(&c["echo_sends"]), n(&c["big"]));
-    assert_eq!(echo_ok, 5, "{c}");
-    let e = j["sockets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "echo6")
-        .unwrap();
-    assert_eq!(n(&e["offered"]), echo_sends + big, "{e}");
-    assert_eq!(n(&e["tx_errors"]), big, "{e}");
-    assert_eq!(n(&e["tx"]), echo_sends, "{e}");
-    let v6 = COUNT as u64 + echo_sends + big;
+    // The echo sockets: every datagram answered whole, byte for byte,
+    // from its reassembled chain, the reply cut into fragments.
+    let sends = echo_sends(&c["echo_sends"]);
+    let asked = sizes4.len() + ECHO_SIZES.len();
+    assert_eq!(n(&c["echo_ok"]), asked as u64, "{c}");
+    check_fragmented_echo(&j, &sends);
+    // IPv6 requests came over the 1280-byte route MTU; IPv4 ones at 1500,
+    // and through af_packet the kernel reassembled them.
+    let echo6: Vec<usize> = sends.iter().filter(|s| s.0).map(|s| s.1).collect();
+    let echo4: Vec<usize> = sends.iter().filter(|s| !s.0).map(|s| s.1).collect();
+    let v6 = COUNT as u64 + echo6.len() as u64;
     assert_eq!(n(&ip["Ip6ReasmOKs"]), v6, "{ip}");
-    // Three fragments for 3000 bytes (1232 + 1232 + 544 at the 1280 MTU),
-    // two for 1400.
-    let v6_frags = 3 * (COUNT as u64 + big) + 2 * echo_sends;
+    // Three fragments for 3000 bytes (1232 + 1232 + 544 at the 1280 MTU).
+    let v6_frags = 3 * COUNT as u64 + echo6.iter().map(|&p| fragments(true, p, 1280)).sum::<u64>();
     assert_eq!(n(&ip["Ip6ReasmReqds"]), v6_frags, "{ip}");
+    let (v4_oks, v4_frags) = if vdev == Vdev::Pcap {
+        (
+            v4 + echo4.len() as u64,
+            3 * v4
+                + echo4
+                    .iter()
+                    .map(|&p| fragments(false, p, 1500))
+                    .sum::<u64>(),
+        )
+    } else {
+        (0, 0)
+    };
+    assert_eq!(n(&ip["IpReasmOKs"]), v4_oks, "{ip}");
+    assert_eq!(n(&ip["IpReasmReqds"]), v4_frags, "{ip}");
     for k in [
         "IpReasmFails",
         "Ip6ReasmFails",
@@ -288,9 +322,9 @@ rcvbuf = 8388608
         assert_eq!(n(&ip[k]), 0, "{k}: {ip}");
     }
     let r = &j["reassembly"];
-    assert_eq!(n(&r["merged"]), 3 * v4 + v6_frags, "{r}");
+    assert_eq!(n(&r["merged"]), v4_frags + v6_frags, "{r}");
     assert_eq!(n(&r["held"]), 0, "{r}");
-    assert_eq!(j["udp"]["UdpInDatagrams"], v4);
-    assert_eq!(j["udp"]["Udp6InDatagrams"], v6);
+    assert_eq!(n(&j["udp"]["UdpInDatagrams"]), v4 + echo4.len() as u64);
+    assert_eq!(n(&j["udp"]["Udp6InDatagrams"]), v6);
     assert_eq!(j["hot_path_allocations"], 0);
 }

@@ -170,3 +170,55 @@ fn batch_enqueue_drain_release_allocate_nothing() {
         }
     }
 }
+
+/// The fragment writer behind echo's and `send_burst`'s fragmented sends
+/// (headers finished, fragments written into caller buffers, the payload
+/// gathered from slices) allocates nothing; the mbuf loop around it
+/// (`frag_out::write_fragments`) is covered by `send_netns`, whose
+/// `send_burst` calls run hot, and by the echo tests' `hot_path_allocations`.
+#[test]
+fn fragment_writer_allocates_nothing() {
+    use udpdemux::parse::build::{self, CsumMode, FragSpec, FrameSpec, L3Spec};
+    use udpdemux::parse::fragment::{copy_range, finish_udp_head, sum_parts, Fragmenter};
+    use udpdemux::parse::Family;
+    let payload: Vec<u8> = (0..65_000u32).map(|i| i as u8).collect();
+    let spec = FrameSpec {
+        src_mac: [2, 0, 0, 0, 0, 1],
+        dst_mac: [2, 0, 0, 0, 0, 2],
+        vlans: &[],
+        l3: L3Spec::V4 {
+            src: "198.18.0.1".parse().unwrap(),
+            dst: "198.18.0.2".parse().unwrap(),
+            ttl: 64,
+            options: &[],
+            ident: 0,
+            frag: FragSpec::default(),
+        },
+        sport: 1,
+        dport: 2,
+        payload: &[],
+        udp_csum: CsumMode::Correct,
+    };
+    let mut out = vec![0u8; 1514];
+    let (frames, allocs) = armed(|| {
+        let mut head = [0u8; 42];
+        let n = build::write_frame(&spec, &mut head).unwrap();
+        let l4 = finish_udp_head(
+            &mut head[..n],
+            14,
+            Family::V4,
+            payload.len(),
+            sum_parts([&payload[..]]),
+        )
+        .unwrap();
+        let (ip, udp) = head[..n].split_at(l4);
+        let fr = Fragmenter::new(ip, 14, Family::V4, udp.len() + payload.len(), 1500, 9).unwrap();
+        for i in 0..fr.count() {
+            let (at, r) = fr.write_headers(i, &mut out).unwrap();
+            copy_range([udp, &payload[..]], r.start, &mut out[at]).unwrap();
+        }
+        fr.count()
+    });
+    assert_eq!(frames, 44);
+    assert_eq!(allocs, 0, "the fragment writer allocated");
+}

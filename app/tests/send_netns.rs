@@ -10,6 +10,8 @@
 //! lcore (its own TX queue), while three application threads call
 //! `send_burst` (drained by the main lcore on its TX queue): the exit
 //! JSON's `UdpOutDatagrams` must be exactly what the kernel received.
+//! Datagrams over the 1500-byte MTU (1473 to 65 000 bytes) leave as
+//! fragments the kernel must reassemble into the bytes sent.
 //!
 //! One EAL per process: this file holds one test.
 #![cfg(not(loom))]
@@ -83,6 +85,18 @@ fn send_gso(
     n
 }
 
+/// Datagrams over the 1500-byte MTU (text, so the kernel side can print them).
+const BIG: [usize; 4] = [1473, 3000, 9000, 65_000];
+
+fn bigs(tag: &str) -> Vec<String> {
+    BIG.iter()
+        .map(|&len| {
+            let unit = format!("{tag}{len:05}|");
+            unit.repeat(len.div_ceil(unit.len()))[..len].to_string()
+        })
+        .collect()
+}
+
 fn n(v: &serde_json::Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
@@ -101,8 +115,10 @@ fn send_burst_resolves_delivers_expires_and_counts_every_sender() {
             "v6=fd00::2:7000",
             "many4=198.18.0.2:7001",
             "many6=fd00::2:7001",
-            "gso4=198.18.0.2:7002",
-            "gso6=fd00::2:7002",
+            "big4=198.18.0.2:7002",
+            "big6=fd00::2:7002",
+            "gso4=198.18.0.2:7003",
+            "gso6=fd00::2:7003",
             "--echo",
             "198.18.0.1:7:300",
         ],
@@ -182,12 +198,22 @@ rcvbuf = 4194304
         taken += send(&tx, &tx4, PEER4, &payloads("a", 3..20));
         taken += send(&tx, &tx6, PEER6, &payloads("b", 3..20));
         // GSO: one buffer, 20 datagrams each, in order (ECN set per call).
-        taken += send_gso(&tx, &tx4, "198.18.0.2:7002", &gso_payloads("g"), 2);
-        taken += send_gso(&tx, &tx6, "[fd00::2]:7002", &gso_payloads("h"), 1);
+        taken += send_gso(&tx, &tx4, "198.18.0.2:7003", &gso_payloads("g"), 2);
+        taken += send_gso(&tx, &tx6, "[fd00::2]:7003", &gso_payloads("h"), 1);
         // Above the kernel's 64 segments: refused whole, counted as too big.
         assert_eq!(api::send_gso(&tx, &tx4, addr(PEER4), &[7u8; 65], 1, 0), 0);
-        // Refused and counted: above the MTU, and off-link (no gateway).
-        let big = vec![0u8; 1473];
+        // Over the MTU: sent as fragments, one datagram each.
+        for (sock, to, tag) in [
+            (&tx4, "198.18.0.2:7002", "B"),
+            (&tx6, "[fd00::2]:7002", "C"),
+        ] {
+            for p in bigs(tag) {
+                taken += send(&tx, sock, to, &[p]);
+            }
+        }
+        // Refused and counted: above what one IPv4 datagram holds, and
+        // off-link (no gateway).
+        let big = vec![0u8; 65_508];
         assert_eq!(api::send_burst(&tx, &tx4, &[(addr(PEER4), &big[..])]), 0);
         assert_eq!(
             api::send_burst(&tx, &tx4, &[(addr("198.19.0.1:7000"), &b"x"[..])]),
@@ -233,9 +259,9 @@ rcvbuf = 4194304
             go_at = Some(Instant::now());
         }
         let failed = watch.send.as_ref().unwrap().neigh_stats().failed;
-        let got = kernel.wait_total(20 + 20 + 40 + 900, 0);
+        let got = kernel.wait_total(20 + 20 + 40 + 900 + 8, 0);
         let echo_done = go_at.is_some_and(|t| t.elapsed() > Duration::from_millis(1500));
-        if (driver.is_finished() && failed >= 2 && got >= 980 && echo_done)
+        if (driver.is_finished() && failed >= 2 && got >= 988 && echo_done)
             || t0.elapsed() > Duration::from_secs(60)
         {
             break;
@@ -283,17 +309,51 @@ rcvbuf = 4194304
     many6.sort();
     assert_eq!(many6, payloads("o", 0..300));
 
+    // The fragmented ones, whole, byte for byte.
+    assert_eq!(strs(&k["got"]["big4"]), bigs("B"));
+    assert_eq!(strs(&k["got"]["big6"]), bigs("C"));
+    assert_eq!(strs(&k["from"]["big6"]), vec!["fd00::1:5001"]);
+
     let s = &j["send"];
     let neigh = &s["neigh"];
-    assert_eq!(taken, 3 + 3 + 5 + 5 + 17 + 17 + 40 + 900);
+    assert_eq!(taken, 3 + 3 + 5 + 5 + 17 + 17 + 40 + 900 + 8);
+    // Frames: every fragment of the big ones is one.
+    let made = |v6: bool| {
+        BIG.iter()
+            .map(|&p| common::fragments(v6, p, 1500))
+            .sum::<u64>()
+    };
     assert_eq!(
         (n(&s["accepted"][0]), n(&s["accepted"][1])),
-        (3 + 5 + 17 + 20 + 600, 3 + 5 + 17 + 20 + 300)
+        (
+            3 + 5 + 17 + 20 + 600 + made(false),
+            3 + 5 + 17 + 20 + 300 + made(true)
+        )
+    );
+    assert_eq!(
+        (n(&s["accepted_later"][0]), n(&s["accepted_later"][1])),
+        (made(false) - 4, made(true) - 4)
     );
     assert_eq!(
         (n(&s["out_datagrams"][0]), n(&s["out_datagrams"][1])),
-        (20 + 20 + 600, 20 + 20 + 300)
+        (20 + 20 + 600 + 4, 20 + 20 + 300 + 4)
     );
+    assert_eq!(
+        (n(&s["out_later"][0]), n(&s["out_later"][1])),
+        (made(false) - 4, made(true) - 4)
+    );
+    let ip = &j["ip"];
+    assert_eq!(
+        (n(&ip["IpFragOKs"]), n(&ip["IpFragCreates"])),
+        (4, made(false)),
+        "{ip}"
+    );
+    assert_eq!(
+        (n(&ip["Ip6FragOKs"]), n(&ip["Ip6FragCreates"])),
+        (4, made(true)),
+        "{ip}"
+    );
+    assert_eq!(n(&ip["IpFragFails"]) + n(&ip["Ip6FragFails"]), 0, "{ip}");
     assert_eq!((n(&s["too_big"][0]), n(&s["no_route"][0])), (1 + 65, 1));
     // The silent neighbours: 3 held and 2 gave way each, then the 3 expired.
     assert_eq!(n(&neigh["unres_discards"]), 4, "{s}");
@@ -316,8 +376,8 @@ rcvbuf = 4194304
     assert!(echo_got > 0, "no echo reply: {echo} {}", j["ports"]);
     assert_eq!(n(&echo["tx"]), echo_got, "{echo}");
     let udp = &j["udp"];
-    assert_eq!(n(&udp["UdpOutDatagrams"]), 20 + 20 + 600 + echo_got);
-    assert_eq!(n(&udp["Udp6OutDatagrams"]), 20 + 20 + 300);
+    assert_eq!(n(&udp["UdpOutDatagrams"]), 20 + 20 + 600 + 4 + echo_got);
+    assert_eq!(n(&udp["Udp6OutDatagrams"]), 20 + 20 + 300 + 4);
     assert_eq!(n(&udp["UdpSndbufErrors"]), 0);
     assert_eq!(n(&udp["Udp6SndbufErrors"]), 0);
 }

@@ -64,13 +64,20 @@ fn build_reply(m: MbufRef<'_>, iface: &Iface) -> Option<Mbuf> {
     (written == Some(usize::from(len))).then_some(r)
 }
 
-/// Largest reassembled payload echoed: the reply must fit one segment
-/// and a 1500-byte MTU (fragmenting replies is not done here); larger ones
-/// are counted in `tx_errors`, like every datagram that gets no reply.
-const GATHER_MAX: usize = 1500 - 40 - 8;
+/// Largest payload of a reply that leaves as one frame: the reply's IP
+/// datagram fits the port's MTU (1500, `send::MTU`); larger ones are
+/// fragmented ([`send_fragmented`]).
+/// The reply has no IP options or extension headers.
+#[inline]
+fn fits_one_frame(family: crate::parse::Family, payload_len: u16) -> bool {
+    usize::from(payload_len) <= crate::send::max_payload(family)
+}
 
-/// [`build_reply`] for a reassembled datagram (several segments): the
-/// payload is gathered into one buffer when the reply fits one frame.
+/// Largest reassembled payload gathered into one reply frame.
+const GATHER_MAX: usize = crate::send::MTU - 20 - 8;
+
+/// [`build_reply`] for a reassembled datagram (several segments) whose
+/// reply fits one frame: the payload is gathered into one buffer.
 #[cold]
 fn build_reply_gathered(m: MbufRef<'_>, iface: &Iface) -> Option<Mbuf> {
     let d = crate::handlers::datagram_of_mbuf(m, MbufMeta::view(m)?)?;
@@ -95,6 +102,89 @@ fn build_reply_gathered(m: MbufRef<'_>, iface: &Iface) -> Option<Mbuf> {
     // The request's headers are all in its first segment.
     let written = build::write_udp_reply(m.data(), &d, payload, opts, out).ok();
     (written == Some(usize::from(len))).then_some(r)
+}
+
+/// Headers of a reply with no payload: Ethernet, two tags, IPv6, UDP.
+const HEAD_MAX: usize = 14 + 8 + 40 + 8;
+
+/// Most fragments of one reply: 65 535 bytes over a 1500-byte MTU take 46.
+const FRAGS_MAX: usize = 64;
+
+/// Echoes `m`, whose reply does not fit one frame, as fragments sent at
+/// once on `queue` of `port` (after the batch before it, so replies keep
+/// their order). The kernel's `IP_PMTUDISC_WANT` (a UDP socket's default):
+/// the fragments carry no DF. True when every fragment went to the NIC;
+/// counted in `FragOKs` / `FragCreates`, or `FragFails` when a buffer was
+/// missing.
+#[cold]
+#[inline(never)]
+fn send_fragmented(
+    m: MbufRef<'_>,
+    iface: &Iface,
+    frag: &crate::frag_out::FragOut,
+    port: u16,
+    queue: u16,
+) -> bool {
+    use crate::parse::fragment::{finish_udp_head, sum_parts, Fragmenter};
+    let Some(d) = MbufMeta::view(m).and_then(|meta| crate::handlers::datagram_of_mbuf(m, meta))
+    else {
+        return false;
+    };
+    let Some(src) = reply_source(&d, iface) else {
+        return false;
+    };
+    // The reply's headers, written for an empty payload, then given the
+    // real UDP length and checksum (summed over the request's segments).
+    let mut head = [0u8; HEAD_MAX];
+    let opts = ReplyOpts {
+        src,
+        ..ReplyOpts::default()
+    };
+    let Ok(n) = build::write_udp_reply(m.data(), &d, &[], opts, &mut head) else {
+        return false;
+    };
+    let l3 = ether_len(&d);
+    let payload = || crate::handlers::payload_segments(m, &d);
+    let len = usize::from(d.payload_len);
+    let Some(l4) = finish_udp_head(&mut head[..n], l3, d.family, len, sum_parts(payload())) else {
+        return false;
+    };
+    let (hdrs, udp) = head[..n].split_at(l4);
+    let udp_len = crate::parse::udp::HEADER_LEN + len;
+    let ident = frag.next_ident(d.family);
+    let Some(fr) = Fragmenter::new(
+        hdrs,
+        l3,
+        d.family,
+        udp_len,
+        crate::send::MTU,
+        ident,
+    ) else {
+        frag.count(d.family, None);
+        return false;
+    };
+    let mut out: MbufBurst<FRAGS_MAX> = MbufBurst::new();
+    let written = crate::frag_out::write_fragments(
+        &fr,
+        || std::iter::once(udp).chain(payload()),
+        || m.alloc_from_pool(),
+        &mut out,
+    );
+    frag.count(d.family, written);
+    if written.is_none() {
+        // The fragments written so far are freed with `out`.
+        return false;
+    }
+    port::tx_from(port, queue, &mut out);
+    // What the NIC did not take is freed with `out`: the peer cannot
+    // reassemble the datagram, so it counts as not sent.
+    out.is_empty()
+}
+
+/// Bytes before the reply's IP header: Ethernet and the request's tags.
+fn ether_len(d: &Datagram) -> usize {
+    crate::parse::ether::HEADER_LEN
+        + crate::parse::ether::VLAN_TAG_LEN * usize::from(d.vlan_count.min(2))
 }
 
 /// Replies waiting for one `tx_burst` on one port.
@@ -138,6 +228,17 @@ pub fn echo_burst<const N: usize>(stats: &ConsumerStats, bufs: &MbufBurst<N>, tx
             stats.tx_errors.add(1);
             continue;
         };
+        // A reply over the MTU goes as fragments, after what is batched.
+        let whole = MbufMeta::view(m).is_none_or(|meta| fits_one_frame(meta.family, meta.payload_len));
+        if !whole {
+            batch.flush(queue, stats);
+            if send_fragmented(m, iface, tx.frag, port_id, queue) {
+                stats.tx.add(1);
+            } else {
+                stats.tx_errors.add(1);
+            }
+            continue;
+        }
         let Some(r) = build_reply(m, iface) else {
             stats.tx_errors.add(1);
             continue;

@@ -69,6 +69,8 @@ impl State {
 pub struct TxCtx<'a> {
     pub ifaces: &'a Ifaces,
     pub queue: Option<u16>,
+    /// Identification and counters for replies that must be fragmented.
+    pub frag: &'a crate::frag_out::FragOut,
 }
 
 /// Rebuild the parse result of a delivered datagram from its metadata and

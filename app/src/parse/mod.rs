@@ -24,6 +24,7 @@ pub mod build;
 pub mod checksum;
 pub mod ether;
 pub mod fast_path;
+pub mod fragment;
 pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;

@@ -253,6 +253,7 @@ fn consume_socket_into(
             let tx = handlers::TxCtx {
                 ifaces: &shared.ifaces,
                 queue: tx_queue_of(shared, e),
+                frag: &shared.frag_out,
             };
             handlers::echo::echo_burst(&e.sock.consumer, bufs, tx);
         }

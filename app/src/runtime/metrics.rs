@@ -46,13 +46,17 @@ pub const UDP_MIB: [(&str, &str); 8] = [
     ("SndbufErrors", "udpdemux_udp_sndbuf_errors_total"),
 ];
 
-/// The kernel's IP reassembly MIB names (after `Ip` / `Ip6`) and ours.
-pub const IP_MIB: [(&str, &str); 5] = [
+/// The kernel's IP reassembly and fragmentation MIB names (after `Ip` /
+/// `Ip6`) and ours.
+pub const IP_MIB: [(&str, &str); 8] = [
     ("ReasmReqds", "udpdemux_ip_reasm_reqds_total"),
     ("ReasmOKs", "udpdemux_ip_reasm_oks_total"),
     ("ReasmFails", "udpdemux_ip_reasm_fails_total"),
     ("ReasmTimeout", "udpdemux_ip_reasm_timeout_total"),
     ("ReasmOverlaps", "udpdemux_ip_reasm_overlaps_total"),
+    ("FragOKs", "udpdemux_ip_frag_oks_total"),
+    ("FragCreates", "udpdemux_ip_frag_creates_total"),
+    ("FragFails", "udpdemux_ip_frag_fails_total"),
 ];
 
 /// What a scrape reads besides the snapshot: ports by id and the pools.
@@ -343,7 +347,7 @@ pub fn render(s: &Summary, x: &Extra) -> String {
             if let Some(v) = s.ip.get(&format!("{pre}{k}")) {
                 o.counter(
                     name,
-                    &format!("The kernel's Ip{k} / Ip6{k} (IP reassembly MIB)"),
+                    &format!("The kernel's Ip{k} / Ip6{k} (IP reassembly and fragmentation MIB)"),
                     &[("family", fam)],
                     *v,
                 );
@@ -486,6 +490,8 @@ pub fn render(s: &Summary, x: &Extra) -> String {
     o.counter("udpdemux_reasm_fragments_dropped_total", "Fragments dropped by the reassembler", &[], r.dropped);
     o.gauge("udpdemux_reasm_fragments_held", "Fragments held now", &[], r.held);
     o.gauge("udpdemux_reasm_peak_bytes", "Most truesize bytes one lcore's table held", &[], r.bytes_peak);
+    o.counter("udpdemux_reasm_steered_total", "Fragments pushed to their owner RX lcore's ring", &[], r.steered);
+    o.counter("udpdemux_reasm_steer_full_total", "Fragments dropped: the owner's steering ring was full", &[], r.steer_full);
     let cl = &s.clients;
     o.gauge("udpdemux_clients_attached", "Client processes attached", &[], cl.attached);
     o.gauge("udpdemux_client_sockets_open", "Sockets a client process has open", &[], cl.open);

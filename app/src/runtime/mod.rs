@@ -23,5 +23,6 @@ pub mod rx;
 pub mod setup;
 pub mod shared;
 pub mod signals;
+pub mod steer;
 pub mod teardown;
 pub mod telemetry;

@@ -2,6 +2,7 @@
 //! shared state read into a [`Summary`] (the `--stats-json` file,
 //! telemetry replies, the nstat view and the exit printout are all made
 //! from it), and the checks that every frame is in exactly one place.
+use crate::parse::Family;
 use std::collections::BTreeMap;
 
 use dpdk_sys::Port;
@@ -334,6 +335,12 @@ fn summarize_inner(
         ip.insert(format!("{pre}ReasmFails"), rsum(&|r| r.fails[fi].get()));
         ip.insert(format!("{pre}ReasmTimeout"), rsum(&|r| r.timeout[fi].get()));
         ip.insert(format!("{pre}ReasmOverlaps"), rsum(&|r| r.overlaps[fi].get()));
+        // Fragmenting what is sent (echo replies, `send_burst`).
+        let fam = if fi == 0 { Family::V4 } else { Family::V6 };
+        let (oks, creates, fails) = shared.frag_out.read(fam);
+        ip.insert(format!("{pre}FragOKs"), oks);
+        ip.insert(format!("{pre}FragCreates"), creates);
+        ip.insert(format!("{pre}FragFails"), fails);
     }
     let reassembly = crate::summary::ReassemblySummary {
         fragments: rsum(&|r| r.reqds[0].get() + r.reqds[1].get()),
@@ -347,14 +354,22 @@ fn summarize_inner(
             .map(|l| l.reasm_stats.bytes_peak.get())
             .max()
             .unwrap_or(0),
+        steered: shared.rx.iter().map(|l| l.steer.steered.get()).sum(),
+        steer_full: shared.rx.iter().map(|l| l.steer.full.get()).sum(),
+        steer_taken: shared.rx.iter().map(|l| l.steer.taken.get()).sum(),
+        steer_freed_at_exit: shared.rx.iter().map(|l| l.steer.freed_at_exit.get()).sum(),
     };
     let reasm_oks = ip["IpReasmOKs"] + ip["Ip6ReasmOKs"];
 
     // The books: every frame in exactly one place. A fragment the
     // reassembler took is in its books (merged, dropped or held); each
     // reassembled datagram is classified once by the MIB like any frame.
+    // A fragment steered to its owner lcore is classified there; one its
+    // ring refused, or left in the ring at exit, was dropped.
     let classified: u64 = shared.rx.iter().map(|l| l.mib.total()).sum::<u64>() - reasm_oks
-        + reassembly.fragments;
+        + reassembly.fragments
+        + reassembly.steer_full
+        + reassembly.steer_freed_at_exit;
     if at_exit {
         // The bare loop and the floor free every frame unparsed: their books
         // are rx = freed.
@@ -422,6 +437,12 @@ fn summarize_inner(
         }
         if r.held != 0 {
             problems.push(format!("reassembly still holds {} fragments", r.held));
+        }
+        if r.steered != r.steer_taken + r.steer_freed_at_exit {
+            problems.push(format!(
+                "steered {} fragments to their owner lcores but they took {} and {} were freed at exit",
+                r.steered, r.steer_taken, r.steer_freed_at_exit
+            ));
         }
         if let Some(s) = send.as_ref().filter(|s| !s.balanced()) {
             problems.push(format!("send_burst books do not balance: {s:?}"));

@@ -48,6 +48,12 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
             .as_ref()
             .map(|q| crate::heard::Listener::new(q, t.heard_interval, t.ms_ticks()))
     });
+    // This lcore's steering ring (two RX lcores or more, pipeline modes).
+    let steer_ring = shared
+        .steer
+        .as_ref()
+        .filter(|_| mode.classifies())
+        .and_then(|s| s.ring(idx));
     let _hot = HotSection::enter();
     while !shared.stop.load(Ordering::Relaxed) {
         for (q, qs) in me.queues.iter().zip(&me.qstats) {
@@ -65,42 +71,23 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
             for m in bufs.iter() {
                 bytes += u64::from(m.pkt_len());
             }
-            match (mode, small.as_mut()) {
-                (Mode::Pipeline | Mode::DemuxOnly, Some(cache)) => {
-                    let mut hook = CacheHook {
-                        cache,
-                        stats: &me.cache_stats,
-                    };
-                    // SAFETY: the burst hands over its n mbufs, just received
-                    // on q.port into an engine pool, live and ours alone.
-                    unsafe {
-                        process_burst(
-                            shared,
-                            me,
-                            q.port,
-                            bufs.take_raw(),
-                            t0,
-                            &mut free,
-                            &mut hook,
-                            heard.as_mut(),
-                        )
-                    }
-                }
-                // SAFETY: as above.
-                (Mode::Pipeline | Mode::DemuxOnly, None) => unsafe {
-                    process_burst(
+            match mode {
+                // SAFETY: the burst hands over its n mbufs, just received
+                // on q.port into an engine pool, live and ours alone.
+                Mode::Pipeline | Mode::DemuxOnly => unsafe {
+                    pipeline_burst(
                         shared,
                         me,
                         q.port,
                         bufs.take_raw(),
                         t0,
                         &mut free,
-                        &mut NoCondense,
+                        small.as_mut(),
                         heard.as_mut(),
                     )
                 },
-                (Mode::Bare, _) => bufs.clear(),
-                (Mode::Floor(_), _) => {
+                Mode::Bare => bufs.clear(),
+                Mode::Floor(_) => {
                     if let Some(f) = floor.as_mut() {
                         f.burst(shared, &mut bufs, &mut free, &me.lstats.floor_no_socket);
                     }
@@ -115,6 +102,43 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
             me.lstats.busy_cycles.add(t1 - t0);
             me.last_rx_tsc.set(t1);
         }
+        // Fragments other RX lcores steered here (this lcore owns their
+        // datagrams): one load when there are none.
+        if let Some(ring) = steer_ring.filter(|r| !r.looks_empty()) {
+            let n = ring.dequeue(&mut bufs, burst);
+            me.steer.taken.add(n as u64);
+            let t0 = eal::rdtsc();
+            me.last_rx_tsc.set(t0);
+            let raw = bufs.take_raw();
+            // In runs of one port: the burst path takes one port at a time.
+            let mut at = 0;
+            while at < raw.len() {
+                // SAFETY: a live mbuf the ring gave us; a read of one field.
+                let port_of = |m: *mut RawMbuf| unsafe { MbufRef::from_ptr(m) }.port();
+                let p = port_of(raw[at]);
+                let end = raw[at..]
+                    .iter()
+                    .position(|&m| port_of(m) != p)
+                    .map_or(raw.len(), |k| at + k);
+                // SAFETY: each mbuf was handed to the ring by the RX lcore
+                // that received it into an engine pool, given up there; the
+                // ring gave it to us alone.
+                unsafe {
+                    pipeline_burst(
+                        shared,
+                        me,
+                        p,
+                        &raw[at..end],
+                        t0,
+                        &mut free,
+                        small.as_mut(),
+                        heard.as_mut(),
+                    )
+                };
+                at = end;
+            }
+            bufs.clear();
+        }
         // Quiescent point: this lcore holds no flow-table snapshot and is in
         // no socket's enqueue. A remover waits for every lcore to pass one
         // (QSBR) before it drains a closed socket's stages.
@@ -125,6 +149,38 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     // Hand the cache back for teardown's check.
     *me.small.lock().unwrap_or_else(|p| p.into_inner()) = small;
     0
+}
+
+/// [`process_burst`] with the lcore's small-buffer cache when it has one.
+///
+/// # Safety
+/// As [`process_burst`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn pipeline_burst(
+    shared: &Shared,
+    me: &RxLcore,
+    port_id: u16,
+    bufs: &[*mut RawMbuf],
+    tsc: u64,
+    free: &mut FreeList,
+    small: Option<&mut crate::small_cache::SmallCache>,
+    heard: Option<&mut crate::heard::Listener<'_>>,
+) {
+    match small {
+        Some(cache) => {
+            let mut hook = CacheHook {
+                cache,
+                stats: &me.cache_stats,
+            };
+            // SAFETY: the caller's contract.
+            unsafe { process_burst(shared, me, port_id, bufs, tsc, free, &mut hook, heard) }
+        }
+        // SAFETY: the caller's contract.
+        None => unsafe {
+            process_burst(shared, me, port_id, bufs, tsc, free, &mut NoCondense, heard)
+        },
+    }
 }
 
 /// Packets handled per pass of [`process_burst`]: the passes' arrays live on
@@ -284,6 +340,12 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
                 // Fragments go to this lcore's reassembly table (cold); a
                 // completed datagram comes back parsed, as a chain.
                 if e.reason().is_fragment() {
+                    // One lcore owns each datagram's fragments: another's
+                    // go to its ring (`steer`, with several RX lcores).
+                    // SAFETY: ours alone (the contract); given up when true.
+                    if unsafe { super::steer::to_owner(shared, me, m, free) } {
+                        continue;
+                    }
                     // SAFETY: ours alone (the contract); given up unless NotTaken.
                     match unsafe { super::frag::offer(me, m, tsc, free, &mut dgrams[nd]) } {
                         super::frag::Offered::NotTaken => {
@@ -453,6 +515,9 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
         let mut begin = 0usize;
         for (sock, &len) in groups[..ng].iter().flatten().zip(&group_len[..ng]) {
             let end = begin + usize::from(len);
+            // A client's frees reach the budget here when it runs short,
+            // not only when the main lcore next folds them.
+            sock.release_client_frees_if_short();
             // SAFETY: each packet is ours, listed once, on no stage; to_free
             // frees mbufs of any pool; the consumer may take them on another
             // lcore. An elected stage is drained before the burst ends.

@@ -66,12 +66,12 @@ pub fn preflight(cfg: &Config) -> Result<(), EngineError> {
             .unwrap_or(false);
         if !mounted {
             return Err(EngineError::Setup(
-                "no hugetlbfs mount found: run `sudo bash scripts/setup.sh`, or set eal.no_huge = true in the config".into(),
+                "no hugetlbfs mount found: run `bash scripts/setup.sh` as root, or set eal.no_huge = true in the config".into(),
             ));
         }
         if hugepages_free() == 0 {
             return Err(EngineError::Setup(
-                "no free hugepages (HugePages_Free is 0): run `sudo bash scripts/setup.sh`, or set eal.no_huge = true in the config"
+                "no free hugepages (HugePages_Free is 0): run `bash scripts/setup.sh` as root, or set eal.no_huge = true in the config"
                     .into(),
             ));
         }
@@ -221,6 +221,17 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
         None => None,
     };
     let send = send_path(cfg, &mut ifaces, numa)?;
+    // Fragments of one datagram meet on one RX lcore (`steer`).
+    let steer = if cfg.reassembly.enabled && mode.classifies() {
+        super::steer::Steer::new(rx_lcores.len(), cfg.reassembly.steer_ring, numa, eal::rdtsc())
+            .map_err(|e| {
+                EngineError::Setup(format!(
+                    "fragment steering rings: {e}: lower reassembly.steer_ring or raise eal.memory_mb"
+                ))
+            })?
+    } else {
+        None
+    };
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         consumers_stop: AtomicBool::new(false),
@@ -244,6 +255,8 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
         clients: Default::default(),
         send,
         exception,
+        frag_out: crate::frag_out::FragOut::new(eal::rdtsc()),
+        steer,
     });
     let pool_marks = pool_marks(cfg, &shared, &pools);
     create_sockets(cfg, &shared)?;
@@ -388,6 +401,7 @@ fn plan_rx_lcores(cfg: &Config, port_ids: &[u16]) -> (Vec<u32>, Vec<RxLcore>) {
         let qstats = queues.iter().map(|_| CachePadded::default()).collect();
         rx_lcores.push(RxLcore {
             lcore: l.id,
+            index: rx_lcores.len(),
             node,
             node_index,
             queues,
@@ -414,6 +428,7 @@ fn plan_rx_lcores(cfg: &Config, port_ids: &[u16]) -> (Vec<u32>, Vec<RxLcore>) {
             ),
             reasm_stats: CachePadded::default(),
             reasm_deadline: Default::default(),
+            steer: CachePadded::default(),
         });
     }
     (node_ids, rx_lcores)

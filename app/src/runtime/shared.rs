@@ -129,11 +129,19 @@ pub struct Shared {
     pub send: Option<crate::send::TxPath>,
     /// The exception path to the kernel (`[exception]`); `None`: off.
     pub exception: Option<crate::exception::ExceptionPath>,
+    /// Fragmenting what is sent (echo replies, `send_burst`): the
+    /// identification source and `FragOKs` / `FragCreates` / `FragFails`.
+    pub frag_out: crate::frag_out::FragOut,
+    /// Fragments steered to their owner RX lcore (`steer`): a ring per RX
+    /// lcore; `None` with one RX lcore or reassembly off.
+    pub steer: Option<super::steer::Steer>,
 }
 
 /// One RX lcore's assignment and counters.
 pub struct RxLcore {
     pub lcore: u32,
+    /// This lcore's place in `Shared::rx` (the steering owner index).
+    pub index: usize,
     /// NUMA or virtual node id, as configured or reported.
     pub node: u32,
     /// Dense index of `node` among the engine's nodes (the stage index).
@@ -163,6 +171,9 @@ pub struct RxLcore {
     /// The table's next deadline in TSC cycles (0: nothing held), read by
     /// the idle poll without the lock.
     pub reasm_deadline: counters::Counter,
+    /// Fragments sent to their owner lcore, refused, and taken from this
+    /// lcore's steering ring.
+    pub steer: CachePadded<super::steer::SteerStats>,
 }
 
 /// A consumer lcore and the sockets it was given by name (empty: any).

@@ -94,7 +94,9 @@ pub fn stop(mut t: Stopping<'_>) -> Result<Summary, EngineError> {
         }
     }
     // Fragments still waiting for the rest of their datagram are freed
-    // (counted as dropped, and as freed at exit) before the books close.
+    // (counted as dropped, and as freed at exit) before the books close,
+    // and so are those still on their way to their owner lcore.
+    super::steer::clear(&shared);
     for l in &shared.rx {
         super::frag::clear(l);
     }

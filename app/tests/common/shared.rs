@@ -182,3 +182,50 @@ pub fn hugepages_ready(min_free: u64) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Fragments of a UDP datagram with `payload` bytes of data over a link of
+/// `mtu` bytes (IPv4: a 20-byte header; IPv6: 40 and the 8-byte fragment
+/// header; every fragment but the last a multiple of 8).
+pub fn fragments(v6: bool, payload: usize, mtu: usize) -> u64 {
+    let room = if v6 { mtu - 48 } else { mtu - 20 } & !7;
+    (payload + 8).div_ceil(room) as u64
+}
+
+/// Numbers as one comma-separated argument.
+pub fn csv(s: &[usize]) -> String {
+    s.iter()
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A kernel client's list of echo requests sent, `[[is_ipv6, size], ...]`.
+pub fn echo_sends(v: &serde_json::Value) -> Vec<(bool, usize)> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not a list: {v}"))
+        .iter()
+        .map(|p| (p[0].as_bool().unwrap(), p[1].as_u64().unwrap() as usize))
+        .collect()
+}
+
+/// The echo sockets `echo4` and `echo6` answered every request of `sends`
+/// (one each, no error), every reply over the 1500-byte MTU and sent as
+/// fragments: `Ip[6]FragOKs` one per reply, `FragCreates` exact, no
+/// `FragFails`.
+pub fn check_fragmented_echo(j: &serde_json::Value, sends: &[(bool, usize)]) {
+    let u = |v: &serde_json::Value| v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"));
+    let ip = &j["ip"];
+    for (name, six) in [("echo4", false), ("echo6", true)] {
+        let e = socket_named(j, name);
+        let mine = || sends.iter().filter(move |s| s.0 == six);
+        let sent = mine().count() as u64;
+        assert_eq!(u(&e["offered"]), sent, "{e}");
+        assert_eq!(u(&e["tx"]), sent, "{e}");
+        assert_eq!(u(&e["tx_errors"]), 0, "{e}");
+        let pre = if six { "Ip6" } else { "Ip" };
+        let made: u64 = mine().map(|s| fragments(six, s.1, 1500)).sum();
+        assert_eq!(u(&ip[&format!("{pre}FragOKs")]), sent, "{ip}");
+        assert_eq!(u(&ip[&format!("{pre}FragCreates")]), made, "{ip}");
+        assert_eq!(u(&ip[&format!("{pre}FragFails")]), 0, "{ip}");
+    }
+}
