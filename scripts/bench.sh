@@ -44,6 +44,11 @@
 #     replayed by net_pcap into the engine, the responder a client process)
 #     against kernel mode (recvmmsg/sendmmsg on loopback), the same queries
 #     from the same generator (the udpdemux-dns `dns_load` example) (issue 17)
+#   - QUIC bulk transfer (issue 20): the quic_echo example's quinn server on
+#     udpdemux (net_af_packet on a veth) against the same server on quinn's
+#     default tokio UDP socket (the kernel's UDP, GRO/GSO) on the same veth,
+#     the same kernel-socket quic_client in a network namespace, in
+#     alternating pairs; echoed bytes per second and the ratio
 #
 # Prints Markdown (also written to $BENCH_DIR/bench.md); exits non-zero if the
 # books of any run do not balance. A full run (no BENCH_ONLY) whose books
@@ -85,6 +90,8 @@
 #                    reasm     2- and 3-fragment datagrams / the unfragmented 1400 B replay
 #                    dns       DNS example: engine mode / kernel mode answered queries per second
 #                              (engine mode needs hugepages: the responder is a client process)
+#                    quic      QUIC echo bulk transfer: quinn on udpdemux / quinn on kernel UDP
+#                              (needs ip, ethtool: a veth pair and a network namespace)
 #                  Rows that compare with a section not run show "-" or n/a.
 #   BENCH_PAIRS    floor/pipeline pairs in "pipeline" (default 5, at least 1)
 #   BENCH_CLIENT_PAIRS  pipeline/client pairs in "client" (default 3, at least 1)
@@ -97,6 +104,8 @@
 #   BENCH_EXC_PPS  exception.rate_pps in "exception" (default 10000, the config's default)
 #   BENCH_EXC_ROUNDS  rounds (path on with the flood / off / UDP alone) in "exception" (default 5)
 #   BENCH_SEND_PAIRS    send_bench/testpmd txonly pairs in "send" (default 3, at least 1)
+#   BENCH_QUIC_PAIRS    udpdemux/kernel pairs in "quic" (default 3, at least 1)
+#   BENCH_QUIC_BYTES    bytes echoed per stream (100 streams) in "quic" (default 4194304)
 #   BENCH_FRAMES   frames per replayed pcap (default 8192)
 #   BENCH_DIR      output directory (default target/bench)
 #   BENCH_DOCS     the file whose bench:begin/bench:end region gets the report of a
@@ -121,7 +130,7 @@ rm -f "$W"/*.json "$W"/*.log "$W"/*.toml "$W/demux.md"
 log() { echo "bench: $*" >&2; }
 die() { log "error: $*"; exit 2; }
 
-SECTIONS="rate rxcore pipeline client pdump flood flood2 mcast memory memif demux kernel exception send reasm dns"
+SECTIONS="rate rxcore pipeline client pdump flood flood2 mcast memory memif demux kernel exception send reasm dns quic"
 ONLY=${BENCH_ONLY:-}
 for x in ${ONLY//,/ }; do
   [[ " $SECTIONS " == *" $x "* ]] || die "BENCH_ONLY: unknown section \"$x\" (sections: $SECTIONS)"
@@ -133,6 +142,9 @@ CPAIRS=${BENCH_CLIENT_PAIRS:-3}
 [ "$CPAIRS" -ge 1 ] || die "BENCH_CLIENT_PAIRS must be at least 1"
 SPAIRS=${BENCH_SEND_PAIRS:-3}
 [ "$SPAIRS" -ge 1 ] || die "BENCH_SEND_PAIRS must be at least 1"
+QPAIRS=${BENCH_QUIC_PAIRS:-3}
+[ "$QPAIRS" -ge 1 ] || die "BENCH_QUIC_PAIRS must be at least 1"
+QBYTES=${BENCH_QUIC_BYTES:-4194304}
 F2_RUNS=${BENCH_FLOOD2_RUNS:-3}
 [ "$F2_RUNS" -ge 1 ] || die "BENCH_FLOOD2_RUNS must be at least 1"
 F2_VRATE=${BENCH_FLOOD2_VICTIM_PPS:-1000000}
@@ -155,6 +167,7 @@ if [ -z "${BENCH_NO_BUILD:-}" ]; then
   if on client; then cargo build --release -j2 -p udpdemux-client --example bench >&2; fi
   if on send; then cargo build --release -j2 -p udpdemux --example send_bench >&2; fi
   if on dns; then cargo build --release -j2 -p udpdemux-dns --bin udpdemux-dns --example dns_load >&2; fi
+  if on quic; then cargo build --release -j2 -p udpdemux-quinn --bin quic_echo --bin quic_client >&2; fi
 fi
 [ -x "$BIN" ] && [ -x "$BASELINE" ] || die "$BIN or $BASELINE missing: build first (unset BENCH_NO_BUILD)"
 CLIENT_BENCH=$TARGET/release/examples/bench
@@ -164,6 +177,12 @@ DNS_LOAD=$TARGET/release/examples/dns_load
 if on send; then [ -x "$SEND_BENCH" ] || die "$SEND_BENCH missing: build first (unset BENCH_NO_BUILD)"; fi
 if on dns; then [ -x "$DNS_BIN" ] && [ -x "$DNS_LOAD" ] || die "$DNS_BIN or $DNS_LOAD missing: build first (unset BENCH_NO_BUILD)"; fi
 if on client; then [ -x "$CLIENT_BENCH" ] || die "$CLIENT_BENCH missing: build first (unset BENCH_NO_BUILD)"; fi
+QUIC_ECHO=$TARGET/release/quic_echo
+QUIC_CLIENT=$TARGET/release/quic_client
+if on quic; then
+  [ -x "$QUIC_ECHO" ] && [ -x "$QUIC_CLIENT" ] || die "$QUIC_ECHO or $QUIC_CLIENT missing: build first (unset BENCH_NO_BUILD)"
+  for t in ip ethtool; do command -v "$t" >/dev/null || die "$t not found: run sudo bash scripts/setup.sh"; done
+fi
 
 # Hugepages when there are enough (memif needs them: it shares memory between
 # processes), else --no-huge (memif runs are then skipped and said so).
@@ -1049,6 +1068,74 @@ EOF
   grep '^{' "$W/dns-kernel-srv.log" | tail -1 >"$W/dns-kernel-srv.json" || echo '{}' >"$W/dns-kernel-srv.json"
   DNS_KER=$(jq -r '.mpps // 0' "$W/dns-kernel.json")
 fi
+
+# 8. QUIC bulk transfer (issue 20): the quic_echo server on udpdemux
+# (net_af_packet on the host end of a veth pair, RX lcore on CPU 1, main
+# lcore on CPU 0, quinn's tokio runtime unpinned) against the same server
+# with --kernel (quinn's own tokio UDP socket: the kernel's UDP with
+# GRO/GSO) on the same veth end, which then has 198.18.0.1 itself. The same
+# quic_client in the namespace: 100 streams at once, BENCH_QUIC_BYTES each,
+# every byte checked; bytes/s = bytes echoed back to it / its run time.
+QUIC_UD=(); QUIC_KER=(); QUIC_NOTE=""
+quic_net_up() {
+  QNS="udxbq$$"; QH="ubq$$a"; QP="ubq$$b"
+  ip netns add "$QNS"
+  ip link add "$QH" type veth peer name "$QP"
+  ip link set "$QP" netns "$QNS"
+  sysctl -q -w "net.ipv6.conf.$QH.disable_ipv6=1"
+  # Real checksums on the wire in both modes (net_af_packet would see
+  # veth's unfinished ones), as in the tests' namespaces.
+  ethtool -K "$QH" tx off rx off >/dev/null
+  ip netns exec "$QNS" ethtool -K "$QP" tx off rx off >/dev/null
+  ip link set "$QH" up
+  ip -n "$QNS" addr add 198.18.0.2/24 dev "$QP"
+  ip -n "$QNS" link set lo up
+  ip -n "$QNS" link set "$QP" up
+}
+quic_net_down() { ip link del "$QH" 2>/dev/null || true; ip netns del "$QNS" 2>/dev/null || true; }
+quic_client_run() { # NAME: the client against 198.18.0.1:4433; its bytes/s
+  ip netns exec "$QNS" "$QUIC_CLIENT" --connect 198.18.0.1:4433 --cert "$W/$1.der" \
+    --streams 100 --bytes "$QBYTES" >"$W/$1.json" 2>"$W/$1-client.log" || { log "$1: client failed: $(tail -1 "$W/$1-client.log") $(cat "$W/$1.json")"; FAIL=1; }
+  [ -s "$W/$1.json" ] || echo '{}' >"$W/$1.json"
+  jq -r '.bytes_per_sec // 0' "$W/$1.json"
+}
+quic_server() { # NAME ARGS...: start quic_echo, wait for ready
+  local name=$1; shift
+  exec {QIN}> >(exec "$QUIC_ECHO" --listen 198.18.0.1:4433 --cert-out "$W/$name.der" "$@" >"$W/$name-srv.log" 2>&1)
+  wait_line "$W/$name-srv.log" '^ready' 300 || { log "$name: server did not start: $(tail -1 "$W/$name-srv.log")"; FAIL=1; }
+}
+quic_server_stop() { # NAME
+  echo stop >&"$QIN" 2>/dev/null || true; exec {QIN}>&-
+  wait_line "$W/$1-srv.log" '^{' 300 || log "$1: no exit line from the server"
+  grep '^{' "$W/$1-srv.log" | tail -1 >"$W/$1-srv.json" || echo '{}' >"$W/$1-srv.json"
+  [ "$(jq -r '.books_balanced // false' "$W/$1-srv.json")" = true ] || { log "$1: books do NOT balance"; FAIL=1; }
+}
+if on quic; then
+  quic_net_up
+  trap quic_net_down EXIT
+  for i in $(seq "$QPAIRS"); do
+    for mode in $( [ $((i % 2)) = 1 ] && echo "ud ker" || echo "ker ud"); do
+      if [ "$mode" = ud ]; then
+        log "run quic-ud$i (quinn on udpdemux, 100 x $QBYTES B)"
+        quic_server "quic-ud$i" --iface "$QH" --addr 198.18.0.1/24 --prefix "bench-quic-$$-$i"
+        QUIC_UD+=("$(quic_client_run "quic-ud$i")")
+        quic_server_stop "quic-ud$i"
+      else
+        log "run quic-ker$i (quinn on the kernel's UDP, 100 x $QBYTES B)"
+        ip addr add 198.18.0.1/24 dev "$QH"
+        quic_server "quic-ker$i" --kernel
+        QUIC_KER+=("$(quic_client_run "quic-ker$i")")
+        quic_server_stop "quic-ker$i"
+        ip addr del 198.18.0.1/24 dev "$QH"
+        # The namespace forgets the kernel's MAC-to-address binding with
+        # the address: the engine answers ARP for it next.
+        ip -n "$QNS" neigh flush dev "$QP"
+      fi
+    done
+  done
+  quic_net_down
+  trap - EXIT
+fi
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ================================================================ report
@@ -1544,6 +1631,26 @@ else
   echo "| kernel (recvmmsg/sendmmsg) | $(fmt "$DNS_KER") | $(jq -r '.queries // 0' "$W/dns-kernel-srv.json") | $(jq -r '.responses // 0' "$W/dns-kernel-srv.json") | - | sent by dns_load $(jq -r '.sent // 0' "$W/dns-kernel.json"), answered $(jq -r '.answered // 0' "$W/dns-kernel.json") |"
   echo
   echo "Ratio engine / kernel: $(ratio "$DNS_ENG" "$DNS_KER") (goal >= 10: $(goal "$(ratio "$DNS_ENG" "$DNS_KER")" ">=" 10))."
+fi
+echo
+fi
+if on quic; then
+echo "### QUIC bulk transfer: quinn on udpdemux / quinn on the kernel's UDP"
+echo
+if [ -n "$QUIC_NOTE" ]; then
+  echo "$QUIC_NOTE"
+else
+  echo "The \`quic_echo\` example's server; the same \`quic_client\` (quinn on the kernel's UDP) in a network namespace on the other end of a veth pair opens 100 bidirectional streams at once and echoes $QBYTES bytes on each, checking every byte; bytes/s = bytes echoed back / the client's run time (one direction). *udpdemux*: the engine on \`net_af_packet\` on the host end (RX lcore on CPU 1, main lcore on CPU 0), quinn's tokio runtime (2 workers, unpinned) on \`udpdemux_quinn::UdxSocket\` (GRO-style receive, GSO-style send, ECN). *kernel*: the same server with \`--kernel\` (quinn's tokio UDP socket, GRO/GSO) on the same veth end holding 198.18.0.1. $QPAIRS alternating pairs."
+  echo
+  echo "| pair | udpdemux MB/s | kernel MB/s | ratio |"
+  echo "|---|---:|---:|---:|"
+  for i in $(seq "$QPAIRS"); do
+    u=${QUIC_UD[$((i - 1))]:-0}; k=${QUIC_KER[$((i - 1))]:-0}
+    echo "| $i | $(awk -v x="$u" 'BEGIN { printf "%.1f", x / 1e6 }') | $(awk -v x="$k" 'BEGIN { printf "%.1f", x / 1e6 }') | $(ratio "$u" "$k") |"
+  done
+  echo
+  # shellcheck disable=SC2086
+  echo "Median: udpdemux $(awk -v x="$(median ${QUIC_UD[*]})" 'BEGIN { printf "%.1f", x / 1e6 }') MB/s / kernel $(awk -v x="$(median ${QUIC_KER[*]})" 'BEGIN { printf "%.1f", x / 1e6 }') MB/s = $(ratio "$(median ${QUIC_UD[*]})" "$(median ${QUIC_KER[*]})") (goal > 1: $(goal "$(ratio "$(median ${QUIC_UD[*]})" "$(median ${QUIC_KER[*]})")" ">=" 1))."
 fi
 echo
 fi

@@ -32,6 +32,7 @@ use std::sync::Arc;
 use dpdk_sys::MbufBurst;
 
 use crate::config::SocketConf;
+pub use crate::gro::Coalesced;
 use crate::handlers::addrs;
 use crate::meta::MbufMeta;
 use crate::parse::{Datagram, Family};
@@ -164,6 +165,16 @@ impl<R: Release> RecvBatch<R> {
         (0..self.len()).filter_map(move |i| self.get(i))
     }
 
+    /// Opt-in receive coalescing (the kernel's UDP GRO, see [`crate::gro`]):
+    /// copy the datagrams from `from` on into `out` while they are of one
+    /// flow, one ECN codepoint and one size (the last may be shorter), at
+    /// most `max_segments`. The run's `count` says how many datagrams it
+    /// took: the next run starts at `from + count`. `None` past the end, or
+    /// when datagram `from` is longer than `out`.
+    pub fn coalesce(&self, from: usize, out: &mut [u8], max_segments: usize) -> Option<Coalesced> {
+        crate::gro::coalesce((from..self.len()).map_while(|i| self.get(i)), out, max_segments)
+    }
+
     /// Free every datagram and release its memory from the socket's budget.
     pub fn clear(&mut self) {
         if self.bufs.is_empty() {
@@ -285,7 +296,19 @@ impl<'a> Received<'a> {
     pub fn family(&self) -> Family {
         self.d.family
     }
-    /// TSC of the burst it arrived in (`dpdk_sys::eal::rdtsc` clock).
+    /// The ECN codepoint it arrived with: the low 2 bits of the IPv4 TOS
+    /// byte or the IPv6 traffic class (RFC 3168: 0 not-ECT, 1 ECT(1),
+    /// 2 ECT(0), 3 CE), as `IP_RECVTOS` / `IPV6_RECVTCLASS` report it.
+    pub fn ecn(&self) -> u8 {
+        let l3 = self.frame.get(usize::from(self.meta.l3_off)..).unwrap_or_default();
+        let tos = match self.d.family {
+            Family::V4 => crate::parse::ipv4::Ipv4Packet::new_checked(l3).map(|ip| ip.dscp_ecn()),
+            Family::V6 => crate::parse::ipv6::Ipv6Packet::new_checked(l3).map(|ip| ip.traffic_class()),
+        };
+        tos.map_or(0, |t| t & 0b11)
+    }
+    /// TSC of the burst it arrived in (`dpdk_sys::eal::rdtsc` clock; the
+    /// RX timestamp, taken once per `rx_burst`).
     pub fn rx_tsc(&self) -> u64 {
         self.meta.rx_tsc
     }
@@ -297,6 +320,21 @@ impl<'a> Received<'a> {
     /// The DPDK port it arrived on.
     pub fn port(&self) -> u16 {
         self.meta.port
+    }
+}
+
+impl crate::gro::Segment for Received<'_> {
+    fn flow(&self) -> (SocketAddr, SocketAddr) {
+        addrs(&self.d)
+    }
+    fn ecn(&self) -> u8 {
+        Received::ecn(self)
+    }
+    fn payload_len(&self) -> usize {
+        Received::payload_len(self)
+    }
+    fn copy_to(&self, out: &mut [u8]) {
+        self.copy_payload(out);
     }
 }
 
@@ -352,6 +390,30 @@ pub fn sender(engine: &Engine) -> Option<Sender> {
 /// allocation; callable from any thread.
 pub fn send_burst(tx: &Sender, sock: &Socket, dgrams: &[(SocketAddr, &[u8])]) -> usize {
     send_from(tx, sock.conf.local, dgrams)
+}
+
+/// GSO-style send (`UDP_SEGMENT`): `buf` cut into datagrams of `segment`
+/// bytes (the last may be shorter; 0: one datagram), at most [`crate::send::MAX_SEGMENTS`],
+/// all to `dst` from `sock`, with ECN codepoint `ecn` (0 not-ECT, 1
+/// ECT(1), 2 ECT(0), 3 CE). Headers are built once and copied; checksums
+/// go to the NIC when the port offers it; one ring enqueue (the main lcore
+/// sends them in one `tx_burst`). How many datagrams were taken (see
+/// `send::send_segments`). No lock, no heap allocation.
+pub fn send_gso(
+    tx: &Sender,
+    sock: &Socket,
+    dst: SocketAddr,
+    buf: &[u8],
+    segment: usize,
+    ecn: u8,
+) -> usize {
+    if !dpdk_sys::eal::is_up() {
+        return 0;
+    }
+    let Some(path) = tx.shared.send.as_ref() else {
+        return 0;
+    };
+    crate::send::send_segments(path, &tx.shared.ifaces, sock.conf.local, dst, buf, segment, ecn)
 }
 
 /// As [`send_burst`], from an address and port given by the caller.

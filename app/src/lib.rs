@@ -15,6 +15,8 @@ pub mod counters;
 pub mod client_proto;
 pub mod config;
 pub mod flow_table;
+/// Receive coalescing with the kernel's UDP GRO semantics.
+pub mod gro;
 /// Neighbours heard in received datagrams, reported by RX lcores to the
 /// main lcore's neighbour table without a lock.
 pub mod heard;

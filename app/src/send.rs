@@ -559,6 +559,213 @@ fn send_fragmented(
     taken
 }
 
+/// The most segments one GSO send may carry: the kernel's
+/// `UDP_MAX_SEGMENTS` (64), also one burst of the ring.
+pub const MAX_SEGMENTS: usize = 64;
+
+/// The largest header of a frame we build: Ethernet, IPv6, UDP.
+const MAX_HEADER: usize = ether::HEADER_LEN + ipv6::HEADER_LEN + udp::HEADER_LEN;
+
+/// Set the ECN codepoint (low 2 bits of the IPv4 TOS / IPv6 traffic class)
+/// of a frame we built, DSCP 0; the IPv4 header checksum is refilled.
+pub fn set_ecn(f: &mut [u8], ecn: u8) -> Option<()> {
+    let l3 = f.get_mut(ether::HEADER_LEN..)?;
+    match frame_family_of_l3(l3) {
+        Family::V4 => {
+            let mut ip = Ipv4Packet::new_checked(l3).ok()?;
+            ip.set_dscp_ecn(ecn & 0b11);
+            ip.fill_checksum();
+        }
+        Family::V6 => {
+            let mut ip = Ipv6Packet::new_checked(l3).ok()?;
+            let flow = ip.flow_label();
+            ip.set_version_tc_flow(ecn & 0b11, flow);
+        }
+    }
+    Some(())
+}
+
+/// IPv4 or IPv6 by the version nibble.
+fn frame_family_of_l3(l3: &[u8]) -> Family {
+    match l3.first().map(|b| b >> 4) {
+        Some(6) => Family::V6,
+        _ => Family::V4,
+    }
+}
+
+/// Give a frame copied from a GSO send's first (full-size) frame its own,
+/// shorter payload length: IP and UDP lengths, the IPv4 header checksum.
+fn shorten(f: &mut [u8], hl: usize, l3_len: usize) -> Option<()> {
+    let l3 = ether::HEADER_LEN;
+    let udp_len = u16::try_from(f.len().checked_sub(hl)? + udp::HEADER_LEN).ok()?;
+    match frame_family(f) {
+        Family::V4 => {
+            let mut ip = Ipv4Packet::new_checked(f.get_mut(l3..)?).ok()?;
+            ip.set_total_len(udp_len.checked_add(u16::try_from(l3_len).ok()?)?);
+            ip.fill_checksum();
+        }
+        Family::V6 => {
+            Ipv6Packet::new_checked(f.get_mut(l3..)?)
+                .ok()?
+                .set_payload_len(udp_len);
+        }
+    }
+    UdpPacket::new_checked(f.get_mut(l3 + l3_len..)?, Family::V4)
+        .ok()?
+        .set_len(udp_len);
+    Some(())
+}
+
+/// The UDP checksum of a frame, in software (its IP header is complete).
+fn fill_udp_checksum(f: &mut [u8], l3_len: usize) -> Option<()> {
+    let l3 = ether::HEADER_LEN;
+    let l4 = l3 + l3_len;
+    let len = f.len().checked_sub(l4)?;
+    let pseudo = match frame_family(f) {
+        Family::V4 => {
+            let ip = Ipv4Packet::new_checked(f.get(l3..)?).ok()?;
+            checksum::pseudo_v4(ip.src_addr(), ip.dst_addr(), PROTO_UDP, u16::try_from(len).ok()?)
+        }
+        Family::V6 => {
+            let ip = Ipv6Packet::new_checked(f.get(l3..)?).ok()?;
+            checksum::pseudo_v6(&ip.src_addr(), &ip.dst_addr(), PROTO_UDP, u32::try_from(len).ok()?)
+        }
+    };
+    let mut u = UdpPacket::new_checked(f.get_mut(l4..)?, Family::V4).ok()?;
+    u.set_checksum(0);
+    let c = match pseudo
+        .combine(checksum::Sum::new().add_bytes(&f[l4..]))
+        .checksum()
+    {
+        0 => 0xffff,
+        c => c,
+    };
+    UdpPacket::new_checked(f.get_mut(l4..)?, Family::V4)
+        .ok()?
+        .set_checksum(c);
+    Some(())
+}
+
+/// GSO-style send (the kernel's `UDP_SEGMENT`): `buf` cut into datagrams
+/// of `segment` bytes (the last may be shorter; 0: one datagram), all from `local` to `dst`
+/// with ECN codepoint `ecn`. The headers are built once, for the first
+/// datagram, and copied into the others (only a shorter last one has its
+/// lengths and IPv4 header checksum redone); the UDP checksums go to the
+/// NIC when the port offers it (then one pseudo-header sum serves every
+/// full-size datagram), else each is summed in software. One pool trip,
+/// one ring enqueue for all. How many datagrams were taken: 0 or all,
+/// except when the ring has room for only a prefix (the rest are freed).
+/// Refused ones are counted by reason: more than
+/// [`MAX_SEGMENTS`] or a segment above the MTU (`too_big`, as the
+/// kernel's `EINVAL` / `EMSGSIZE`), no route, no mbuf or ring room.
+pub fn send_segments(
+    tx: &TxPath,
+    ifaces: &Ifaces,
+    local: SocketAddr,
+    dst: SocketAddr,
+    buf: &[u8],
+    segment: usize,
+    ecn: u8,
+) -> usize {
+    let fam = family(dst.ip());
+    if buf.is_empty() {
+        return 0;
+    }
+    // 0: no segmentation (the kernel's gso_size 0), one datagram.
+    let segment = if segment == 0 { buf.len() } else { segment.min(buf.len()) };
+    let count = buf.len().div_ceil(segment);
+    let refuse = |c: &[AtomicU64; 2]| {
+        add(c, fam, count as u64);
+        0
+    };
+    if count > MAX_SEGMENTS || segment > max_payload(fam) {
+        return refuse(&tx.senders.too_big);
+    }
+    let Some((iface, src)) = route(ifaces, local.ip(), dst.ip()) else {
+        return refuse(&tx.senders.no_route);
+    };
+    let mut chunks = buf.chunks(segment);
+    let first = chunks.next().unwrap_or_default();
+    let Some(spec) = frame_spec(iface.mac, SocketAddr::new(src, local.port()), dst, first) else {
+        return refuse(&tx.senders.no_route);
+    };
+    let mut burst = MbufBurst::<MAX_SEGMENTS>::new();
+    if tx.pool().alloc_into(&mut burst, count).is_err() || burst.len() != count {
+        burst.clear();
+        return refuse(&tx.senders.no_buffer);
+    }
+    let mut ms = burst.drain();
+    let mut out = MbufBurst::<MAX_SEGMENTS>::new();
+    // The first frame, whole: its header is the template.
+    let (mut header, mut hl, mut l3_len, mut flags) = ([0u8; MAX_HEADER], 0, 0, 0u64);
+    let built = ms.next().and_then(|mut m| {
+        let n = u16::try_from(build::frame_len(&spec).ok()?).ok()?;
+        build::write_frame(&spec, m.append(n)?).ok()?;
+        if ecn != 0 {
+            set_ecn(m.data_mut(), ecn)?;
+        }
+        l3_len = match fam {
+            Family::V4 => ipv4::HEADER_LEN,
+            Family::V6 => ipv6::HEADER_LEN,
+        };
+        hl = usize::from(n) - first.len();
+        if iface.tx_csum {
+            let (l3, f) = prepare_offload(m.data_mut())?;
+            m.view_mut().set_tx_offload(ether::HEADER_LEN as u8, l3, f);
+            flags = f;
+        }
+        header.get_mut(..hl)?.copy_from_slice(m.data().get(..hl)?);
+        m.view_mut().set_port(iface.port);
+        out.push(m).ok()
+    });
+    for chunk in chunks {
+        if built.is_none() {
+            break;
+        }
+        let Some(mut m) = ms.next() else { break };
+        let ok = (|| {
+            let n = u16::try_from(hl + chunk.len()).ok()?;
+            let f = m.append(n)?;
+            f[..hl].copy_from_slice(&header[..hl]);
+            f[hl..].copy_from_slice(chunk);
+            if chunk.len() != segment {
+                shorten(f, hl, l3_len)?;
+                if iface.tx_csum {
+                    prepare_offload(f)?;
+                }
+            }
+            if iface.tx_csum {
+                m.view_mut()
+                    .set_tx_offload(ether::HEADER_LEN as u8, l3_len as u16, flags);
+            } else {
+                fill_udp_checksum(m.data_mut(), l3_len)?;
+            }
+            m.view_mut().set_port(iface.port);
+            Some(())
+        })();
+        if ok.is_none() {
+            break;
+        }
+        let _ = out.push(m);
+    }
+    drop(ms);
+    if out.len() != count {
+        out.clear();
+        return refuse(&tx.senders.no_buffer);
+    }
+    flush_gso(tx, fam, &mut out)
+}
+
+/// One enqueue of a GSO send's frames (what did not fit is freed and
+/// counted).
+fn flush_gso(tx: &TxPath, fam: Family, out: &mut MbufBurst<MAX_SEGMENTS>) -> usize {
+    let n = tx.ring.enqueue_mp(out);
+    add(&tx.senders.accepted, fam, n as u64);
+    add(&tx.senders.no_buffer, fam, out.len() as u64);
+    out.clear();
+    n
+}
+
 /// Onto the ring; what does not fit is freed and counted. How many
 /// datagrams went (a later fragment is not one).
 fn flush(tx: &TxPath, burst: &mut MbufBurst<64>) -> usize {
@@ -642,6 +849,9 @@ pub mod request {
     pub const PORT: Range<usize> = 8..10;
     /// 4 for IPv4 (the address in the first 4 bytes of ADDR), 6 for IPv6.
     pub const FAMILY: usize = 10;
+    /// The ECN codepoint to send with (low 2 bits; 0 in older clients'
+    /// requests: not-ECT).
+    pub const ECN: usize = 11;
     pub const ADDR: Range<usize> = 12..28;
     pub const LEN: usize = ADDR.end;
 }
@@ -664,6 +874,12 @@ pub fn encode_request(out: &mut [u8], socket: u32, dst: SocketAddr) -> Option<()
             h[request::ADDR].copy_from_slice(&a.octets());
         }
     }
+    Some(())
+}
+
+/// Set the ECN codepoint of an encoded request.
+pub fn set_request_ecn(out: &mut [u8], ecn: u8) -> Option<()> {
+    *out.get_mut(request::ECN)? = ecn & 0b11;
     Some(())
 }
 
@@ -718,6 +934,7 @@ fn finish_request(tx: &TxPath, shared: &Shared, mut m: Mbuf) -> Option<Mbuf> {
         tx.bad_requests.fetch_add(1, Ordering::Relaxed);
         return None;
     };
+    let ecn = m.data().get(request::ECN).map_or(0, |e| e & 0b11);
     let fam = family(dst.ip());
     let mut buf = [0u8; MTU];
     let Some(body) = buf.get_mut(..payload.len()) else {
@@ -758,6 +975,10 @@ fn finish_request(tx: &TxPath, shared: &Shared, mut m: Mbuf) -> Option<Mbuf> {
     }
     v.set_port(iface.port);
     v.clear_ol_flags();
+    if ecn != 0 && set_ecn(m.data_mut(), ecn).is_none() {
+        add(&tx.senders.no_buffer, fam, 1);
+        return None;
+    }
     if offload_if_offered(iface, &mut m).is_none() {
         add(&tx.senders.no_buffer, fam, 1);
         return None;
@@ -1470,6 +1691,52 @@ mod tests {
         assert_eq!(t2.lock().unwrap().get(3, IpAddr::V6(p6)).unwrap().0, crate::neigh::State::Incomplete);
     }
 
+    /// What `send_segments` does to each segment after the first, on
+    /// plain buffers: the first full-size frame's header (ECN set) copied
+    /// before another payload, a shorter one shortened, the UDP checksum
+    /// summed. Each must be byte for byte the frame the writer builds for
+    /// that payload directly (with the same ECN), for both families.
+    #[test]
+    fn gso_segments_from_a_copied_header_equal_frames_built_whole() {
+        for (src, dst) in [
+            ("198.18.0.1:5000", "198.18.0.2:7000"),
+            ("[fd00::1]:5000", "[fd00::2]:7000"),
+        ] {
+            let (src, dst): (SocketAddr, SocketAddr) = (src.parse().unwrap(), dst.parse().unwrap());
+            let mac = [2, 0, 0, 0, 0, 1];
+            let whole = |payload: &[u8], ecn: u8| {
+                let mut f = build::to_vec(&frame_spec(mac, src, dst, payload).unwrap()).unwrap();
+                if ecn != 0 {
+                    set_ecn(&mut f, ecn).unwrap();
+                }
+                f
+            };
+            let first: Vec<u8> = (0..100u8).collect();
+            let template = whole(&first, 2);
+            let hl = template.len() - first.len();
+            let l3_len = if src.is_ipv4() { ipv4::HEADER_LEN } else { ipv6::HEADER_LEN };
+            for other in [(100..200u8).collect::<Vec<u8>>(), (7..50u8).collect(), vec![9]] {
+                let mut f = template[..hl].to_vec();
+                f.extend_from_slice(&other);
+                if other.len() != first.len() {
+                    shorten(&mut f, hl, l3_len).unwrap();
+                }
+                fill_udp_checksum(&mut f, l3_len).unwrap();
+                assert_eq!(f, whole(&other, 2), "{dst} {} bytes", other.len());
+            }
+            // The ECN codepoint lands in the IPv4 TOS / IPv6 traffic class,
+            // and the IPv4 header checksum still verifies.
+            let l3 = &template[ether::HEADER_LEN..];
+            if src.is_ipv4() {
+                assert_eq!(Ipv4Packet::new_checked(l3).unwrap().dscp_ecn(), 2);
+                assert!(checksum::ipv4_header_verifies(&l3[..ipv4::HEADER_LEN]));
+            } else {
+                assert_eq!(Ipv6Packet::new_checked(l3).unwrap().traffic_class(), 2);
+            }
+            assert_ne!(whole(&first, 0), template);
+        }
+    }
+
     #[test]
     fn client_requests_round_trip_and_garbage_is_refused() {
         let mut b = [0u8; request::LEN + 3];
@@ -1477,6 +1744,9 @@ mod tests {
             let dst: SocketAddr = dst.parse().unwrap();
             encode_request(&mut b, 42, dst).unwrap();
             b[request::LEN..].copy_from_slice(b"abc");
+            assert_eq!(decode_request(&b), Some((42, dst, &b"abc"[..])));
+            set_request_ecn(&mut b, 0b110).unwrap();
+            assert_eq!(b[request::ECN], 0b10);
             assert_eq!(decode_request(&b), Some((42, dst, &b"abc"[..])));
         }
         assert!(encode_request(&mut [0u8; request::LEN - 1], 1, "198.18.0.2:1".parse().unwrap()).is_none());

@@ -59,6 +59,32 @@ fn send(tx: &api::Sender, sock: &udpdemux::socket::Socket, to: &str, p: &[String
     n
 }
 
+/// The GSO payloads: 19 of 5 bytes and a shorter last one (the kernel's
+/// `UDP_SEGMENT` rule), as one buffer.
+fn gso_payloads(tag: &str) -> Vec<String> {
+    let mut p = payloads(tag, 0..19);
+    p.push(format!("{tag}end"));
+    p
+}
+
+/// A GSO send of `p` (concatenated, cut every 5 bytes) with ECN `ecn`;
+/// it must not allocate.
+fn send_gso(
+    tx: &api::Sender,
+    sock: &udpdemux::socket::Socket,
+    to: &str,
+    p: &[String],
+    ecn: u8,
+) -> usize {
+    let buf = p.concat();
+    let before = thread_hot_allocations();
+    let hot = HotSection::enter();
+    let n = api::send_gso(tx, sock, addr(to), buf.as_bytes(), 5, ecn);
+    drop(hot);
+    assert_eq!(thread_hot_allocations() - before, 0, "send_gso allocated");
+    n
+}
+
 /// Datagrams over the 1500-byte MTU (text, so the kernel side can print them).
 const BIG: [usize; 4] = [1473, 3000, 9000, 65_000];
 
@@ -91,6 +117,8 @@ fn send_burst_resolves_delivers_expires_and_counts_every_sender() {
             "many6=fd00::2:7001",
             "big4=198.18.0.2:7002",
             "big6=fd00::2:7002",
+            "gso4=198.18.0.2:7003",
+            "gso6=fd00::2:7003",
             "--echo",
             "198.18.0.1:7:300",
         ],
@@ -169,6 +197,11 @@ rcvbuf = 4194304
         // Resolved: the rest goes straight out, after the held three.
         taken += send(&tx, &tx4, PEER4, &payloads("a", 3..20));
         taken += send(&tx, &tx6, PEER6, &payloads("b", 3..20));
+        // GSO: one buffer, 20 datagrams each, in order (ECN set per call).
+        taken += send_gso(&tx, &tx4, "198.18.0.2:7003", &gso_payloads("g"), 2);
+        taken += send_gso(&tx, &tx6, "[fd00::2]:7003", &gso_payloads("h"), 1);
+        // Above the kernel's 64 segments: refused whole, counted as too big.
+        assert_eq!(api::send_gso(&tx, &tx4, addr(PEER4), &[7u8; 65], 1, 0), 0);
         // Over the MTU: sent as fragments, one datagram each.
         for (sock, to, tag) in [
             (&tx4, "198.18.0.2:7002", "B"),
@@ -226,9 +259,9 @@ rcvbuf = 4194304
             go_at = Some(Instant::now());
         }
         let failed = watch.send.as_ref().unwrap().neigh_stats().failed;
-        let got = kernel.wait_total(20 + 20 + 900 + 8, 0);
+        let got = kernel.wait_total(20 + 20 + 40 + 900 + 8, 0);
         let echo_done = go_at.is_some_and(|t| t.elapsed() > Duration::from_millis(1500));
-        if (driver.is_finished() && failed >= 2 && got >= 948 && echo_done)
+        if (driver.is_finished() && failed >= 2 && got >= 988 && echo_done)
             || t0.elapsed() > Duration::from_secs(60)
         {
             break;
@@ -255,6 +288,16 @@ rcvbuf = 4194304
     assert_eq!(strs(&k["got"]["v6"]), payloads("b", 0..20));
     assert_eq!(strs(&k["from"]["v4"]), vec!["198.18.0.1:5000"]);
     assert_eq!(strs(&k["from"]["v6"]), vec!["fd00::1:5001"]);
+    // The GSO sends: 20 datagrams each, in order, the last one shorter.
+    assert_eq!(strs(&k["got"]["gso4"]), gso_payloads("g"));
+    assert_eq!(strs(&k["got"]["gso6"]), gso_payloads("h"));
+    assert_eq!(strs(&k["from"]["gso6"]), vec!["fd00::1:5001"]);
+    // ECN set per call: ECT(0) on the IPv4 send, ECT(1) on the IPv6 one,
+    // not-ECT on send_burst's.
+    assert_eq!(k["ecn"]["gso4"], serde_json::json!([2]));
+    assert_eq!(k["ecn"]["gso6"], serde_json::json!([1]));
+    assert_eq!(k["ecn"]["v4"], serde_json::json!([0]));
+    assert_eq!(k["ecn"]["v6"], serde_json::json!([0]));
     // Every concurrent datagram once.
     let mut many4 = strs(&k["got"]["many4"]);
     many4.sort();
@@ -273,7 +316,7 @@ rcvbuf = 4194304
 
     let s = &j["send"];
     let neigh = &s["neigh"];
-    assert_eq!(taken, 3 + 3 + 5 + 5 + 17 + 17 + 900 + 8);
+    assert_eq!(taken, 3 + 3 + 5 + 5 + 17 + 17 + 40 + 900 + 8);
     // Frames: every fragment of the big ones is one.
     let made = |v6: bool| {
         BIG.iter()
@@ -283,8 +326,8 @@ rcvbuf = 4194304
     assert_eq!(
         (n(&s["accepted"][0]), n(&s["accepted"][1])),
         (
-            3 + 5 + 17 + 600 + made(false),
-            3 + 5 + 17 + 300 + made(true)
+            3 + 5 + 17 + 20 + 600 + made(false),
+            3 + 5 + 17 + 20 + 300 + made(true)
         )
     );
     assert_eq!(
@@ -293,7 +336,7 @@ rcvbuf = 4194304
     );
     assert_eq!(
         (n(&s["out_datagrams"][0]), n(&s["out_datagrams"][1])),
-        (20 + 600 + 4, 20 + 300 + 4)
+        (20 + 20 + 600 + 4, 20 + 20 + 300 + 4)
     );
     assert_eq!(
         (n(&s["out_later"][0]), n(&s["out_later"][1])),
@@ -311,7 +354,7 @@ rcvbuf = 4194304
         "{ip}"
     );
     assert_eq!(n(&ip["IpFragFails"]) + n(&ip["Ip6FragFails"]), 0, "{ip}");
-    assert_eq!((n(&s["too_big"][0]), n(&s["no_route"][0])), (1, 1));
+    assert_eq!((n(&s["too_big"][0]), n(&s["no_route"][0])), (1 + 65, 1));
     // The silent neighbours: 3 held and 2 gave way each, then the 3 expired.
     assert_eq!(n(&neigh["unres_discards"]), 4, "{s}");
     assert_eq!(n(&neigh["expired"]), 6, "{s}");
@@ -333,8 +376,8 @@ rcvbuf = 4194304
     assert!(echo_got > 0, "no echo reply: {echo} {}", j["ports"]);
     assert_eq!(n(&echo["tx"]), echo_got, "{echo}");
     let udp = &j["udp"];
-    assert_eq!(n(&udp["UdpOutDatagrams"]), 20 + 600 + 4 + echo_got);
-    assert_eq!(n(&udp["Udp6OutDatagrams"]), 20 + 300 + 4);
+    assert_eq!(n(&udp["UdpOutDatagrams"]), 20 + 20 + 600 + 4 + echo_got);
+    assert_eq!(n(&udp["Udp6OutDatagrams"]), 20 + 20 + 300 + 4);
     assert_eq!(n(&udp["UdpSndbufErrors"]), 0);
     assert_eq!(n(&udp["Udp6SndbufErrors"]), 0);
 }

@@ -103,25 +103,7 @@ impl ClientSocket<'_> {
                     let _ = burst.push(m);
                 }
             }
-            taken += h.ring.enqueue_mp(&mut burst);
-            // A full ring: the main lcore, which drains it once per nap,
-            // has not run, most likely because this process holds the CPU
-            // they share (the scheduler does not preempt a busy task for a
-            // thread that wakes every 100 us). Hand it the CPU and try
-            // again, a few times, as a blocking send waits for buffer
-            // space: without this the DNS example lost 6-12% of its
-            // answers here at 2.5 Mqps, with a ring of 1024 or 4096.
-            let mut tries = 0;
-            while !burst.is_empty() && tries < FULL_RING_WAITS {
-                if tries < FULL_RING_YIELDS {
-                    std::thread::yield_now();
-                } else {
-                    // The main lcore naps (not runnable): a yield returns at once.
-                    std::thread::sleep(std::time::Duration::from_micros(20));
-                }
-                taken += h.ring.enqueue_mp(&mut burst);
-                tries += 1;
-            }
+            taken += enqueue_waiting(&h.ring, &mut burst);
             // What still did not fit is freed.
             burst.clear();
             if got < want {
@@ -131,14 +113,96 @@ impl ClientSocket<'_> {
         }
         taken
     }
+
+    /// GSO-style send, the client's twin of `udpdemux::api::send_gso`:
+    /// `buf` cut into datagrams of `segment` bytes (the last may be
+    /// shorter, at most `send::MAX_SEGMENTS`; 0: one datagram), all to `dst` with ECN
+    /// codepoint `ecn`: one bulk allocation from the engine's TX pool and
+    /// one enqueue on this process's TX ring. The engine builds each
+    /// frame's headers from the request, as for `send_burst`. How many
+    /// datagrams were handed over: 0 or all, or the prefix the ring had
+    /// room for; none when a segment is above the MTU or there are too many.
+    pub fn send_gso(&self, dst: SocketAddr, buf: &[u8], segment: usize, ecn: u8) -> usize {
+        if !dpdk_sys::eal::is_up() || buf.is_empty() {
+            return 0;
+        }
+        let fam = if dst.is_ipv4() {
+            udpdemux::parse::Family::V4
+        } else {
+            udpdemux::parse::Family::V6
+        };
+        let segment = if segment == 0 {
+            buf.len()
+        } else {
+            segment.min(buf.len())
+        };
+        let count = buf.len().div_ceil(segment);
+        if count > engine_send::MAX_SEGMENTS || segment > engine_send::max_payload(fam) {
+            return 0;
+        }
+        let Some(h) = handles() else {
+            return 0;
+        };
+        let mut fresh = MbufBurst::<{ engine_send::MAX_SEGMENTS }>::new();
+        if h.pool.alloc_into(&mut fresh, count).is_err() || fresh.len() != count {
+            return 0;
+        }
+        let mut burst = MbufBurst::<{ engine_send::MAX_SEGMENTS }>::new();
+        for (m, chunk) in fresh.drain().zip(buf.chunks(segment)) {
+            let Some(m) = fill_request(m, self.id(), dst, chunk, ecn) else {
+                return 0;
+            };
+            let _ = burst.push(m);
+        }
+        let taken = enqueue_waiting(&h.ring, &mut burst);
+        // What did not fit is freed.
+        burst.clear();
+        taken
+    }
+}
+
+/// Enqueue `burst` on the TX ring, waiting for the main lcore when the
+/// ring is full: it drains the ring once per nap, and has not run, most
+/// likely because this process holds the CPU they share (the scheduler
+/// does not preempt a busy task for a thread that wakes every 100 us). So
+/// hand it the CPU and try again, a few times, as a blocking send waits for
+/// buffer space: without this the DNS example lost 6-12% of its answers
+/// here at 2-2.5 Mqps, with a ring of 1024 or 4096. How many went in; the
+/// rest stay in `burst`.
+fn enqueue_waiting<const N: usize>(ring: &MbufRing, burst: &mut MbufBurst<N>) -> usize {
+    let mut taken = ring.enqueue_mp(burst);
+    let mut tries = 0;
+    while !burst.is_empty() && tries < FULL_RING_WAITS {
+        if tries < FULL_RING_YIELDS {
+            std::thread::yield_now();
+        } else {
+            // The main lcore naps (not runnable): a yield returns at once.
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
+        taken += ring.enqueue_mp(burst);
+        tries += 1;
+    }
+    taken
 }
 
 /// Write the request for `payload` to `dst` into a fresh mbuf; `None`
 /// (the mbuf freed) when it does not fit.
-fn request_mbuf(mut m: Mbuf, socket: u32, dst: SocketAddr, payload: &[u8]) -> Option<Mbuf> {
+fn request_mbuf(m: Mbuf, socket: u32, dst: SocketAddr, payload: &[u8]) -> Option<Mbuf> {
+    fill_request(m, socket, dst, payload, 0)
+}
+
+/// Write a request with ECN codepoint `ecn` into the fresh mbuf `m`.
+fn fill_request(
+    mut m: Mbuf,
+    socket: u32,
+    dst: SocketAddr,
+    payload: &[u8],
+    ecn: u8,
+) -> Option<Mbuf> {
     let len = u16::try_from(request::LEN + payload.len()).ok()?;
     let out = m.append(len)?;
     engine_send::encode_request(out, socket, dst)?;
+    engine_send::set_request_ecn(out, ecn)?;
     out[request::LEN..].copy_from_slice(payload);
     Some(m)
 }

@@ -44,6 +44,8 @@ fn a_client_sends_through_the_engine_to_kernel_sockets() {
         &[
             "v4=198.18.0.2:7000",
             "v6=fd00::2:7000",
+            "gso4=198.18.0.2:7003",
+            "gso6=fd00::2:7003",
             "--echo",
             "198.18.0.1:7:300",
         ],
@@ -111,9 +113,22 @@ rcvbuf = 4194304
         assert_eq!(send(&s6, "[fd00::2]:7000", &payloads("d", r)), 10);
         std::thread::sleep(Duration::from_millis(50));
     }
+    // GSO from the client: one buffer each, 20 datagrams (the last
+    // shorter), ECN per call, in order.
+    let gso = |tag: &str| -> Vec<String> {
+        let mut p = payloads(tag, 0..19);
+        p.push(format!("{tag}end"));
+        p
+    };
+    let dst4: std::net::SocketAddr = "198.18.0.2:7003".parse().unwrap();
+    let dst6: std::net::SocketAddr = "[fd00::2]:7003".parse().unwrap();
+    assert_eq!(s4.send_gso(dst4, gso("g").concat().as_bytes(), 5, 2), 20);
+    assert_eq!(s6.send_gso(dst6, gso("h").concat().as_bytes(), 5, 1), 20);
+    // More than 64 segments: refused whole, nothing handed over.
+    assert_eq!(s4.send_gso(dst4, &[1u8; 65], 1, 0), 0);
     // Everything arrived before the sockets close (a closed client's
     // ring is freed, counted as `client_freed`).
-    assert_eq!(kernel.wait_total(406, 30), 406);
+    assert_eq!(kernel.wait_total(446, 30), 446);
     std::thread::sleep(Duration::from_millis(500));
     s4.close().expect("close ctx4");
     s6.close().expect("close ctx6");
@@ -133,8 +148,13 @@ rcvbuf = 4194304
     assert_eq!(strs(&k["got"]["v6"]), payloads("d", 0..203));
     assert_eq!(strs(&k["from"]["v4"]), vec!["198.18.0.1:6000"]);
     assert_eq!(strs(&k["from"]["v6"]), vec!["fd00::1:6001"]);
+    assert_eq!(strs(&k["got"]["gso4"]), gso("g"));
+    assert_eq!(strs(&k["got"]["gso6"]), gso("h"));
+    assert_eq!(k["ecn"]["gso4"], serde_json::json!([2]));
+    assert_eq!(k["ecn"]["gso6"], serde_json::json!([1]));
+    assert_eq!(k["ecn"]["v4"], serde_json::json!([0]));
     let s = &j["send"];
-    assert_eq!(n(&s["client_requests"]), 406, "{s}");
+    assert_eq!(n(&s["client_requests"]), 446, "{s}");
     assert_eq!(
         (n(&s["bad_requests"]), n(&s["client_freed"])),
         (0, 0),
@@ -142,7 +162,7 @@ rcvbuf = 4194304
     );
     assert_eq!(
         (n(&s["out_datagrams"][0]), n(&s["out_datagrams"][1])),
-        (203, 203),
+        (223, 223),
         "{s}"
     );
     assert_eq!(n(&s["neigh"]["resolved"]), 2, "{s}");
@@ -156,7 +176,7 @@ rcvbuf = 4194304
     assert!(echo_got > 0, "no echo reply: {echo} {}", j["ports"]);
     assert_eq!(n(&echo["tx"]), echo_got, "{echo}");
     let udp = &j["udp"];
-    assert_eq!(n(&udp["UdpOutDatagrams"]), 203 + echo_got, "{udp}");
-    assert_eq!(n(&udp["Udp6OutDatagrams"]), 203, "{udp}");
+    assert_eq!(n(&udp["UdpOutDatagrams"]), 223 + echo_got, "{udp}");
+    assert_eq!(n(&udp["Udp6OutDatagrams"]), 223, "{udp}");
     assert_eq!(n(&udp["UdpSndbufErrors"]), 0, "{udp}");
 }

@@ -128,7 +128,8 @@ impl Drop for Net {
 /// a `send NAME HOST PORT PAYLOAD` line sends from receiver NAME's socket.
 /// Prints `ready`, then `total N` each time the receivers' total grows;
 /// on a `stop` line it reads for 0.3 s more and prints its JSON: per
-/// receiver the payloads (text) and the senders seen, and the echo
+/// receiver the payloads (text), the senders seen and the ECN codepoints
+/// seen (`ecn`, IP_RECVTOS / IPV6_RECVTCLASS), and the echo
 /// requests sent and replies received.
 pub const KERNEL: &str = r#"
 import json, select, socket, sys, time
@@ -148,11 +149,17 @@ while args:
     s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 8 << 20)
     s.bind((h, int(p)))
     s.setblocking(False)
+    # The ECN bits each datagram arrived with (IP_RECVTOS, IPV6_RECVTCLASS).
+    if fam == socket.AF_INET:
+        s.setsockopt(socket.IPPROTO_IP, 13, 1)
+    else:
+        s.setsockopt(socket.IPPROTO_IPV6, 66, 1)
     socks[s] = name
 echo = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 echo.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 8 << 20)
 echo.setblocking(False)
 got = {n: [] for n in socks.values()}
+ecn = {n: [] for n in socks.values()}
 frm = {n: [] for n in socks.values()}
 echo_sent, echo_got, total = 0, 0, 0
 next_echo, stop_at = None, None
@@ -181,20 +188,25 @@ while stop_at is None or time.time() < stop_at:
     for s in r:
         while True:
             try:
-                data, src = s.recvfrom(65535)
+                data, anc, _, src = s.recvmsg(65535, 64)
             except BlockingIOError:
                 break
             if s is echo:
                 echo_got += 1
                 continue
             n = socks[s]
+            for lvl, typ, b in anc:
+                if (lvl, typ) in ((socket.IPPROTO_IP, 1), (socket.IPPROTO_IPV6, 67)):
+                    e = b[0] & 3 if len(b) == 1 else int.from_bytes(b[:4], sys.byteorder) & 3
+                    if e not in ecn[n]:
+                        ecn[n].append(e)
             got[n].append(data.decode())
             a = "%s:%d" % (src[0], src[1])
             if a not in frm[n]:
                 frm[n].append(a)
             total += 1
             print("total %d" % total, flush=True)
-print(json.dumps({"got": got, "from": frm, "echo_sent": echo_sent, "echo_got": echo_got}), flush=True)
+print(json.dumps({"got": got, "from": frm, "ecn": ecn, "echo_sent": echo_sent, "echo_got": echo_got}), flush=True)
 "#;
 
 /// [`KERNEL`] running in a namespace.

@@ -1,0 +1,229 @@
+//! The QUIC echo server on udpdemux: an engine on `net_af_packet` over a
+//! network interface (one end of a veth pair), quinn endpoints on engine
+//! sockets through `udpdemux_quinn::UdxSocket`, a self-signed certificate
+//! made at start (its DER written to `--cert-out` for the client to trust).
+//!
+//! `--kernel` serves the same on quinn's default tokio UDP socket (the
+//! kernel's UDP with GRO/GSO) instead: the benchmark's other side.
+//!
+//! Prints `ready` when it listens; stops when its standard input ends (or
+//! a `stop` line), then prints one JSON line: the adapter's counters and
+//! the engine's books.
+use std::io::BufRead;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Parser;
+use udpdemux::api::SocketOptions;
+use udpdemux::config::Config;
+use udpdemux::runtime::engine::{Engine, RunOptions};
+use udpdemux_quinn::{echo, Stats, UdxSocket};
+
+#[derive(Parser)]
+#[command(about = "QUIC echo server on udpdemux (or on the kernel's UDP with --kernel)")]
+struct Args {
+    /// The interface the engine drives with net_af_packet.
+    #[arg(long)]
+    iface: Option<String>,
+    /// The port's addresses (CIDR), e.g. 198.18.0.1/24 and fd00::1/64.
+    #[arg(long = "addr")]
+    addrs: Vec<String>,
+    /// Addresses to serve QUIC on (one endpoint each).
+    #[arg(long = "listen", required = true)]
+    listen: Vec<SocketAddr>,
+    /// The EAL file prefix (unique per running engine).
+    #[arg(long, default_value = "quic-echo")]
+    prefix: String,
+    /// Where to write the certificate (DER).
+    #[arg(long)]
+    cert_out: std::path::PathBuf,
+    /// Streams a connection may have open at once.
+    #[arg(long, default_value_t = 128)]
+    streams: u32,
+    /// Serve on the kernel's UDP (quinn's own socket) instead of udpdemux.
+    #[arg(long)]
+    kernel: bool,
+}
+
+/// The engine's config: one port, the main lcore (TX drain) and one RX
+/// lcore; a pool and receive budget sized for bulk QUIC.
+fn engine_config(a: &Args, iface: &str) -> String {
+    let addrs: Vec<String> = a.addrs.iter().map(|x| format!("{x:?}")).collect();
+    format!(
+        r#"[eal]
+lcores = "0,1"
+no_huge = true
+memory_mb = 512
+no_pci = true
+file_prefix = "{prefix}"
+vdevs = ["net_af_packet0,iface={iface},qpairs=2"]
+
+[mempool]
+mbufs = 16383
+cache = 256
+
+[[port]]
+name = "net_af_packet0"
+rx_queues = 2
+tx_queues = 2
+rx_checksum_offload = false
+addresses = [{addrs}]
+
+[[lcore]]
+id = 1
+role = "rx"
+queues = ["net_af_packet0:0", "net_af_packet0:1"]
+"#,
+        prefix = a.prefix,
+        addrs = addrs.join(", ")
+    )
+}
+
+fn main() -> ExitCode {
+    let a = Args::parse();
+    match run(&a) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("quic_echo: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Wait for the end of standard input (or a `stop` line) on a thread.
+fn stdin_stopper() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = Arc::clone(&stop);
+    std::thread::spawn(move || {
+        for l in std::io::stdin().lock().lines() {
+            match l {
+                Ok(l) if l.trim() == "stop" => break,
+                Ok(_) => continue,
+                Err(_) => break,
+            }
+        }
+        s.store(true, Ordering::SeqCst);
+    });
+    stop
+}
+
+fn run(a: &Args) -> Result<(), String> {
+    let (server, cert) = echo::server_config(a.streams)?;
+    std::fs::write(&a.cert_out, &cert)
+        .map_err(|e| format!("cannot write {}: {e}", a.cert_out.display()))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the tokio runtime: {e}"))?;
+    if a.kernel {
+        return run_kernel(a, rt, server);
+    }
+    let iface = a
+        .iface
+        .as_deref()
+        .ok_or("--iface names the interface the engine drives (or give --kernel)")?;
+    let dir = std::env::temp_dir().join(format!("udx-quic-echo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join("engine.toml");
+    std::fs::write(&path, engine_config(a, iface))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let cfg = Config::load(&path).map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut engine = Engine::start(&cfg, &RunOptions::default()).map_err(|e| e.to_string())?;
+    let t0 = Instant::now();
+    let mut stats: Vec<Arc<Stats>> = Vec::new();
+    let mut endpoints = Vec::new();
+    for (i, l) in a.listen.iter().enumerate() {
+        let mut o = SocketOptions::new(&format!("quic{i}"), *l);
+        // Room for a flight of bulk QUIC (the kernel's default 208 KiB
+        // holds about 90 mbufs).
+        o.rcvbuf = 16 << 20;
+        o.ring_size = 8192;
+        let sock = UdxSocket::open(&engine, o).map_err(|e| e.to_string())?;
+        stats.push(sock.stats());
+        let _guard = rt.enter();
+        let ep = quinn::Endpoint::new_with_abstract_socket(
+            quinn::EndpointConfig::default(),
+            Some(server.clone()),
+            Arc::new(sock),
+            Arc::new(quinn::TokioRuntime),
+        )
+        .map_err(|e| format!("endpoint on {l}: {e}"))?;
+        rt.spawn(echo::serve(ep.clone()));
+        endpoints.push(ep);
+    }
+    println!("ready");
+    let stop = stdin_stopper();
+    while !stop.load(Ordering::SeqCst) {
+        // The main lcore drains the TX ring and runs the neighbour timers.
+        engine.main_loop(Some(t0.elapsed().as_secs_f64() + 0.05));
+    }
+    for ep in &endpoints {
+        ep.close(quinn::VarInt::from_u32(0), b"bye");
+    }
+    // Let the close go out, then drop the endpoints (and their sockets).
+    for _ in 0..4 {
+        engine.main_loop(Some(t0.elapsed().as_secs_f64() + 0.05));
+    }
+    drop(endpoints);
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    let summary = engine.stop().map_err(|e| e.to_string())?;
+    let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    let per: Vec<String> = stats
+        .iter()
+        .map(|s| {
+            format!(
+                r#"{{"rx_ecn":[{},{},{},{}],"rx_metas":{},"rx_too_long":{},"tx_datagrams":{},"tx_refused":{},"wakeups":{}}}"#,
+                n(&s.rx_ecn[0]),
+                n(&s.rx_ecn[1]),
+                n(&s.rx_ecn[2]),
+                n(&s.rx_ecn[3]),
+                n(&s.rx_metas),
+                n(&s.rx_too_long),
+                n(&s.tx_datagrams),
+                n(&s.tx_refused),
+                n(&s.wakeups)
+            )
+        })
+        .collect();
+    println!(
+        r#"{{"sockets":[{}],"books_balanced":{},"problems":{:?}}}"#,
+        per.join(","),
+        summary.books_balanced,
+        summary.problems
+    );
+    Ok(())
+}
+
+/// The same service on quinn's own tokio UDP sockets (the kernel's UDP,
+/// with GRO/GSO where the kernel has them).
+fn run_kernel(
+    a: &Args,
+    rt: tokio::runtime::Runtime,
+    server: quinn::ServerConfig,
+) -> Result<(), String> {
+    let mut endpoints = Vec::new();
+    for l in &a.listen {
+        let _guard = rt.enter();
+        let ep =
+            quinn::Endpoint::server(server.clone(), *l).map_err(|e| format!("bind {l}: {e}"))?;
+        rt.spawn(echo::serve(ep.clone()));
+        endpoints.push(ep);
+    }
+    println!("ready");
+    let stop = stdin_stopper();
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    for ep in &endpoints {
+        ep.close(quinn::VarInt::from_u32(0), b"bye");
+    }
+    drop(endpoints);
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    println!(r#"{{"sockets":[],"books_balanced":true,"problems":[]}}"#);
+    Ok(())
+}

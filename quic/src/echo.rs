@@ -1,0 +1,209 @@
+//! The QUIC echo service of the example (`quic_echo`) and its client
+//! (`quic_client`): every bidirectional stream's bytes come back on the
+//! same stream. The client writes a known pattern on each stream and checks
+//! every byte it reads back.
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quinn::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use quinn::{ClientConfig, Endpoint, ServerConfig, TransportConfig, VarInt};
+
+/// The name the example's certificate is made for (and the client checks).
+pub const SERVER_NAME: &str = "udpdemux.test";
+/// The ALPN both sides speak.
+pub const ALPN: &[u8] = b"udx-echo";
+
+/// Flow control sized for bulk transfer on a LAN (quinn's defaults are for
+/// the Internet's 100 ms paths and would leave the link idle here less
+/// often, not more) and enough streams for the test's 100 at once.
+fn transport(streams: u32) -> TransportConfig {
+    let mut t = TransportConfig::default();
+    t.max_concurrent_bidi_streams(VarInt::from_u32(streams))
+        .stream_receive_window(VarInt::from_u32(1 << 20))
+        .receive_window(VarInt::from_u32(16 << 20))
+        .send_window(16 << 20)
+        .max_idle_timeout(Some(Duration::from_secs(30).try_into().expect("30 s")));
+    t
+}
+
+/// A self-signed certificate for [`SERVER_NAME`], made now, and the
+/// server's config with it: its DER (the client trusts exactly it).
+pub fn server_config(streams: u32) -> Result<(ServerConfig, Vec<u8>), String> {
+    let ck = rcgen::generate_simple_self_signed(vec![SERVER_NAME.to_string()])
+        .map_err(|e| format!("cannot make the certificate: {e}"))?;
+    let cert = ck.cert.der().to_vec();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ck.key_pair.serialize_der()));
+    let mut tls = quinn::rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(vec![CertificateDer::from(cert.clone())], key)
+        .map_err(|e| format!("bad certificate: {e}"))?;
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
+        .map_err(|e| format!("TLS config unfit for QUIC: {e}"))?;
+    let mut sc = ServerConfig::with_crypto(Arc::new(crypto));
+    sc.transport_config(Arc::new(transport(streams)));
+    Ok((sc, cert))
+}
+
+/// The client's config: trusts only `cert` (DER).
+pub fn client_config(cert: &[u8], streams: u32) -> Result<ClientConfig, String> {
+    let mut roots = quinn::rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(cert.to_vec()))
+        .map_err(|e| format!("bad server certificate: {e}"))?;
+    let mut tls = quinn::rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
+        .map_err(|e| format!("TLS config unfit for QUIC: {e}"))?;
+    let mut cc = ClientConfig::new(Arc::new(crypto));
+    cc.transport_config(Arc::new(transport(streams)));
+    Ok(cc)
+}
+
+/// Serve echo on `endpoint` until it is closed: every connection, every
+/// bidirectional stream, on tasks of the current runtime.
+pub async fn serve(endpoint: Endpoint) {
+    while let Some(incoming) = endpoint.accept().await {
+        tokio::spawn(async move {
+            let Ok(conn) = incoming.await else { return };
+            while let Ok((mut send, mut recv)) = conn.accept_bi().await {
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    loop {
+                        match recv.read(&mut buf).await {
+                            Ok(Some(n)) => {
+                                if send.write_all(&buf[..n]).await.is_err() {
+                                    return;
+                                }
+                            }
+                            Ok(None) => break,
+                            Err(_) => return,
+                        }
+                    }
+                    let _ = send.finish();
+                });
+            }
+        });
+    }
+}
+
+/// Byte `i` of stream `s`'s pattern (differs between streams and along each).
+pub fn pattern(s: u32, i: u64) -> u8 {
+    (i.wrapping_mul(131) ^ u64::from(s).wrapping_mul(0x9e37_79b9) ^ (i >> 8)) as u8
+}
+
+/// What one client run did.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub streams_ok: u32,
+    pub bytes_echoed: u64,
+    pub first_error: Option<String>,
+    pub secs: f64,
+}
+
+/// Connect to `server`, open `streams` bidirectional streams at once, write
+/// `bytes` of each stream's pattern on each and read them back, checking
+/// every byte.
+pub async fn run_client(
+    endpoint: &Endpoint,
+    server: SocketAddr,
+    streams: u32,
+    bytes: u64,
+) -> Outcome {
+    let t0 = Instant::now();
+    let mut out = Outcome::default();
+    let conn = match endpoint.connect(server, SERVER_NAME) {
+        Ok(c) => match c.await {
+            Ok(c) => c,
+            Err(e) => {
+                out.first_error = Some(format!("handshake: {e}"));
+                return out;
+            }
+        },
+        Err(e) => {
+            out.first_error = Some(format!("connect: {e}"));
+            return out;
+        }
+    };
+    let mut tasks = Vec::new();
+    for s in 0..streams {
+        let conn = conn.clone();
+        tasks.push(tokio::spawn(
+            async move { echo_stream(&conn, s, bytes).await },
+        ));
+    }
+    for t in tasks {
+        match t.await {
+            Ok(Ok(n)) => {
+                out.streams_ok += 1;
+                out.bytes_echoed += n;
+            }
+            Ok(Err(e)) => {
+                out.first_error.get_or_insert(e);
+            }
+            Err(e) => {
+                out.first_error.get_or_insert(format!("task: {e}"));
+            }
+        }
+    }
+    conn.close(VarInt::from_u32(0), b"done");
+    out.secs = t0.elapsed().as_secs_f64();
+    out
+}
+
+async fn echo_stream(conn: &quinn::Connection, s: u32, bytes: u64) -> Result<u64, String> {
+    let (mut send, mut recv) = conn
+        .open_bi()
+        .await
+        .map_err(|e| format!("stream {s}: open: {e}"))?;
+    let writer = tokio::spawn(async move {
+        let mut buf = vec![0u8; 32 * 1024];
+        let mut at = 0u64;
+        while at < bytes {
+            let n = (bytes - at).min(buf.len() as u64) as usize;
+            for (k, b) in buf[..n].iter_mut().enumerate() {
+                *b = pattern(s, at + k as u64);
+            }
+            send.write_all(&buf[..n])
+                .await
+                .map_err(|e| format!("stream {s}: write at {at}: {e}"))?;
+            at += n as u64;
+        }
+        send.finish()
+            .map_err(|e| format!("stream {s}: finish: {e}"))?;
+        Ok::<_, String>(())
+    });
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut at = 0u64;
+    loop {
+        match recv.read(&mut buf).await {
+            Ok(Some(n)) => {
+                for (k, b) in buf[..n].iter().enumerate() {
+                    let want = pattern(s, at + k as u64);
+                    if *b != want {
+                        return Err(format!(
+                            "stream {s}: byte {} is {b:#04x}, sent {want:#04x}",
+                            at + k as u64
+                        ));
+                    }
+                }
+                at += n as u64;
+                if at > bytes {
+                    return Err(format!("stream {s}: {at} bytes back, sent {bytes}"));
+                }
+            }
+            Ok(None) => break,
+            Err(e) => return Err(format!("stream {s}: read at {at}: {e}")),
+        }
+    }
+    writer
+        .await
+        .map_err(|e| format!("stream {s}: writer: {e}"))??;
+    if at != bytes {
+        return Err(format!("stream {s}: {at} bytes back, sent {bytes}"));
+    }
+    Ok(at)
+}
