@@ -783,10 +783,11 @@ fn request_payload_len(m: &Mbuf) -> Option<usize> {
     (walked == segs && total == whole).then(|| total - request::LEN)
 }
 
-/// Turn a client's request in `m` into frames in `out` (empty): one built in place when it fits
-/// the MTU, its fragments in fresh mbufs otherwise (the request is then
-/// freed). Each frame is counted in `accepted` (later fragments also in
-/// `later`), a refused request by reason.
+/// Turn a client's request in `m` into frames in `out` (empty): one built
+/// in place when it fits the MTU, its fragments in fresh mbufs otherwise
+/// (one segment or several; the request is then freed). Each frame is
+/// counted in `accepted` (later fragments also in `later`), a refused
+/// request by reason.
 fn finish_request(tx: &TxPath, shared: &Shared, mut m: Mbuf, out: &mut MbufBurst<64>) {
     tx.client_requests.fetch_add(1, Ordering::Relaxed);
     let Some(len) = request_payload_len(&m) else {
@@ -818,7 +819,7 @@ fn finish_request(tx: &TxPath, shared: &Shared, mut m: Mbuf, out: &mut MbufBurst
         tx.bad_requests.fetch_add(1, Ordering::Relaxed);
         return;
     };
-    if !single {
+    if len > max_payload(fam) {
         let v = m.view();
         let built = build_fragments(
             &shared.ifaces,
