@@ -154,6 +154,9 @@ rcvbuf = 4194304
     let k = kernel.finish();
 
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
+    // The main lcore turned the requests into frames and fragments
+    // without allocating (it runs that part hot).
+    assert_eq!(n(&j["hot_path_allocations"]), 0);
     let strs = |v: &serde_json::Value| -> Vec<String> {
         v.as_array()
             .unwrap()
