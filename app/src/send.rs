@@ -588,14 +588,11 @@ where
         return Err(Refused::NoBuffer);
     };
     let first = out.len();
-    let written = crate::frag_out::write_fragments(
-        &fr,
-        // (`udp` lives shorter than `parts`' slices: the map lets those
-        // be seen as of its lifetime.)
-        || std::iter::once(udp).chain(parts().map(|p| p)),
-        alloc,
-        out,
-    );
+    // Not the identity: `udp` lives shorter than `parts`' slices, and the
+    // map lets those be seen as of its lifetime, so the two chain.
+    #[allow(clippy::map_identity)]
+    let all = || std::iter::once(udp).chain(parts().map(|p| p));
+    let written = crate::frag_out::write_fragments(&fr, all, alloc, out);
     frag.count(fam, written);
     let count = written.ok_or(Refused::NoBuffer)?;
     for i in first..out.len() {
