@@ -15,9 +15,9 @@ use common::*;
 #[path = "../../app/tests/common/netns.rs"]
 mod netns;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use udpdemux::api::{self, SocketOptions};
@@ -146,35 +146,20 @@ rcvbuf = 4194304
 
     // The client process: attaches while this thread keeps the main loop
     // running (it serves the client's requests).
-    let mut client = Command::new(&send_bin)
-        .args([
-            prefix.as_str(),
-            "client4",
-            "198.18.0.1:6000",
-            "198.18.0.2:7001",
-            &EACH.to_string(),
-            "--burst",
-            "10",
-            "--gap-ms",
-            "3",
-            "--tag",
-            "c",
-            "--wait",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the send example");
-    let (lines_tx, lines) = std::sync::mpsc::channel();
-    let out = BufReader::new(client.stdout.take().unwrap());
-    std::thread::spawn(move || {
-        for l in out.lines().map_while(Result::ok) {
-            if lines_tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
+    let (mut client, lines) = spawn_with_lines(Command::new(&send_bin).args([
+        prefix.as_str(),
+        "client4",
+        "198.18.0.1:6000",
+        "198.18.0.2:7001",
+        &EACH.to_string(),
+        "--burst",
+        "10",
+        "--gap-ms",
+        "3",
+        "--tag",
+        "c",
+        "--wait",
+    ]));
     let mut client_said: Vec<String> = Vec::new();
     let poll_client = |said: &mut Vec<String>| {
         while let Ok(l) = lines.try_recv() {

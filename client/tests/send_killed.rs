@@ -14,8 +14,8 @@
 mod common;
 use common::*;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::io::Write;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use dpdk_sys::Mempool;
@@ -85,34 +85,19 @@ mac = "02:00:00:00:00:02"
         engine.main_loop(Some(t0.elapsed().as_secs_f64() + ms / 1000.0));
     };
 
-    let mut client = Command::new(&send_bin)
-        .args([
-            prefix.as_str(),
-            "big4",
-            "198.18.0.1:6000",
-            "198.18.0.2:7000",
-            &COUNT.to_string(),
-            "--burst",
-            "1",
-            "--size",
-            &SIZE.to_string(),
-            "--go",
-            "--wait",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the send example");
-    let (lines_tx, lines) = std::sync::mpsc::channel();
-    let out = BufReader::new(client.stdout.take().unwrap());
-    std::thread::spawn(move || {
-        for l in out.lines().map_while(Result::ok) {
-            if lines_tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
+    let (mut client, lines) = spawn_with_lines(Command::new(&send_bin).args([
+        prefix.as_str(),
+        "big4",
+        "198.18.0.1:6000",
+        "198.18.0.2:7000",
+        &COUNT.to_string(),
+        "--burst",
+        "1",
+        "--size",
+        &SIZE.to_string(),
+        "--go",
+        "--wait",
+    ]));
     let mut said: Vec<String> = Vec::new();
     // Attach and bind need the main loop (it serves the client).
     while !said.iter().any(|l| l.starts_with("bound")) {

@@ -397,3 +397,25 @@ pub fn endless_pcap() -> String {
         repo().join("conf/default.pcap").display()
     )
 }
+
+/// Spawn `cmd` (an example) with piped stdin and stdout; its stdout lines
+/// arrive on the receiver (a reader thread), so a test can poll them
+/// while it runs an in-process engine's main loop.
+pub fn spawn_with_lines(cmd: &mut Command) -> (Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn the example");
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || {
+        for l in out.lines().map_while(Result::ok) {
+            if lines_tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    (child, lines)
+}
