@@ -68,22 +68,11 @@ fn main_lcore_consumer_lcore_and_a_client_send_at_once() {
             &format!("198.18.0.1:7:{EACH}"),
         ],
     );
-    let prefix = unique("sendall");
-    let dir = std::env::temp_dir().join(format!("udpdemux-client-{prefix}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let cfg_path = dir.join("c.toml");
-    std::fs::write(
-        &cfg_path,
-        format!(
-            r#"[eal]
-lcores = "0@0,1@1,2@1"
-no_huge = false
-memory_mb = 64
-no_pci = true
-file_prefix = "{prefix}"
-vdevs = ["net_af_packet0,iface={host},qpairs=3"]
-
-[mempool]
+    let (prefix, dir, cfg_path) = in_process_config(
+        "sendall",
+        "0@0,1@1,2@1",
+        &format!("net_af_packet0,iface={},qpairs=3", net.host),
+        r#"[mempool]
 mbufs = 4095
 cache = 128
 
@@ -109,10 +98,7 @@ local = "198.18.0.1:7"
 handler = "echo"
 rcvbuf = 4194304
 "#,
-            host = net.host
-        ),
-    )
-    .unwrap();
+    );
     let cfg = Config::load(&cfg_path).expect("config");
     let mut engine = InProcess::start(&cfg, &RunOptions::default()).expect("engine starts");
     let m4 = api::open(

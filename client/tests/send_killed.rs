@@ -40,22 +40,11 @@ fn a_client_killed_with_chained_requests_queued_leaks_nothing() {
     }
     let (_, _) = binaries();
     let send_bin = profile_dir().join("examples").join("send");
-    let prefix = unique("sendkill");
-    let dir = std::env::temp_dir().join(format!("udpdemux-client-{prefix}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let cfg_path = dir.join("c.toml");
-    std::fs::write(
-        &cfg_path,
-        format!(
-            r#"[eal]
-lcores = "0@0,1@1"
-no_huge = false
-memory_mb = 64
-no_pci = true
-file_prefix = "{prefix}"
-vdevs = ["net_null0,no-rx=1"]
-
-[mempool]
+    let (prefix, dir, cfg_path) = in_process_config(
+        "sendkill",
+        "0@0,1@1",
+        "net_null0,no-rx=1",
+        r#"[mempool]
 mbufs = 2047
 cache = 64
 
@@ -73,10 +62,8 @@ queues = ["net_null0:0"]
 [[neighbour.static]]
 ip = "198.18.0.2"
 mac = "02:00:00:00:00:02"
-"#
-        ),
-    )
-    .unwrap();
+"#,
+    );
     let cfg = Config::load(&cfg_path).expect("config");
     let mut engine = InProcess::start(&cfg, &RunOptions::default()).expect("engine starts");
     let pool = Mempool::lookup("tx_pool").expect("the port has addresses: a TX pool");

@@ -419,3 +419,25 @@ pub fn spawn_with_lines(cmd: &mut Command) -> (Child, std::sync::mpsc::Receiver<
     });
     (child, lines)
 }
+
+/// An in-process engine's config for a test: `[eal]` on a fresh file
+/// prefix (64 MB of hugepages, no PCI) with `lcores` and `vdev`, then
+/// `rest`, written to a scratch directory. The prefix, the directory (the
+/// test removes it) and the config's path.
+pub fn in_process_config(
+    tag: &str,
+    lcores: &str,
+    vdev: &str,
+    rest: &str,
+) -> (String, PathBuf, PathBuf) {
+    let prefix = unique(tag);
+    let dir = std::env::temp_dir().join(format!("udpdemux-client-{prefix}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("c.toml");
+    let text = format!(
+        "[eal]\nlcores = \"{lcores}\"\nno_huge = false\nmemory_mb = 64\nno_pci = true\n\
+         file_prefix = \"{prefix}\"\nvdevs = [\"{vdev}\"]\n\n{rest}"
+    );
+    std::fs::write(&path, text).unwrap();
+    (prefix, dir, path)
+}
