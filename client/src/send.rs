@@ -9,6 +9,11 @@
 //! in-process `send_burst` and transmits on its own TX queue: no TX queue
 //! is shared, and a client that dies mid-enqueue wedges only its own ring
 //! (the engine frees what is in it once the client's sockets are gone).
+//!
+//! A datagram over the MTU is one request whose payload continues in
+//! further mbufs chained to the first (`Mbuf::chain`): the ring takes it
+//! whole or not at all, and the main lcore fragments it with the code an
+//! in-process `send_burst` uses (`FragOKs`, `FragCreates`, `FragFails`).
 use std::net::SocketAddr;
 use std::sync::{Mutex, OnceLock};
 
