@@ -79,8 +79,8 @@ pub struct SenderStats {
     pub later: [AtomicU64; 2],
     /// No mbuf, or no room on the ring (`UdpSndbufErrors`, with `tx_errors`).
     pub no_buffer: [AtomicU64; 2],
-    /// Payload above what one IP datagram holds (`EMSGSIZE`); from an
-    /// out-of-process client, above the MTU (its request is one mbuf).
+    /// Payload above what one IP datagram holds (`EMSGSIZE`), from a
+    /// sender in the engine's process or an out-of-process client alike.
     pub too_big: [AtomicU64; 2],
     /// No port has the destination on-link (`IpOutNoRoutes`), or the socket's
     /// address is of the other family.
@@ -488,11 +488,7 @@ fn send_one(
 }
 
 /// A datagram over the MTU: its fragments, each a frame of its own, go
-/// onto `burst` (and the ring) like datagrams; they carry software
-/// checksums (the UDP one covers the whole datagram, which no single
-/// fragment holds for a NIC to sum). The kernel's `IP_PMTUDISC_WANT`: no
-/// DF on the fragments. Counted in `FragOKs` / `FragCreates`, or
-/// `FragFails` (and `no_buffer`) when the pool ran dry.
+/// onto `burst` (and the ring) like datagrams (see [`build_fragments`]).
 #[cold]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
@@ -506,50 +502,23 @@ fn send_fragmented(
     fresh: &mut impl Iterator<Item = Mbuf>,
     burst: &mut MbufBurst<64>,
 ) -> usize {
-    use crate::parse::fragment::{finish_udp_head, sum_parts, Fragmenter};
     let fam = family(dst.ip());
-    let Some((iface, src)) = route(ifaces, local.ip(), dst.ip()) else {
-        add(&tx.senders.no_route, fam, 1);
-        return 0;
-    };
-    let Some(spec) = frame_spec(iface.mac, SocketAddr::new(src, local.port()), dst, &[]) else {
-        add(&tx.senders.no_route, fam, 1);
-        return 0;
-    };
-    // The headers for an empty payload, then the real length and checksum.
-    let mut head = [0u8; ether::HEADER_LEN + ipv6::HEADER_LEN + udp::HEADER_LEN];
-    let l3 = ether::HEADER_LEN;
-    let hdrs = build::write_frame(&spec, &mut head).ok().and_then(|n| {
-        let l4 = finish_udp_head(&mut head[..n], l3, fam, payload.len(), sum_parts([payload]))?;
-        Some((n, l4))
-    });
-    let Some((n, l4)) = hdrs else {
-        add(&tx.senders.no_buffer, fam, 1);
-        return 0;
-    };
-    let (ip, udp) = head[..n].split_at(l4);
-    let len = udp.len() + payload.len();
-    let Some(fr) = Fragmenter::new(ip, l3, fam, len, MTU, frag.next_ident(fam)) else {
-        frag.count(fam, None);
-        add(&tx.senders.no_buffer, fam, 1);
-        return 0;
-    };
     let mut frags = MbufBurst::<64>::new();
-    let written = crate::frag_out::write_fragments(
-        &fr,
-        || [udp, payload].into_iter(),
+    let built = build_fragments(
+        ifaces,
+        frag,
+        (local, dst),
+        || std::iter::once(payload),
+        payload.len(),
         || fresh.next().or_else(|| tx.pool().alloc()),
         &mut frags,
     );
-    frag.count(fam, written);
-    if written.is_none() {
-        // The fragments written so far are freed with `frags`.
-        add(&tx.senders.no_buffer, fam, 1);
+    if let Err(r) = built {
+        add(r.counter(tx), fam, 1);
         return 0;
     }
     let mut taken = 0;
-    for mut m in frags.drain() {
-        m.view_mut().set_port(iface.port);
+    for m in frags.drain() {
         if burst.spare() == 0 {
             taken += flush(tx, burst);
         }
@@ -766,6 +735,81 @@ fn flush_gso(tx: &TxPath, fam: Family, out: &mut MbufBurst<MAX_SEGMENTS>) -> usi
     n
 }
 
+/// Why a datagram was not built: the counter it goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refused {
+    /// `no_route` (`IpOutNoRoutes`).
+    NoRoute,
+    /// `no_buffer` (`UdpSndbufErrors`).
+    NoBuffer,
+}
+
+impl Refused {
+    fn counter(self, tx: &TxPath) -> &[AtomicU64; 2] {
+        match self {
+            Refused::NoRoute => &tx.senders.no_route,
+            Refused::NoBuffer => &tx.senders.no_buffer,
+        }
+    }
+}
+
+/// The fragments of one datagram from `local` to `dst` (`ends`) whose UDP
+/// payload, `len` bytes, is the concatenation of what `parts` yields (an
+/// in-process sender's slice, or an out-of-process client's request
+/// segments), each in an mbuf from `alloc` with its port set, appended to
+/// `out`; how many. They carry software checksums (the UDP one covers the
+/// whole datagram, which no single fragment holds for a NIC to sum). The
+/// kernel's `IP_PMTUDISC_WANT`: no DF on the fragments. Counted in
+/// `FragOKs` / `FragCreates`, or `FragFails` when the pool ran dry (the
+/// fragments already written are freed with `out` by the caller).
+fn build_fragments<'p, I>(
+    ifaces: &Ifaces,
+    frag: &FragOut,
+    (local, dst): (SocketAddr, SocketAddr),
+    parts: impl Fn() -> I,
+    len: usize,
+    alloc: impl FnMut() -> Option<Mbuf>,
+    out: &mut MbufBurst<64>,
+) -> Result<usize, Refused>
+where
+    I: Iterator<Item = &'p [u8]>,
+{
+    use crate::parse::fragment::{finish_udp_head, sum_parts, Fragmenter};
+    let fam = family(dst.ip());
+    let (iface, src) = route(ifaces, local.ip(), dst.ip()).ok_or(Refused::NoRoute)?;
+    let spec = frame_spec(iface.mac, SocketAddr::new(src, local.port()), dst, &[])
+        .ok_or(Refused::NoRoute)?;
+    // The headers for an empty payload, then the real length and checksum.
+    let mut head = [0u8; ether::HEADER_LEN + ipv6::HEADER_LEN + udp::HEADER_LEN];
+    let l3 = ether::HEADER_LEN;
+    let (n, l4) = build::write_frame(&spec, &mut head)
+        .ok()
+        .and_then(|n| {
+            let l4 = finish_udp_head(&mut head[..n], l3, fam, len, sum_parts(parts()))?;
+            Some((n, l4))
+        })
+        .ok_or(Refused::NoBuffer)?;
+    let (ip, udp) = head[..n].split_at(l4);
+    let Some(fr) = Fragmenter::new(ip, l3, fam, udp.len() + len, MTU, frag.next_ident(fam)) else {
+        frag.count(fam, None);
+        return Err(Refused::NoBuffer);
+    };
+    let first = out.len();
+    // Not the identity: `udp` lives shorter than `parts`' slices, and the
+    // map lets those be seen as of its lifetime, so the two chain.
+    #[allow(clippy::map_identity)]
+    let all = || std::iter::once(udp).chain(parts().map(|p| p));
+    let written = crate::frag_out::write_fragments(&fr, all, alloc, out);
+    frag.count(fam, written);
+    let count = written.ok_or(Refused::NoBuffer)?;
+    for i in first..out.len() {
+        if let Some(mut m) = out.get_mut(i) {
+            m.set_port(iface.port);
+        }
+    }
+    Ok(count)
+}
+
 /// Onto the ring; what does not fit is freed and counted. How many
 /// datagrams went (a later fragment is not one).
 fn flush(tx: &TxPath, burst: &mut MbufBurst<64>) -> usize {
@@ -838,7 +882,10 @@ fn frame_dst(f: &[u8]) -> Option<IpAddr> {
 /// An out-of-process client's send request, at the start of an mbuf of
 /// `tx_pool`'s, the payload after it: the engine builds the frame in place
 /// from the socket's bound address (`udpdemux-client`'s
-/// `ClientSocket::send_burst` writes it).
+/// `ClientSocket::send_burst` writes it). A payload over the MTU continues
+/// in further segments chained to the first (at most
+/// [`MAX_REQUEST_SEGS`] in all); the engine writes its fragments into
+/// fresh mbufs and frees the chain.
 pub mod request {
     use std::ops::Range;
     /// "UDTX".
@@ -926,27 +973,56 @@ pub fn client_ring() -> dpdk_sys::Result<MbufRing> {
     })
 }
 
-/// Turn a client's request in `m` into a frame in place: `None` when it
-/// was refused (freed here and counted).
-fn finish_request(tx: &TxPath, shared: &Shared, mut m: Mbuf) -> Option<Mbuf> {
-    tx.client_requests.fetch_add(1, Ordering::Relaxed);
-    let Some((id, dst, payload)) = decode_request(m.data()) else {
-        tx.bad_requests.fetch_add(1, Ordering::Relaxed);
+/// Most segments a client's request may have: the largest payload (65 527
+/// bytes) and the request header take 33 data rooms of 2048 bytes.
+pub const MAX_REQUEST_SEGS: usize = 64;
+
+/// The payload length of a request (every segment after the header), once
+/// its chain is checked: at most [`MAX_REQUEST_SEGS`] segments, as many as
+/// `nb_segs` says, their lengths adding up to `pkt_len`, the header whole
+/// in the first. `None`: not a request a client builds.
+fn request_payload_len(m: &Mbuf) -> Option<usize> {
+    let v = m.view();
+    let segs = usize::from(v.nb_segs());
+    if !(1..=MAX_REQUEST_SEGS).contains(&segs) || usize::from(v.data_len()) < request::LEN {
         return None;
+    }
+    // Bounded: a broken chain (a loop) is walked at most one step too far.
+    let (walked, total) = v
+        .segments()
+        .take(MAX_REQUEST_SEGS + 1)
+        .fold((0usize, 0usize), |(n, t), s| (n + 1, t + s.len()));
+    let whole = usize::try_from(v.pkt_len()).ok()?;
+    (walked == segs && total == whole).then(|| total - request::LEN)
+}
+
+/// Turn a client's request in `m` into frames in `out` (empty): one built
+/// in place when it fits the MTU, its fragments in fresh mbufs otherwise
+/// (one segment or several; the request is then freed). Each frame is
+/// counted in `accepted` (later fragments also in `later`), a refused
+/// request by reason.
+fn finish_request(tx: &TxPath, shared: &Shared, mut m: Mbuf, out: &mut MbufBurst<64>) {
+    tx.client_requests.fetch_add(1, Ordering::Relaxed);
+    let Some(len) = request_payload_len(&m) else {
+        tx.bad_requests.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    let Some((id, dst, first)) = decode_request(m.data()) else {
+        tx.bad_requests.fetch_add(1, Ordering::Relaxed);
+        return;
     };
     let ecn = m.data().get(request::ECN).map_or(0, |e| e & 0b11);
     let fam = family(dst.ip());
-    let mut buf = [0u8; MTU];
-    let Some(body) = buf.get_mut(..payload.len()) else {
+    let single = m.view().nb_segs() == 1;
+    if len > max_fragmented_payload(fam) {
         add(&tx.senders.too_big, fam, 1);
-        return None;
-    };
-    if payload.len() > max_payload(fam) {
-        add(&tx.senders.too_big, fam, 1);
-        return None;
+        return;
     }
-    body.copy_from_slice(payload);
-    let body = &buf[..payload.len()];
+    if len <= max_payload(fam) && !single {
+        // A client chains only datagrams over the MTU.
+        tx.bad_requests.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
     let local = shared
         .sockets
         .load()
@@ -955,36 +1031,74 @@ fn finish_request(tx: &TxPath, shared: &Shared, mut m: Mbuf) -> Option<Mbuf> {
         .map(|e| e.sock.conf.local);
     let Some(local) = local else {
         tx.bad_requests.fetch_add(1, Ordering::Relaxed);
-        return None;
+        return;
     };
+    if len > max_payload(fam) {
+        let v = m.view();
+        let built = build_fragments(
+            &shared.ifaces,
+            &shared.frag_out,
+            (local, dst),
+            || std::iter::once(first).chain(v.segments().skip(1).take(MAX_REQUEST_SEGS)),
+            len,
+            || tx.pool().alloc(),
+            out,
+        );
+        // Every fragment carries the datagram's ECN codepoint (RFC 3168
+        // 5.3: the reassembler may drop a datagram whose fragments differ).
+        let marked = ecn == 0
+            || (0..out.len()).all(|i| out.get_mut(i).is_some_and(|mut f| set_ecn(f.data_mut(), ecn).is_some()));
+        let built = built.and_then(|n| if marked { Ok(n) } else { Err(Refused::NoBuffer) });
+        match built {
+            Ok(n) => {
+                add(&tx.senders.accepted, fam, n as u64);
+                add(&tx.senders.later, fam, n.saturating_sub(1) as u64);
+            }
+            Err(r) => {
+                // What was written of it goes back.
+                out.clear();
+                add(r.counter(tx), fam, 1);
+            }
+        }
+        // The request's chain is freed with `m`.
+        return;
+    }
+    let mut buf = [0u8; MTU];
+    let body = &mut buf[..len];
+    body.copy_from_slice(first);
+    let body = &buf[..len];
     let Some((iface, src)) = route(&shared.ifaces, local.ip(), dst.ip()) else {
         add(&tx.senders.no_route, fam, 1);
-        return None;
+        return;
     };
-    let spec = frame_spec(iface.mac, SocketAddr::new(src, local.port()), dst, body)?;
+    let Some(spec) = frame_spec(iface.mac, SocketAddr::new(src, local.port()), dst, body) else {
+        add(&tx.senders.no_route, fam, 1);
+        return;
+    };
     let mut v = m.view_mut();
     v.reset();
     let written = build::frame_len(&spec)
         .ok()
         .and_then(|n| u16::try_from(n).ok())
         .and_then(|n| v.append(n))
-        .and_then(|out| build::write_frame(&spec, out).ok());
+        .and_then(|o| build::write_frame(&spec, o).ok());
     if written.is_none() {
         add(&tx.senders.no_buffer, fam, 1);
-        return None;
+        return;
     }
     v.set_port(iface.port);
     v.clear_ol_flags();
     if ecn != 0 && set_ecn(m.data_mut(), ecn).is_none() {
         add(&tx.senders.no_buffer, fam, 1);
-        return None;
+        return;
     }
     if offload_if_offered(iface, &mut m).is_none() {
         add(&tx.senders.no_buffer, fam, 1);
-        return None;
+        return;
     }
     add(&tx.senders.accepted, fam, 1);
-    Some(m)
+    // Room: `out` is empty.
+    let _ = out.push(m);
 }
 
 /// Keep the list of clients' TX rings current (main lcore): a client with
@@ -1092,6 +1206,8 @@ pub fn service(shared: &Shared, now: u64) -> usize {
     };
     let mut solicits = Solicits::default();
     let mut burst = MbufBurst::<64>::new();
+    // The frames of one client request (a datagram's fragments at most).
+    let mut frames = MbufBurst::<64>::new();
     let mut rings = tx.clients.lock().unwrap_or_else(|p| p.into_inner());
     let full = now >= tx.next_full.get();
     if !full && tx.ring.looks_empty() && rings.iter().all(|(_, r)| r.looks_empty()) {
@@ -1145,8 +1261,13 @@ pub fn service(shared: &Shared, now: u64) -> usize {
             let n = r.dequeue(&mut burst, 64);
             taken += n;
             for m in burst.drain() {
-                if let Some(m) = finish_request(tx, shared, m) {
-                    resolve(m, &mut table, &mut out);
+                // Per datagram, so hot: what it allocates (nothing, or
+                // the exit JSON's `hot_path_allocations` says so) counts.
+                let hot = crate::runtime::alloc_guard::HotSection::enter();
+                finish_request(tx, shared, m, &mut frames);
+                drop(hot);
+                for f in frames.drain() {
+                    resolve(f, &mut table, &mut out);
                 }
             }
             if n < 64 {

@@ -1,11 +1,13 @@
 //! Attach to a running engine, bind a socket, send datagrams through it.
 //!
-//!     cargo run -p udpdemux-client --example send -- PREFIX NAME LOCAL DST COUNT [--burst B] [--gap-ms G] [--tag T] [--wait]
+//!     cargo run -p udpdemux-client --example send -- PREFIX NAME LOCAL DST COUNT [--burst B] [--gap-ms G] [--tag T] [--size S] [--go] [--wait]
 //!
 //! Binds socket NAME at LOCAL, then sends COUNT datagrams to DST, B at a
 //! time (default 10) with G ms between bursts (default 0), payloads
-//! `T0000`, `T0001`, ... (T defaults to NAME). Prints `attached`,
-//! `bound NAME`, then `sent N` (how many the engine took: the others found
+//! `T0000`, `T0001`, ... (T defaults to NAME; with `--size S` each is
+//! repeated to S bytes, over the MTU a fragmented datagram). Prints `attached`,
+//! `bound NAME` (with `--go` it then waits for a line on stdin before it
+//! sends), then `sent N` (how many the engine took: the others found
 //! no mbuf or no ring room, and are counted by the engine). With `--wait` it then
 //! waits for a line on stdin before it closes the socket (a closed
 //! client's TX ring is freed by the engine, counted as `client_freed`, so
@@ -24,9 +26,10 @@ fn fail(msg: &str) -> ! {
 
 fn main() {
     let usage =
-        "usage: send PREFIX NAME LOCAL DST COUNT [--burst B] [--gap-ms G] [--tag T] [--wait]";
+        "usage: send PREFIX NAME LOCAL DST COUNT [--burst B] [--gap-ms G] [--tag T] [--size S] [--go] [--wait]";
     let mut pos = Vec::new();
     let (mut burst, mut gap_ms, mut tag, mut wait) = (10usize, 0u64, None, false);
+    let (mut size, mut go) = (None, false);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut num = || -> u64 {
@@ -38,6 +41,8 @@ fn main() {
             "--burst" => burst = num().clamp(1, 64) as usize,
             "--gap-ms" => gap_ms = num(),
             "--tag" => tag = Some(args.next().unwrap_or_else(|| fail(usage))),
+            "--size" => size = Some(num().min(65_527) as usize),
+            "--go" => go = true,
             "--wait" => wait = true,
             "-h" | "--help" => {
                 println!("{usage}");
@@ -63,7 +68,19 @@ fn main() {
         .bind(udpdemux::api::SocketOptions::new(&name, local))
         .unwrap_or_else(|e| fail(&format!("bind {name}: {e}")));
     println!("bound {name}");
-    let payloads: Vec<String> = (0..count).map(|i| format!("{tag}{i:04}")).collect();
+    let payloads: Vec<String> = (0..count)
+        .map(|i| {
+            let p = format!("{tag}{i:04}");
+            match size {
+                Some(n) => p.repeat(n.div_ceil(p.len()))[..n].to_string(),
+                None => p,
+            }
+        })
+        .collect();
+    if go {
+        let mut line = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut line);
+    }
     let mut taken = 0;
     for chunk in payloads.chunks(burst) {
         let d: Vec<(SocketAddr, &[u8])> = chunk.iter().map(|p| (dst, p.as_bytes())).collect();

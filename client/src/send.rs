@@ -9,6 +9,11 @@
 //! in-process `send_burst` and transmits on its own TX queue: no TX queue
 //! is shared, and a client that dies mid-enqueue wedges only its own ring
 //! (the engine frees what is in it once the client's sockets are gone).
+//!
+//! A datagram over the MTU is one request whose payload continues in
+//! further mbufs chained to the first (`Mbuf::chain`): the ring takes it
+//! whole or not at all, and the main lcore fragments it with the code an
+//! in-process `send_burst` uses (`FragOKs`, `FragCreates`, `FragFails`).
 use std::net::SocketAddr;
 use std::sync::{Mutex, OnceLock};
 
@@ -58,11 +63,14 @@ impl ClientSocket<'_> {
     /// Send datagrams from this socket's bound address (a wildcard one
     /// sends from the outgoing port's address), like the engine's
     /// `udpdemux::api::send_burst`: the engine builds the headers, resolves
-    /// the next hop (ARP / neighbour discovery) and transmits. How many
-    /// were handed to the engine; the rest found no mbuf, no ring room
-    /// (after waiting up to about half a millisecond for the engine's main
-    /// lcore, which drains the ring), or were above the MTU. The engine counts what it sends and drops
-    /// (`UdpOutDatagrams`, the neighbour counters) in its exit JSON.
+    /// the next hop (ARP / neighbour discovery) and transmits; a datagram
+    /// over the MTU leaves as fragments, up to the largest one IP datagram
+    /// holds (65 507 bytes of payload over IPv4, 65 527 over IPv6). How
+    /// many were handed to the engine; the rest found no mbuf, no ring
+    /// room (after waiting up to about half a millisecond for the engine's
+    /// main lcore, which drains the ring), or were above that size. The
+    /// engine counts what it sends and drops (`UdpOutDatagrams`, `FragOKs`,
+    /// the neighbour counters) in its exit JSON.
     pub fn send_burst(&self, dgrams: &[(SocketAddr, &[u8])]) -> usize {
         if !dpdk_sys::eal::is_up() {
             return 0;
@@ -70,44 +78,38 @@ impl ClientSocket<'_> {
         let Some(h) = handles() else {
             return 0;
         };
-        let fits = |(dst, payload): &&(SocketAddr, &[u8])| {
-            let fam = if dst.is_ipv4() {
-                Family::V4
-            } else {
-                Family::V6
-            };
-            payload.len() <= engine_send::max_payload(fam)
-        };
-        let mut fresh = MbufBurst::<CHUNK>::new();
-        let mut burst = MbufBurst::<CHUNK>::new();
         let mut taken = 0;
-        let mut left = dgrams.iter().filter(fits).peekable();
-        while left.peek().is_some() {
-            // The mbufs of up to CHUNK datagrams in one
-            // rte_pktmbuf_alloc_bulk; all or nothing, so when the pool has
-            // fewer, one at a time takes what there is.
-            let want = left.clone().take(CHUNK).count();
-            if h.pool.alloc_into(&mut fresh, want).is_err() {
-                while fresh.len() < want {
-                    match h.pool.alloc() {
-                        Some(m) => {
-                            let _ = fresh.push(m);
-                        }
-                        None => break,
-                    }
-                }
+        let mut rest = dgrams;
+        while let Some(&(dst, payload)) = rest.first() {
+            let fam = family(dst);
+            if payload.len() > engine_send::max_fragmented_payload(fam) {
+                rest = &rest[1..];
+                continue;
             }
-            let got = fresh.len();
-            for (m, &(dst, payload)) in fresh.drain().zip(left.by_ref().take(want)) {
-                if let Some(m) = request_mbuf(m, self.id(), dst, payload) {
-                    let _ = burst.push(m);
-                }
+            if payload.len() > engine_send::max_payload(fam) {
+                // One chain for one datagram.
+                rest = &rest[1..];
+                let Some(m) = chained_request(h, self.id(), dst, payload) else {
+                    // The pool ran dry: the rest find no mbuf either.
+                    break;
+                };
+                let mut one = MbufBurst::<1>::new();
+                let _ = one.push(m);
+                // Refused by a full ring: freed with `one`, chain and all.
+                taken += enqueue_waiting(&h.ring, &mut one);
+                continue;
             }
-            taken += enqueue_waiting(&h.ring, &mut burst);
-            // What still did not fit is freed.
-            burst.clear();
-            if got < want {
-                // The pool ran dry: the rest find no mbuf either.
+            // The next run of datagrams that fit one mbuf each.
+            let run = rest
+                .iter()
+                .take(CHUNK)
+                .take_while(|(d, p)| p.len() <= engine_send::max_payload(family(*d)))
+                .count();
+            let (small, later) = rest.split_at(run);
+            rest = later;
+            let (n, dry) = send_small(h, self.id(), small);
+            taken += n;
+            if dry {
                 break;
             }
         }
@@ -185,6 +187,44 @@ fn enqueue_waiting<const N: usize>(ring: &MbufRing, burst: &mut MbufBurst<N>) ->
     taken
 }
 
+fn family(dst: SocketAddr) -> Family {
+    if dst.is_ipv4() {
+        Family::V4
+    } else {
+        Family::V6
+    }
+}
+
+/// Up to [`CHUNK`] datagrams that fit one mbuf each: their mbufs in one
+/// `rte_pktmbuf_alloc_bulk` (all or nothing, so when the pool has fewer,
+/// one at a time takes what there is), one enqueue. How many the ring
+/// took, and whether the pool ran dry.
+fn send_small(h: &TxHandles, socket: u32, dgrams: &[(SocketAddr, &[u8])]) -> (usize, bool) {
+    let mut fresh = MbufBurst::<CHUNK>::new();
+    let mut burst = MbufBurst::<CHUNK>::new();
+    let want = dgrams.len().min(CHUNK);
+    if h.pool.alloc_into(&mut fresh, want).is_err() {
+        while fresh.len() < want {
+            match h.pool.alloc() {
+                Some(m) => {
+                    let _ = fresh.push(m);
+                }
+                None => break,
+            }
+        }
+    }
+    let got = fresh.len();
+    for (m, &(dst, payload)) in fresh.drain().zip(dgrams) {
+        if let Some(m) = request_mbuf(m, socket, dst, payload) {
+            let _ = burst.push(m);
+        }
+    }
+    let taken = enqueue_waiting(&h.ring, &mut burst);
+    // What did not fit is freed.
+    burst.clear();
+    (taken, got < want)
+}
+
 /// Write the request for `payload` to `dst` into a fresh mbuf; `None`
 /// (the mbuf freed) when it does not fit.
 fn request_mbuf(m: Mbuf, socket: u32, dst: SocketAddr, payload: &[u8]) -> Option<Mbuf> {
@@ -205,4 +245,35 @@ fn fill_request(
     engine_send::set_request_ecn(out, ecn)?;
     out[request::LEN..].copy_from_slice(payload);
     Some(m)
+}
+
+/// Bytes of a request in one segment: the TX pool's data room less the
+/// headroom DPDK leaves at the front of a fresh mbuf.
+const SEG_BYTES: usize = (engine_send::DATA_ROOM - dpdk_sys::mbuf::HEADROOM) as usize;
+
+/// The request for a datagram over the MTU: the header and the payload's
+/// start in a first mbuf, the rest in mbufs chained to it, all taken from
+/// the pool at once (so a client that dies here holds no more than one
+/// datagram's segments). `None` (every mbuf freed): the pool had too few.
+fn chained_request(h: &TxHandles, socket: u32, dst: SocketAddr, payload: &[u8]) -> Option<Mbuf> {
+    let total = request::LEN + payload.len();
+    let segs = total.div_ceil(SEG_BYTES);
+    if segs > engine_send::MAX_REQUEST_SEGS {
+        return None;
+    }
+    let mut fresh = MbufBurst::<{ engine_send::MAX_REQUEST_SEGS }>::new();
+    h.pool.alloc_into(&mut fresh, segs).ok()?;
+    let mut it = fresh.drain();
+    let head_room = SEG_BYTES - request::LEN;
+    let (start, mut rest) = payload.split_at(head_room.min(payload.len()));
+    let mut head = request_mbuf(it.next()?, socket, dst, start)?;
+    for mut m in it {
+        let (part, later) = rest.split_at(SEG_BYTES.min(rest.len()));
+        rest = later;
+        m.append(u16::try_from(part.len()).ok()?)?
+            .copy_from_slice(part);
+        // Cannot pass RTE_MBUF_MAX_NB_SEGS: at most MAX_REQUEST_SEGS.
+        head.chain(m).ok()?;
+    }
+    rest.is_empty().then_some(head)
 }

@@ -15,9 +15,9 @@ use common::*;
 #[path = "../../app/tests/common/netns.rs"]
 mod netns;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use udpdemux::api::{self, SocketOptions};
@@ -68,22 +68,11 @@ fn main_lcore_consumer_lcore_and_a_client_send_at_once() {
             &format!("198.18.0.1:7:{EACH}"),
         ],
     );
-    let prefix = unique("sendall");
-    let dir = std::env::temp_dir().join(format!("udpdemux-client-{prefix}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let cfg_path = dir.join("c.toml");
-    std::fs::write(
-        &cfg_path,
-        format!(
-            r#"[eal]
-lcores = "0@0,1@1,2@1"
-no_huge = false
-memory_mb = 64
-no_pci = true
-file_prefix = "{prefix}"
-vdevs = ["net_af_packet0,iface={host},qpairs=3"]
-
-[mempool]
+    let (prefix, dir, cfg_path) = in_process_config(
+        "sendall",
+        "0@0,1@1,2@1",
+        &format!("net_af_packet0,iface={},qpairs=3", net.host),
+        r#"[mempool]
 mbufs = 4095
 cache = 128
 
@@ -109,10 +98,7 @@ local = "198.18.0.1:7"
 handler = "echo"
 rcvbuf = 4194304
 "#,
-            host = net.host
-        ),
-    )
-    .unwrap();
+    );
     let cfg = Config::load(&cfg_path).expect("config");
     let mut engine = InProcess::start(&cfg, &RunOptions::default()).expect("engine starts");
     let m4 = api::open(
@@ -146,35 +132,20 @@ rcvbuf = 4194304
 
     // The client process: attaches while this thread keeps the main loop
     // running (it serves the client's requests).
-    let mut client = Command::new(&send_bin)
-        .args([
-            prefix.as_str(),
-            "client4",
-            "198.18.0.1:6000",
-            "198.18.0.2:7001",
-            &EACH.to_string(),
-            "--burst",
-            "10",
-            "--gap-ms",
-            "3",
-            "--tag",
-            "c",
-            "--wait",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the send example");
-    let (lines_tx, lines) = std::sync::mpsc::channel();
-    let out = BufReader::new(client.stdout.take().unwrap());
-    std::thread::spawn(move || {
-        for l in out.lines().map_while(Result::ok) {
-            if lines_tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
+    let (mut client, lines) = spawn_with_lines(Command::new(&send_bin).args([
+        prefix.as_str(),
+        "client4",
+        "198.18.0.1:6000",
+        "198.18.0.2:7001",
+        &EACH.to_string(),
+        "--burst",
+        "10",
+        "--gap-ms",
+        "3",
+        "--tag",
+        "c",
+        "--wait",
+    ]));
     let mut client_said: Vec<String> = Vec::new();
     let poll_client = |said: &mut Vec<String>| {
         while let Ok(l) = lines.try_recv() {

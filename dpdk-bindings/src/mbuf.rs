@@ -555,6 +555,21 @@ impl Mbuf {
     pub fn refcnt(&self) -> u16 {
         self.view().refcnt()
     }
+    /// Append `tail` (and its own segments) to this packet's chain
+    /// (`rte_pktmbuf_chain`); on success it is freed with this packet. The
+    /// segment count would pass `RTE_MBUF_MAX_NB_SEGS`, or the length u32:
+    /// `tail` back, nothing changed.
+    pub fn chain(&mut self, tail: Mbuf) -> Result<(), Mbuf> {
+        // SAFETY: both are live mbufs we own exclusively (two `Mbuf`s never
+        // share a reference), so `tail` is no segment of this chain; on
+        // success its reference belongs to this packet (forgotten here).
+        if unsafe { self.view_mut().chain(tail.as_ptr()) } {
+            std::mem::forget(tail);
+            Ok(())
+        } else {
+            Err(tail)
+        }
+    }
 }
 
 impl Drop for Mbuf {

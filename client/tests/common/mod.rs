@@ -397,3 +397,47 @@ pub fn endless_pcap() -> String {
         repo().join("conf/default.pcap").display()
     )
 }
+
+/// Spawn `cmd` (an example) with piped stdin and stdout; its stdout lines
+/// arrive on the receiver (a reader thread), so a test can poll them
+/// while it runs an in-process engine's main loop.
+pub fn spawn_with_lines(cmd: &mut Command) -> (Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn the example");
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || {
+        for l in out.lines().map_while(Result::ok) {
+            if lines_tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    (child, lines)
+}
+
+/// An in-process engine's config for a test: `[eal]` on a fresh file
+/// prefix (64 MB of hugepages, no PCI) with `lcores` and `vdev`, then
+/// `rest`, written to a scratch directory. The prefix, the directory (the
+/// test removes it) and the config's path.
+pub fn in_process_config(
+    tag: &str,
+    lcores: &str,
+    vdev: &str,
+    rest: &str,
+) -> (String, PathBuf, PathBuf) {
+    let prefix = unique(tag);
+    let dir = std::env::temp_dir().join(format!("udpdemux-client-{prefix}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("c.toml");
+    let text = format!(
+        "[eal]\nlcores = \"{lcores}\"\nno_huge = false\nmemory_mb = 64\nno_pci = true\n\
+         file_prefix = \"{prefix}\"\nvdevs = [\"{vdev}\"]\n\n{rest}"
+    );
+    std::fs::write(&path, text).unwrap();
+    (prefix, dir, path)
+}
