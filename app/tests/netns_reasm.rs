@@ -41,6 +41,8 @@ const COUNT: usize = 20;
 const SIZE: usize = 3000;
 /// Echoed datagrams: every reply is over the 1500-byte MTU.
 const ECHO_SIZES: [usize; 4] = [1500, 3000, 9000, 65_000];
+/// Datagrams the raw client cuts into fragments itself.
+const RAW_SIZES: [usize; 3] = [3000, 9000, 65_000];
 
 /// The kernel-side client: COUNT numbered datagrams of SIZE bytes to each
 /// pcap socket (a first small one to resolve the neighbour), printed as hex.
@@ -89,6 +91,136 @@ for fam, addr, sizes, six in [(socket.AF_INET, v4, sizes4, False), (socket.AF_IN
                 ok += 1
             break
 out["echo_ok"], out["echo_sends"] = ok, sends
+print(json.dumps(out))
+"#;
+
+/// The shuffled-fragments client (the kernel here has no `netem`): UDP
+/// datagrams to the echo sockets, from a kernel UDP socket's port so that
+/// socket gets the echoes, cut into fragments by the script itself (IPv4:
+/// 8-byte offsets, MF, fresh IDs, header checksum; IPv6: RFC 8200 fragment
+/// header; the UDP checksum over the whole datagram), shuffled, the
+/// datagrams interleaved, exact duplicates of some fragments added, and
+/// sent through an `AF_PACKET` socket on the namespace's veth end to the
+/// engine's MAC. Then one datagram whose fragments overlap. Every echo
+/// must come back whole, byte for byte, and nothing for the overlapping
+/// one. Arguments: engine MAC, interface, engine IPv4 and IPv6, client
+/// IPv4 and IPv6, IPv4 sizes, IPv6 sizes (an empty list skips the family),
+/// seed.
+const RAW: &str = r#"
+import json, random, socket, struct, sys, time
+mac, ifname, e4, e6, c4, c6 = sys.argv[1:7]
+sizes = {False: [int(x) for x in sys.argv[7].split(",") if x],
+         True: [int(x) for x in sys.argv[8].split(",") if x]}
+rng = random.Random(int(sys.argv[9]))
+MTU = 1500
+raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+raw.bind((ifname, 0))
+eth = {six: bytes.fromhex(mac.replace(":", "")) + raw.getsockname()[4][:6]
+       + (b"\x86\xdd" if six else b"\x08\x00") for six in (False, True)}
+def csum(b):
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+def udp(six, src, dst, sport, payload):
+    n = 8 + len(payload)
+    fam = socket.AF_INET6 if six else socket.AF_INET
+    s, d = socket.inet_pton(fam, src), socket.inet_pton(fam, dst)
+    pseudo = s + d + (struct.pack("!I3xB", n, 17) if six else struct.pack("!xBH", 17, n))
+    c = csum(pseudo + struct.pack("!HHHH", sport, 7, n, 0) + payload) or 0xFFFF
+    return struct.pack("!HHHH", sport, 7, n, c) + payload
+def frame(six, src, dst, ident, off, chunk, more):
+    fam = socket.AF_INET6 if six else socket.AF_INET
+    s, d = socket.inet_pton(fam, src), socket.inet_pton(fam, dst)
+    if six:
+        # RFC 8200: the fragment header (next header UDP, offset in 8-byte
+        # units in the top 13 bits, M the lowest bit, a 32-bit ID).
+        fh = struct.pack("!BBHI", 17, 0, off | more, ident)
+        ip = struct.pack("!IHBB", 6 << 28, 8 + len(chunk), 44, 64) + s + d + fh
+    else:
+        h = struct.pack("!BBHHHBBH", 0x45, 0, 20 + len(chunk), ident,
+                        (off // 8) | (0x2000 if more else 0), 64, 17, 0) + s + d
+        ip = h[:10] + struct.pack("!H", csum(h)) + h[12:]
+    return eth[six] + ip + chunk
+def cut(six, src, dst, ident, d):
+    room = (MTU - (48 if six else 20)) & ~7
+    return [frame(six, src, dst, ident, o, d[o:o + room], o + room < len(d))
+            for o in range(0, len(d), room)]
+out = {"sends": [], "dups": [0, 0], "overlap_frags": [0, 0], "ok": 0, "bad": [], "stray": 0}
+ids = rng.sample(range(1, 65536), 16)
+for six in (False, True):
+    if not sizes[six]:
+        continue
+    fam = socket.AF_INET6 if six else socket.AF_INET
+    src, dst = (c6, e6) if six else (c4, e4)
+    k = socket.socket(fam, socket.SOCK_DGRAM)
+    k.setsockopt(socket.SOL_SOCKET, 33, 8 << 20)  # SO_RCVBUFFORCE
+    k.bind((src, 0))
+    sport = k.getsockname()[1]
+    want, seqs = [], []
+    for size in sizes[six]:
+        p = (b"raw%d|%06d|" % (six, size) + bytes(rng.randrange(256) for _ in range(size)))[:size]
+        want.append(p)
+        ident = rng.randrange(1, 1 << 32) if six else ids.pop()
+        fr = cut(six, src, dst, ident, udp(six, src, dst, sport, p))
+        rng.shuffle(fr)
+        # Exact duplicates of about a third of the fragments, each sent
+        # after its original and before the datagram's last fragment (a
+        # duplicate after completion would open a new datagram).
+        seq = fr[:-1]
+        for f in fr[:-1]:
+            if rng.random() < 0.35:
+                at = seq.index(f) + 1
+                seq.insert(rng.randint(at, len(seq)), f)
+                out["dups"][six] += 1
+        seqs.append(seq + fr[-1:])
+        out["sends"].append([six, size])
+    # Overlap: the last fragment, the first, then bytes 1000..2000, over
+    # the first's end (not inside it): the engine drops the whole datagram
+    # (ReasmOverlaps) and never echoes it.
+    op = (b"ovl%d|" % six + bytes(rng.randrange(256) for _ in range(3000)))[:3000]
+    od = udp(six, src, dst, sport, op)
+    ident = rng.randrange(1, 1 << 32) if six else ids.pop()
+    room = (MTU - (48 if six else 20)) & ~7
+    last = (len(od) // room) * room
+    ov = [frame(six, src, dst, ident, last, od[last:], 0),
+          frame(six, src, dst, ident, 0, od[:room], 1),
+          frame(six, src, dst, ident, 1000, od[1000:2000], 1)]
+    out["overlap_frags"][six] += len(ov)
+    # Interleave the datagrams, each keeping its own order, then the
+    # overlap. Paced: net_pcap's capture ring holds few frames, and the RX
+    # lcore that drains it also sends the fragmented echoes.
+    order = []
+    while seqs:
+        q = rng.choice(seqs)
+        order.append(q.pop(0))
+        if not q:
+            seqs.remove(q)
+    for f in order + ov:
+        raw.send(f)
+        time.sleep(0.002)
+    k.settimeout(3.0)
+    while want:
+        try:
+            got = k.recv(70000)
+        except socket.timeout:
+            break
+        if got in want:
+            want.remove(got)
+            out["ok"] += 1
+        else:
+            out["bad"].append(got[:16].hex())
+    out["bad"] += ["missing " + w[:12].decode() for w in want]
+    # Nothing more may come (the overlapping datagram in particular).
+    k.settimeout(1.0)
+    try:
+        got = k.recv(70000)
+        out["stray"] += 1
+        out["bad"].append("stray " + got[:12].hex())
+    except socket.timeout:
+        pass
 print(json.dumps(out))
 "#;
 
@@ -231,12 +363,40 @@ rcvbuf = 8388608
         &csv(sizes4),
         &csv(&ECHO_SIZES),
     ]);
+    // Fragments the client built itself, shuffled, interleaved and
+    // duplicated, then an overlapping datagram: IPv6 on both vdevs, IPv4
+    // through net_pcap only (af_packet's fanout group defragments IPv4).
+    let raw4: &[usize] = match vdev {
+        Vdev::Pcap => &RAW_SIZES,
+        Vdev::AfPacket => &[],
+    };
+    let mac = net.host_mac();
+    let seed = std::process::id().to_string();
+    let rawc = net.exec(&[
+        "python3",
+        "-c",
+        RAW,
+        &mac,
+        &net.peer,
+        ENGINE_V4,
+        ENGINE_V6,
+        CLIENT_V4.split('/').next().unwrap(),
+        CLIENT_V6.split('/').next().unwrap(),
+        &csv(raw4),
+        &csv(&RAW_SIZES),
+        &seed,
+    ]);
     std::thread::sleep(Duration::from_millis(500));
     let (status, log) = engine.stop();
     assert!(
         client.status.success(),
         "client failed: {}\nengine log:\n{log}",
         String::from_utf8_lossy(&client.stderr)
+    );
+    assert!(
+        rawc.status.success(),
+        "raw fragment client failed: {}\nengine log:\n{log}",
+        String::from_utf8_lossy(&rawc.stderr)
     );
     assert!(status.success(), "engine exit {status}; log:\n{log}");
     let c: serde_json::Value = serde_json::from_slice(&client.stdout).expect("client JSON");
@@ -286,45 +446,87 @@ rcvbuf = 8388608
     let v4 = if vdev == Vdev::Pcap { COUNT as u64 } else { 0 };
     // The echo sockets: every datagram answered whole, byte for byte,
     // from its reassembled chain, the reply cut into fragments.
-    let sends = echo_sends(&c["echo_sends"]);
+    let kernel_sends = echo_sends(&c["echo_sends"]);
     let asked = sizes4.len() + ECHO_SIZES.len();
     assert_eq!(n(&c["echo_ok"]), asked as u64, "{c}");
+    // The raw client: every echo back whole, nothing for the overlap.
+    let rc: serde_json::Value = serde_json::from_slice(&rawc.stdout).expect("raw client JSON");
+    let raw_sends = echo_sends(&rc["sends"]);
+    assert_eq!(raw_sends.len(), raw4.len() + RAW_SIZES.len(), "{rc}");
+    let why = format!("{rc}\n{}\n{}\n{}", j["ip"], j["reassembly"], j["reasons"]);
+    assert_eq!(n(&rc["ok"]), raw_sends.len() as u64, "{why}");
+    assert_eq!(rc["bad"], serde_json::json!([]), "{why}");
+    let mut sends = kernel_sends.clone();
+    sends.extend_from_slice(&raw_sends);
     check_fragmented_echo(&j, &sends);
     // IPv6 requests came over the 1280-byte route MTU; IPv4 ones at 1500,
     // and through af_packet the kernel reassembled them.
-    let echo6: Vec<usize> = sends.iter().filter(|s| s.0).map(|s| s.1).collect();
-    let echo4: Vec<usize> = sends.iter().filter(|s| !s.0).map(|s| s.1).collect();
-    let v6 = COUNT as u64 + echo6.len() as u64;
+    let echo6: Vec<usize> = kernel_sends.iter().filter(|s| s.0).map(|s| s.1).collect();
+    let echo4: Vec<usize> = kernel_sends.iter().filter(|s| !s.0).map(|s| s.1).collect();
+    // The raw client's datagrams, cut at 1500 by the script, per family:
+    // datagrams, their fragments, the exact duplicates added, and the
+    // overlapping datagram's fragments (all dropped with it).
+    let raw = |six: bool| {
+        let mine = raw_sends.iter().filter(|s| s.0 == six);
+        let fam = six as usize;
+        (
+            mine.clone().count() as u64,
+            mine.map(|s| fragments(six, s.1, 1500)).sum::<u64>(),
+            n(&rc["dups"][fam]),
+            n(&rc["overlap_frags"][fam]),
+        )
+    };
+    let (raw6, raw6_frags, dups6, ovl6) = raw(true);
+    let (raw4n, raw4_frags, dups4, ovl4) = raw(false);
+    assert!(dups6 > 0 && (raw4.is_empty() || dups4 > 0), "{rc}");
+    assert_eq!(ovl6, 3, "{rc}");
+    assert_eq!(ovl4, if raw4.is_empty() { 0 } else { 3 }, "{rc}");
+    let v6 = COUNT as u64 + echo6.len() as u64 + raw6;
     assert_eq!(n(&ip["Ip6ReasmOKs"]), v6, "{ip}");
     // Three fragments for 3000 bytes (1232 + 1232 + 544 at the 1280 MTU).
-    let v6_frags = 3 * COUNT as u64 + echo6.iter().map(|&p| fragments(true, p, 1280)).sum::<u64>();
-    assert_eq!(n(&ip["Ip6ReasmReqds"]), v6_frags, "{ip}");
+    let v6_frags = 3 * COUNT as u64
+        + echo6.iter().map(|&p| fragments(true, p, 1280)).sum::<u64>()
+        + raw6_frags;
+    assert_eq!(n(&ip["Ip6ReasmReqds"]), v6_frags + dups6 + ovl6, "{ip}");
     let (v4_oks, v4_frags) = if vdev == Vdev::Pcap {
         (
-            v4 + echo4.len() as u64,
+            v4 + echo4.len() as u64 + raw4n,
             3 * v4
                 + echo4
                     .iter()
                     .map(|&p| fragments(false, p, 1500))
-                    .sum::<u64>(),
+                    .sum::<u64>()
+                + raw4_frags,
         )
     } else {
         (0, 0)
     };
     assert_eq!(n(&ip["IpReasmOKs"]), v4_oks, "{ip}");
-    assert_eq!(n(&ip["IpReasmReqds"]), v4_frags, "{ip}");
-    for k in [
-        "IpReasmFails",
-        "Ip6ReasmFails",
-        "IpReasmOverlaps",
-        "Ip6ReasmOverlaps",
+    assert_eq!(n(&ip["IpReasmReqds"]), v4_frags + dups4 + ovl4, "{ip}");
+    // The overlapping datagram is the only failure of each family sent
+    // raw (`ReasmOverlaps` is also in `ReasmFails`, as in the kernel); a
+    // duplicate fails nothing.
+    let ovl_v4 = u64::from(!raw4.is_empty());
+    for (k, want) in [
+        ("IpReasmFails", ovl_v4),
+        ("Ip6ReasmFails", 1),
+        ("IpReasmOverlaps", ovl_v4),
+        ("Ip6ReasmOverlaps", 1),
+        ("IpReasmTimeout", 0),
+        ("Ip6ReasmTimeout", 0),
     ] {
-        assert_eq!(n(&ip[k]), 0, "{k}: {ip}");
+        assert_eq!(n(&ip[k]), want, "{k}: {ip}");
     }
+    // The books in fragments: every one merged, except the duplicates
+    // (dropped alone) and the overlapping datagram's (dropped with it).
     let r = &j["reassembly"];
     assert_eq!(n(&r["merged"]), v4_frags + v6_frags, "{r}");
+    assert_eq!(n(&r["dropped"]), dups4 + dups6 + ovl4 + ovl6, "{r}");
     assert_eq!(n(&r["held"]), 0, "{r}");
-    assert_eq!(n(&j["udp"]["UdpInDatagrams"]), v4 + echo4.len() as u64);
+    assert_eq!(
+        n(&j["udp"]["UdpInDatagrams"]),
+        v4 + echo4.len() as u64 + raw4n
+    );
     assert_eq!(n(&j["udp"]["Udp6InDatagrams"]), v6);
     assert_eq!(j["hot_path_allocations"], 0);
 }
