@@ -17,8 +17,16 @@
 //! 9000- and 65 000-byte datagrams, IPv4 and IPv6: every reply is over the
 //! veth's 1500-byte MTU, so the engine sends it as fragments
 //! (`FragOKs` / `FragCreates`), and the kernel client must get each one
-//! back whole, byte for byte. Addresses: 198.18.0.0/24 and fd00::/64
-//! inside the namespace only.
+//! back whole, byte for byte. Last, since this kernel has no `netem`, a
+//! python client ([`RAW`]) cuts 3000-, 9000- and 65 000-byte datagrams to
+//! the echo sockets into fragments itself, shuffles them, interleaves the
+//! datagrams, adds exact duplicates, and sends them through an
+//! `AF_PACKET` socket (IPv4 on `net_pcap` only, for the reason above);
+//! a kernel UDP socket must get every echo whole, the duplicates must be
+//! dropped alone (Linux's `inet_frag_queue_insert`), and one datagram per
+//! family whose fragments overlap must fail (`ReasmOverlaps`) and never be
+//! echoed. Addresses: 198.18.0.0/24 and fd00::/64 inside the namespace
+//! only.
 //!
 //! Needs root, `ip`, `ethtool` and `python3`; without them it says why and
 //! passes (in CI, where they are installed, a missing one is a failure).
