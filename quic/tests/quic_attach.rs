@@ -27,7 +27,9 @@ fn bytes_per_stream() -> u64 {
 const STREAMS: u32 = 20;
 
 /// The engine's config after `[eal]`: the port with the server's
-/// addresses, polled by RX lcore 1; no socket (the client binds them).
+/// addresses, both queues polled by RX lcore 1 (two TX queues: the RX
+/// lcore's and the main lcore's, which also sends what clients enqueue);
+/// no socket (the client binds them).
 fn engine_body() -> String {
     r#"[mempool]
 mbufs = 4095
@@ -35,13 +37,15 @@ cache = 128
 
 [[port]]
 name = "{port}"
+rx_queues = 2
+tx_queues = 2
 rx_checksum_offload = false
 addresses = ["198.18.0.1/24", "fd00::1/64"]
 
 [[lcore]]
 id = 1
 role = "rx"
-queues = ["{port}:0"]
+queues = ["{port}:0", "{port}:1"]
 "#
     .into()
 }
@@ -54,7 +58,7 @@ fn quic_echo_attached_to_an_engine_process_is_byte_exact_over_ipv4_and_ipv6_with
     let net = netns::Net::create("qa", "198.18.0.2/24", "fd00::2/64");
     let mut engine = common::Engine::start(
         "quic",
-        &format!("net_af_packet0,iface={}", net.host),
+        &format!("net_af_packet0,iface={},qpairs=2", net.host),
         "net_af_packet0",
         common::Opts::body(engine_body()),
     );
@@ -107,6 +111,7 @@ fn quic_echo_attached_to_an_engine_process_is_byte_exact_over_ipv4_and_ipv6_with
         .map_while(Result::ok)
         .find(|l| l.starts_with('{'))
         .expect("server's exit line");
+    let server_pid = server.id();
     let st = server.wait().unwrap();
     eprintln!("server: {summary}");
     assert!(st.success(), "server failed: {summary}");
@@ -141,6 +146,18 @@ fn quic_echo_attached_to_an_engine_process_is_byte_exact_over_ipv4_and_ipv6_with
     // endpoint went is consumed too).
     let e = engine.stop();
     assert_eq!(e["books_balanced"], true, "{}", e["problems"]);
+    // The server unbound both sockets and detached itself (the sockets
+    // close from the runtime's threads, both at once): nothing was left
+    // for the engine to reap after it exited.
+    let c = &e["clients"];
+    assert_eq!(c["attached"], 0, "{c}");
+    assert_eq!(c["reaped"], 0, "{c}");
+    assert_eq!(c["open"], 0, "{c}");
+    let log = engine.log_text();
+    for i in 0..2 {
+        let line = format!("socket quic{i} unbound by client pid {server_pid}");
+        assert!(log.contains(&line), "no {line:?} in {log}");
+    }
     for (i, h) in handed.iter().enumerate() {
         let s = common::socket_named(&e, &format!("quic{i}"));
         assert_eq!(s["removed"], true, "{s}");
