@@ -147,7 +147,6 @@ fn send_burst(socket: u32, dgrams: &[(SocketAddr, &[u8])]) -> usize {
     taken
 }
 
-
 fn send_gso(socket: u32, dst: SocketAddr, buf: &[u8], segment: usize, ecn: u8) -> usize {
     if !dpdk_sys::eal::is_up() || buf.is_empty() {
         return 0;

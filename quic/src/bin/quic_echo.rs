@@ -135,10 +135,9 @@ fn run(a: &Args) -> Result<(), String> {
     if let Some(prefix) = &a.attach {
         return run_attached(a, prefix, rt, server);
     }
-    let iface = a
-        .iface
-        .as_deref()
-        .ok_or("--iface names the interface the engine drives (or give --attach PREFIX, or --kernel)")?;
+    let iface = a.iface.as_deref().ok_or(
+        "--iface names the interface the engine drives (or give --attach PREFIX, or --kernel)",
+    )?;
     let dir = std::env::temp_dir().join(format!("udx-quic-echo-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let path = dir.join("engine.toml");
