@@ -6,7 +6,9 @@
 //! closed and its handle (the last owner) dropped, the socket is given
 //! back and the engine told the client leaves.
 //! The engine's exit JSON: the books balanced, the socket's client
-//! consumption exactly what the thread received, nothing reaped.
+//! consumption exactly what the thread received, nothing reaped. Its
+//! receive and free allocate nothing (the counting allocator of
+//! app/tests/no_alloc.rs, on the reader thread).
 //! One test in this file: a process attaches once.
 mod common;
 use common::*;
@@ -14,7 +16,11 @@ use common::*;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use udpdemux::runtime::alloc_guard::{allocations_in, CountingAlloc};
 use udpdemux_client::Client;
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
 
 #[test]
 fn an_owned_socket_receives_on_another_thread_after_its_client_detached() {
@@ -44,11 +50,17 @@ fn an_owned_socket_receives_on_another_thread_after_its_client_detached() {
             owned.clear();
             got
         };
-        let mut total = read(&mut owned, 500);
+        // Receiving and freeing allocate nothing (the counter counts:
+        // one box is one allocation).
+        assert_eq!(allocations_in(|| Box::new(7u64)).1, 1);
+        let (mut total, allocs) = allocations_in(|| read(&mut owned, 500));
+        assert_eq!(allocs, 0, "the owned socket's receive allocated");
         tally_tx.send(total).unwrap();
         detached.recv().unwrap();
         // The client is gone: the EAL it left up still serves this socket.
-        total += read(&mut owned, 500);
+        let (more, allocs) = allocations_in(|| read(&mut owned, 500));
+        assert_eq!(allocs, 0, "the owned socket's receive allocated");
+        total += more;
         owned.close().expect("close dns4");
         total
     });
