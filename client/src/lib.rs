@@ -541,6 +541,9 @@ impl Client {
             log::warn!(
                 "the client goes while {owners} owned socket(s) live on: the EAL stays up for them (until the process exits) and the engine is told this client leaves when the last is dropped"
             );
+            // This thread's lcore cache now: the last owner may go on
+            // another thread, whose flush would not reach it.
+            flush_caches();
             self.lease.orphaned.store(true, Ordering::SeqCst);
             // Not cleaned up: the owned sockets' rings and mbufs stay mapped.
             std::mem::forget(eal);
