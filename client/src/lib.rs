@@ -35,7 +35,11 @@
 //! first whose slot file in the engine's runtime directory
 //! (`client_proto::slot_lock_path`) this process can lock (`flock`,
 //! exclusive); the lock is held until the process exits, and the kernel
-//! drops it however it exits. The engine is told (`attach`) before any
+//! drops it however it exits. A [`ClientSocket`] borrows its `Client`
+//! and stays on its thread; [`Client::open_owned`] / [`Client::bind_owned`]
+//! give an [`OwnedSocket`] that borrows nothing and may move to another
+//! thread (an async runtime's: the quinn adapter), see `owned.rs`.
+//! The engine is told (`attach`) before any
 //! mempool is touched, and settles a dead client's lcore caches
 //! (`udpdemux::client_proto`). This crate has no `unsafe` of its own: the
 //! shared-memory access is in `dpdk-sys` and the engine's `meta`.
