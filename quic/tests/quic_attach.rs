@@ -15,13 +15,6 @@ mod engine;
 
 use common::{n, netns};
 
-fn bytes_per_stream() -> u64 {
-    std::env::var("QUIC_ATTACH_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(128 << 10)
-}
-
 #[test]
 fn quic_echo_attached_to_an_engine_process_is_byte_exact_over_ipv4_and_ipv6_with_ecn() {
     if !netns::can_run(&["ip", "ethtool", "sysctl"]) {
@@ -56,7 +49,12 @@ fn quic_echo_attached_to_an_engine_process_is_byte_exact_over_ipv4_and_ipv6_with
         || engine.log_text(),
     );
     let server_pid = server.child.id();
-    common::echo_both(&net, &cert, 20, bytes_per_stream());
+    common::echo_both(
+        &net,
+        &cert,
+        20,
+        common::bytes_per_stream("QUIC_ATTACH_BYTES", 128 << 10),
+    );
     let (summary, j) = server.stop();
     assert_eq!(j["attached"], engine.prefix.as_str(), "{summary}");
     assert_eq!(j["detached_cleanly"], true, "{summary}");

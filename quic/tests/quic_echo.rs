@@ -10,13 +10,6 @@ mod common;
 
 use common::netns;
 
-fn bytes_per_stream() -> u64 {
-    std::env::var("QUIC_ECHO_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10 << 20)
-}
-
 #[test]
 fn quic_echo_100_streams_byte_exact_over_ipv4_and_ipv6_with_ecn() {
     if !netns::can_run(&["ip", "ethtool", "sysctl"]) {
@@ -48,7 +41,12 @@ fn quic_echo_100_streams_byte_exact_over_ipv4_and_ipv6_with_ecn() {
         ],
         String::new,
     );
-    common::echo_both(&net, &cert, 100, bytes_per_stream());
+    common::echo_both(
+        &net,
+        &cert,
+        100,
+        common::bytes_per_stream("QUIC_ECHO_BYTES", 10 << 20),
+    );
     let (summary, j) = server.stop();
     assert!(summary.contains(r#""books_balanced":true"#), "{summary}");
     common::check_sockets(&summary, &j);

@@ -83,6 +83,14 @@ pub fn echo_both(net: &netns::Net, cert: &Path, streams: u32, bytes: u64) {
     }
 }
 
+/// Bytes per stream: `var` from the environment, else `default`.
+pub fn bytes_per_stream(var: &str, default: u64) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// A counter of the JSON.
 pub fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
