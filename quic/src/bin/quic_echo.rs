@@ -46,6 +46,10 @@ struct Args {
     /// Serve on the kernel's UDP (quinn's own socket) instead of udpdemux.
     #[arg(long)]
     kernel: bool,
+    /// The engine's `engine.idle_sleep_us`: its RX lcore sleeps through
+    /// gaps up to this long, leaving the CPU to quinn (0: poll without pause).
+    #[arg(long, default_value_t = 100)]
+    idle_sleep_us: u32,
 }
 
 /// The engine's config: one port, the main lcore (TX drain) and one RX
@@ -60,6 +64,9 @@ memory_mb = 512
 no_pci = true
 file_prefix = "{prefix}"
 vdevs = ["net_af_packet0,iface={iface},qpairs=2"]
+
+[engine]
+idle_sleep_us = {idle}
 
 [mempool]
 mbufs = 16383
@@ -78,6 +85,7 @@ role = "rx"
 queues = ["net_af_packet0:0", "net_af_packet0:1"]
 "#,
         prefix = a.prefix,
+        idle = a.idle_sleep_us,
         addrs = addrs.join(", ")
     )
 }
