@@ -44,11 +44,12 @@
 #     replayed by net_pcap into the engine, the responder a client process)
 #     against kernel mode (recvmmsg/sendmmsg on loopback), the same queries
 #     from the same generator (the udpdemux-dns `dns_load` example) (issue 17)
-#   - QUIC bulk transfer (issue 20): the quic_echo example's quinn server on
-#     udpdemux (net_af_packet on a veth) against the same server on quinn's
-#     default tokio UDP socket (the kernel's UDP, GRO/GSO) on the same veth,
-#     the same kernel-socket quic_client in a network namespace, in
-#     alternating pairs; echoed bytes per second and the ratio
+#   - QUIC bulk transfer and handshakes (issue 20): the quic_echo example's
+#     quinn server on udpdemux (net_af_packet on a veth) against the same
+#     server on quinn's default tokio UDP socket (the kernel's UDP, GRO/GSO)
+#     on the same veth, the same kernel-socket quic_client in a network
+#     namespace, in alternating pairs; echoed bytes per second, then full
+#     handshakes per second (fresh connections, no resumption), and the ratios
 #
 # Prints Markdown (also written to $BENCH_DIR/bench.md); exits non-zero if the
 # books of any run do not balance. A full run (no BENCH_ONLY) whose books
@@ -90,7 +91,8 @@
 #                    reasm     2- and 3-fragment datagrams / the unfragmented 1400 B replay
 #                    dns       DNS example: engine mode / kernel mode answered queries per second
 #                              (engine mode needs hugepages: the responder is a client process)
-#                    quic      QUIC echo bulk transfer: quinn on udpdemux / quinn on kernel UDP
+#                    quic      QUIC echo bulk transfer, then handshakes per second:
+#                              quinn on udpdemux / quinn on kernel UDP
 #                              (needs ip, ethtool: a veth pair and a network namespace)
 #                  Rows that compare with a section not run show "-" or n/a.
 #   BENCH_PAIRS    floor/pipeline pairs in "pipeline" (default 5, at least 1)
@@ -106,6 +108,8 @@
 #   BENCH_SEND_PAIRS    send_bench/testpmd txonly pairs in "send" (default 3, at least 1)
 #   BENCH_QUIC_PAIRS    udpdemux/kernel pairs in "quic" (default 3, at least 1)
 #   BENCH_QUIC_BYTES    bytes echoed per stream (100 streams) in "quic" (default 4194304)
+#   BENCH_QUIC_HANDSHAKES   fresh connections per handshake run in "quic" (default 2000)
+#   BENCH_QUIC_CONCURRENCY  handshakes in flight at once in "quic" (default 16)
 #   BENCH_FRAMES   frames per replayed pcap (default 8192)
 #   BENCH_DIR      output directory (default target/bench)
 #   BENCH_DOCS     the file whose bench:begin/bench:end region gets the report of a
@@ -145,6 +149,10 @@ SPAIRS=${BENCH_SEND_PAIRS:-3}
 QPAIRS=${BENCH_QUIC_PAIRS:-3}
 [ "$QPAIRS" -ge 1 ] || die "BENCH_QUIC_PAIRS must be at least 1"
 QBYTES=${BENCH_QUIC_BYTES:-4194304}
+QHS=${BENCH_QUIC_HANDSHAKES:-2000}
+[ "$QHS" -ge 1 ] || die "BENCH_QUIC_HANDSHAKES must be at least 1"
+QCONC=${BENCH_QUIC_CONCURRENCY:-16}
+[ "$QCONC" -ge 1 ] || die "BENCH_QUIC_CONCURRENCY must be at least 1"
 F2_RUNS=${BENCH_FLOOD2_RUNS:-3}
 [ "$F2_RUNS" -ge 1 ] || die "BENCH_FLOOD2_RUNS must be at least 1"
 F2_VRATE=${BENCH_FLOOD2_VICTIM_PPS:-1000000}
@@ -1076,7 +1084,12 @@ fi
 # GRO/GSO) on the same veth end, which then has 198.18.0.1 itself. The same
 # quic_client in the namespace: 100 streams at once, BENCH_QUIC_BYTES each,
 # every byte checked; bytes/s = bytes echoed back to it / its run time.
-QUIC_UD=(); QUIC_KER=(); QUIC_NOTE=""
+# Then handshake pairs the same way (a fresh server each run): the client
+# makes BENCH_QUIC_HANDSHAKES fresh connections, BENCH_QUIC_CONCURRENCY at
+# once, each a full TLS 1.3 handshake (no resumption), a 32-byte echo and a
+# close; handshakes/s = connections completed / its run time. The server
+# must have accepted exactly that many, all closed by the client.
+QUIC_UD=(); QUIC_KER=(); QUIC_HS_UD=(); QUIC_HS_KER=(); QUIC_NOTE=""
 quic_net_up() {
   QNS="udxbq$$"; QH="ubq$$a"; QP="ubq$$b"
   ip netns add "$QNS"
@@ -1098,6 +1111,18 @@ quic_client_run() { # NAME: the client against 198.18.0.1:4433; its bytes/s
     --streams 100 --bytes "$QBYTES" >"$W/$1.json" 2>"$W/$1-client.log" || { log "$1: client failed: $(tail -1 "$W/$1-client.log") $(cat "$W/$1.json")"; FAIL=1; }
   [ -s "$W/$1.json" ] || echo '{}' >"$W/$1.json"
   jq -r '.bytes_per_sec // 0' "$W/$1.json"
+}
+quic_hs_run() { # NAME: the handshake client against 198.18.0.1:4433; its handshakes/s
+  ip netns exec "$QNS" "$QUIC_CLIENT" --connect 198.18.0.1:4433 --cert "$W/$1.der" \
+    --handshakes "$QHS" --concurrency "$QCONC" >"$W/$1.json" 2>"$W/$1-client.log" || { log "$1: client failed: $(tail -1 "$W/$1-client.log") $(cat "$W/$1.json")"; FAIL=1; }
+  [ -s "$W/$1.json" ] || echo '{}' >"$W/$1.json"
+  jq -r '.handshakes_per_sec // 0' "$W/$1.json"
+}
+quic_hs_check() { # NAME: the server accepted every handshake the client made, each closed by it
+  local ok acc
+  ok=$(jq -r '.handshakes_ok // 0' "$W/$1.json")
+  acc=$(jq -r '[.connections.accepted, .connections.closed_by_peer, .connections.open] | map(. // -1) | join(" ")' "$W/$1-srv.json")
+  [ "$acc" = "$ok $ok 0" ] || { log "$1: the client completed $ok handshakes, the server accepted/closed by peer/open: $acc"; FAIL=1; }
 }
 quic_server() { # NAME ARGS...: start quic_echo, wait for ready
   local name=$1; shift
@@ -1129,6 +1154,26 @@ if on quic; then
         ip addr del 198.18.0.1/24 dev "$QH"
         # The namespace forgets the kernel's MAC-to-address binding with
         # the address: the engine answers ARP for it next.
+        ip -n "$QNS" neigh flush dev "$QP"
+      fi
+    done
+  done
+  for i in $(seq "$QPAIRS"); do
+    for mode in $( [ $((i % 2)) = 1 ] && echo "ud ker" || echo "ker ud"); do
+      if [ "$mode" = ud ]; then
+        log "run quic-hs-ud$i (quinn on udpdemux, $QHS handshakes, $QCONC at once)"
+        quic_server "quic-hs-ud$i" --iface "$QH" --addr 198.18.0.1/24 --prefix "bench-quic-hs-$$-$i"
+        QUIC_HS_UD+=("$(quic_hs_run "quic-hs-ud$i")")
+        quic_server_stop "quic-hs-ud$i"
+        quic_hs_check "quic-hs-ud$i"
+      else
+        log "run quic-hs-ker$i (quinn on the kernel's UDP, $QHS handshakes, $QCONC at once)"
+        ip addr add 198.18.0.1/24 dev "$QH"
+        quic_server "quic-hs-ker$i" --kernel
+        QUIC_HS_KER+=("$(quic_hs_run "quic-hs-ker$i")")
+        quic_server_stop "quic-hs-ker$i"
+        quic_hs_check "quic-hs-ker$i"
+        ip addr del 198.18.0.1/24 dev "$QH"
         ip -n "$QNS" neigh flush dev "$QP"
       fi
     done
@@ -1651,6 +1696,24 @@ else
   echo
   # shellcheck disable=SC2086
   echo "Median: udpdemux $(awk -v x="$(median ${QUIC_UD[*]})" 'BEGIN { printf "%.1f", x / 1e6 }') MB/s / kernel $(awk -v x="$(median ${QUIC_KER[*]})" 'BEGIN { printf "%.1f", x / 1e6 }') MB/s = $(ratio "$(median ${QUIC_UD[*]})" "$(median ${QUIC_KER[*]})") (goal > 1: $(goal "$(ratio "$(median ${QUIC_UD[*]})" "$(median ${QUIC_KER[*]})")" ">=" 1))."
+fi
+echo
+echo "### QUIC handshakes per second: quinn on udpdemux / quinn on the kernel's UDP"
+echo
+if [ -n "$QUIC_NOTE" ]; then
+  echo "$QUIC_NOTE"
+else
+  echo "The same servers and client, a fresh server each run: \`quic_client --handshakes $QHS --concurrency $QCONC\` makes $QHS fresh connections, $QCONC in flight at once, each a full TLS 1.3 handshake (ECDSA P-256 certificate, no session resumption, no 0-RTT), one stream echoing 32 bytes (checked) and a close; handshakes/s = connections completed / the client's run time. The server must have accepted exactly that many, each closed by the client, none left open. $QPAIRS alternating pairs."
+  echo
+  echo "| pair | udpdemux handshakes/s | kernel handshakes/s | ratio |"
+  echo "|---|---:|---:|---:|"
+  for i in $(seq "$QPAIRS"); do
+    u=${QUIC_HS_UD[$((i - 1))]:-0}; k=${QUIC_HS_KER[$((i - 1))]:-0}
+    echo "| $i | $(awk -v x="$u" 'BEGIN { printf "%.0f", x }') | $(awk -v x="$k" 'BEGIN { printf "%.0f", x }') | $(ratio "$u" "$k") |"
+  done
+  echo
+  # shellcheck disable=SC2086
+  echo "Median: udpdemux $(awk -v x="$(median ${QUIC_HS_UD[*]})" 'BEGIN { printf "%.0f", x }') handshakes/s / kernel $(awk -v x="$(median ${QUIC_HS_KER[*]})" 'BEGIN { printf "%.0f", x }') handshakes/s = $(ratio "$(median ${QUIC_HS_UD[*]})" "$(median ${QUIC_HS_KER[*]})") (goal > 1: $(goal "$(ratio "$(median ${QUIC_HS_UD[*]})" "$(median ${QUIC_HS_KER[*]})")" ">=" 1))."
 fi
 echo
 fi

@@ -7,20 +7,22 @@
 //! kernel's UDP with GRO/GSO) instead: the benchmark's other side.
 //!
 //! Prints `ready` when it listens; stops when its standard input ends (or
-//! a `stop` line), then prints one JSON line: the adapter's counters and
-//! the engine's books.
+//! a `stop` line), then prints one JSON line: the connections (accepted,
+//! failed, how they ended, still open at the stop), the adapter's counters
+//! and the engine's books.
 use std::io::BufRead;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use udpdemux::api::SocketOptions;
 use udpdemux::config::Config;
 use udpdemux::runtime::engine::{Engine, RunOptions};
-use udpdemux_quinn::{echo, Stats, UdxSocket};
+use udpdemux_quinn::echo::{self, ServeStats};
+use udpdemux_quinn::{Stats, UdxSocket};
 
 #[derive(Parser)]
 #[command(about = "QUIC echo server on udpdemux (or on the kernel's UDP with --kernel)")]
@@ -110,6 +112,27 @@ fn stdin_stopper() -> Arc<AtomicBool> {
     stop
 }
 
+/// How long the stop waits for connections still ending (a peer's close
+/// keeps quinn's state for three PTOs, well under a second on a LAN).
+const SETTLE: Duration = Duration::from_secs(5);
+
+/// At the stop: call `tick` (which runs the engine's main lcore, or
+/// sleeps) until every accepted connection has ended and the endpoints
+/// hold none, or `SETTLE` has passed; what the endpoints still hold.
+fn settle(endpoints: &[quinn::Endpoint], conns: &ServeStats, mut tick: impl FnMut()) -> usize {
+    let t0 = Instant::now();
+    loop {
+        let open: usize = endpoints
+            .iter()
+            .map(quinn::Endpoint::open_connections)
+            .sum();
+        if (open == 0 && conns.live() == 0) || t0.elapsed() >= SETTLE {
+            return open;
+        }
+        tick();
+    }
+}
+
 fn run(a: &Args) -> Result<(), String> {
     let (server, cert) = echo::server_config(a.streams)?;
     std::fs::write(&a.cert_out, &cert)
@@ -136,6 +159,7 @@ fn run(a: &Args) -> Result<(), String> {
     let mut engine = Engine::start(&cfg, &RunOptions::default()).map_err(|e| e.to_string())?;
     let t0 = Instant::now();
     let mut stats: Vec<Arc<Stats>> = Vec::new();
+    let conns = Arc::new(ServeStats::default());
     let mut endpoints = Vec::new();
     for (i, l) in a.listen.iter().enumerate() {
         let mut o = SocketOptions::new(&format!("quic{i}"), *l);
@@ -153,7 +177,7 @@ fn run(a: &Args) -> Result<(), String> {
             Arc::new(quinn::TokioRuntime),
         )
         .map_err(|e| format!("endpoint on {l}: {e}"))?;
-        rt.spawn(echo::serve(ep.clone()));
+        rt.spawn(echo::serve(ep.clone(), Arc::clone(&conns)));
         endpoints.push(ep);
     }
     println!("ready");
@@ -162,6 +186,9 @@ fn run(a: &Args) -> Result<(), String> {
         // The main lcore drains the TX ring and runs the neighbour timers.
         engine.main_loop(Some(t0.elapsed().as_secs_f64() + 0.05));
     }
+    let open = settle(&endpoints, &conns, || {
+        engine.main_loop(Some(t0.elapsed().as_secs_f64() + 0.05));
+    });
     for ep in &endpoints {
         ep.close(quinn::VarInt::from_u32(0), b"bye");
     }
@@ -170,7 +197,7 @@ fn run(a: &Args) -> Result<(), String> {
         engine.main_loop(Some(t0.elapsed().as_secs_f64() + 0.05));
     }
     drop(endpoints);
-    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    rt.shutdown_timeout(Duration::from_secs(2));
     let summary = engine.stop().map_err(|e| e.to_string())?;
     let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     let per: Vec<String> = stats
@@ -191,7 +218,8 @@ fn run(a: &Args) -> Result<(), String> {
         })
         .collect();
     println!(
-        r#"{{"sockets":[{}],"books_balanced":{},"problems":{:?}}}"#,
+        r#"{{"connections":{},"sockets":[{}],"books_balanced":{},"problems":{:?}}}"#,
+        conns.json(open),
         per.join(","),
         summary.books_balanced,
         summary.problems
@@ -207,23 +235,30 @@ fn run_kernel(
     server: quinn::ServerConfig,
 ) -> Result<(), String> {
     let mut endpoints = Vec::new();
+    let conns = Arc::new(ServeStats::default());
     for l in &a.listen {
         let _guard = rt.enter();
         let ep =
             quinn::Endpoint::server(server.clone(), *l).map_err(|e| format!("bind {l}: {e}"))?;
-        rt.spawn(echo::serve(ep.clone()));
+        rt.spawn(echo::serve(ep.clone(), Arc::clone(&conns)));
         endpoints.push(ep);
     }
     println!("ready");
     let stop = stdin_stopper();
     while !stop.load(Ordering::SeqCst) {
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(50));
     }
+    let open = settle(&endpoints, &conns, || {
+        std::thread::sleep(Duration::from_millis(50));
+    });
     for ep in &endpoints {
         ep.close(quinn::VarInt::from_u32(0), b"bye");
     }
     drop(endpoints);
-    rt.shutdown_timeout(std::time::Duration::from_secs(2));
-    println!(r#"{{"sockets":[],"books_balanced":true,"problems":[]}}"#);
+    rt.shutdown_timeout(Duration::from_secs(2));
+    println!(
+        r#"{{"connections":{},"sockets":[],"books_balanced":true,"problems":[]}}"#,
+        conns.json(open)
+    );
     Ok(())
 }
