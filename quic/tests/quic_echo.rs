@@ -15,7 +15,7 @@
 mod netns;
 
 use std::io::{BufRead, BufReader, Lines, Write};
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
@@ -26,20 +26,34 @@ fn bytes_per_stream() -> u64 {
         .unwrap_or(10 << 20)
 }
 
-/// A `quic_echo` server on `net`'s host end, listening on 198.18.0.1:4433
-/// and [fd00::1]:4433, ready; its stdout's lines after `ready`.
-fn start_server(
-    net: &netns::Net,
-    tag: &str,
-    cert: &Path,
-) -> (Child, Lines<BufReader<ChildStdout>>) {
+/// When the machine can (root, the tools): a fresh namespace (`tag` in its names), a directory for the
+/// certificate, and a `quic_echo` server on the namespace's host end,
+/// listening on 198.18.0.1:4433 and [fd00::1]:4433, ready.
+struct Rig {
+    net: netns::Net,
+    dir: PathBuf,
+    cert: PathBuf,
+    server: Child,
+    /// The server's stdout, after `ready`.
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+fn start(tag: &str) -> Option<Rig> {
+    if !netns::can_run(&["ip", "ethtool", "sysctl"]) {
+        return None;
+    }
+    let pid = std::process::id();
+    let net = netns::Net::create(tag, "198.18.0.2/24", "fd00::2/64");
+    let dir = std::env::temp_dir().join(format!("udx-{tag}-test-{pid}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cert = dir.join("cert.der");
     let mut server = Command::new(env!("CARGO_BIN_EXE_quic_echo"))
         .args(["--iface", &net.host])
         .args(["--addr", "198.18.0.1/24", "--addr", "fd00::1/64"])
         .args(["--listen", "198.18.0.1:4433", "--listen", "[fd00::1]:4433"])
-        .args(["--prefix", &format!("t-{tag}-{}", std::process::id())])
+        .args(["--prefix", &format!("t-{tag}-{pid}")])
         .arg("--cert-out")
-        .arg(cert)
+        .arg(&cert)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -50,7 +64,13 @@ fn start_server(
         Some("ready"),
         "server did not start"
     );
-    (server, lines)
+    Some(Rig {
+        net,
+        dir,
+        cert,
+        server,
+        lines,
+    })
 }
 
 /// Stop the server; its exit line, parsed, after checking it exited well
@@ -89,21 +109,15 @@ fn assert_connections(j: &serde_json::Value, summary: &str, accepted: u64) {
 
 #[test]
 fn quic_echo_100_streams_byte_exact_over_ipv4_and_ipv6_with_ecn() {
-    if !netns::can_run(&["ip", "ethtool", "sysctl"]) {
-        return;
-    }
-    let pid = std::process::id();
-    let net = netns::Net::create("qe", "198.18.0.2/24", "fd00::2/64");
-    let dir = std::env::temp_dir().join(format!("udx-quic-test-{pid}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let cert = dir.join("cert.der");
-    let (server, lines) = start_server(&net, "quic", &cert);
+    // Without root and the tools, nothing to run.
+    let Some(r) = start("qe") else { return };
     let bytes = bytes_per_stream();
     for to in ["198.18.0.1:4433", "[fd00::1]:4433"] {
-        let out = net
+        let out = r
+            .net
             .command(&[env!("CARGO_BIN_EXE_quic_client"), "--connect", to])
             .arg("--cert")
-            .arg(&cert)
+            .arg(&r.cert)
             .args(["--streams", "100", "--bytes", &bytes.to_string()])
             .output()
             .expect("quic_client");
@@ -122,7 +136,7 @@ fn quic_echo_100_streams_byte_exact_over_ipv4_and_ipv6_with_ecn() {
             "{text}"
         );
     }
-    let (summary, j) = stop_server(server, lines);
+    let (summary, j) = stop_server(r.server, r.lines);
     // One connection over IPv4, one over IPv6, both closed by the client.
     assert_connections(&j, &summary, 2);
     // Per socket (IPv4, then IPv6): ECT(0) datagrams arrived (quinn's
@@ -146,30 +160,24 @@ fn quic_echo_100_streams_byte_exact_over_ipv4_and_ipv6_with_ecn() {
         );
         assert_eq!(n(&s["rx_too_long"]), 0, "{summary}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
-    drop(net);
+    let _ = std::fs::remove_dir_all(&r.dir);
+    drop(r.net);
     std::thread::sleep(Duration::from_millis(10));
 }
 
 #[test]
 fn quic_handshakes_50_at_8_at_once_all_accepted_and_closed() {
-    if !netns::can_run(&["ip", "ethtool", "sysctl"]) {
-        return;
-    }
-    let pid = std::process::id();
-    let net = netns::Net::create("qh", "198.18.0.2/24", "fd00::2/64");
-    let dir = std::env::temp_dir().join(format!("udx-quic-hs-test-{pid}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let cert = dir.join("cert.der");
-    let (server, lines) = start_server(&net, "quich", &cert);
-    let out = net
+    // Without root and the tools, nothing to run.
+    let Some(r) = start("qh") else { return };
+    let out = r
+        .net
         .command(&[
             env!("CARGO_BIN_EXE_quic_client"),
             "--connect",
             "198.18.0.1:4433",
         ])
         .arg("--cert")
-        .arg(&cert)
+        .arg(&r.cert)
         .args(["--handshakes", "50", "--concurrency", "8"])
         .output()
         .expect("quic_client");
@@ -183,10 +191,10 @@ fn quic_handshakes_50_at_8_at_once_all_accepted_and_closed() {
     let c: serde_json::Value = serde_json::from_str(text.trim()).expect("client JSON");
     assert_eq!(n(&c["handshakes_ok"]), 50, "{text}");
     assert_eq!(n(&c["failures"]), 0, "{text}");
-    let (summary, j) = stop_server(server, lines);
+    let (summary, j) = stop_server(r.server, r.lines);
     assert_connections(&j, &summary, 50);
     // Every datagram the engine delivered went to quinn whole.
     assert_eq!(n(&j["sockets"][0]["rx_too_long"]), 0, "{summary}");
-    let _ = std::fs::remove_dir_all(&dir);
-    drop(net);
+    let _ = std::fs::remove_dir_all(&r.dir);
+    drop(r.net);
 }
