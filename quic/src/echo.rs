@@ -75,6 +75,9 @@ pub fn client_config(cert: &[u8], streams: u32) -> Result<ClientConfig, String> 
 /// line; every accepted connection should end closed by its peer).
 #[derive(Debug, Default)]
 pub struct ServeStats {
+    /// Connection attempts the endpoint handed to `serve` (each ends
+    /// accepted or failed, or is still handshaking).
+    pub incoming: AtomicU64,
     /// Handshakes completed.
     pub accepted: AtomicU64,
     /// Incoming connections whose handshake failed.
@@ -95,11 +98,13 @@ impl ServeStats {
     }
 
     /// The counters as a JSON object, with `open`: the connections the
-    /// endpoints still hold (quinn's `open_connections`, draining included).
-    pub fn json(&self, open: usize) -> String {
+    /// endpoints still held at the stop (quinn's `open_connections`,
+    /// draining included), after waiting `settle_ms` for them to end.
+    pub fn json(&self, open: usize, settle_ms: u128) -> String {
         let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
         format!(
-            r#"{{"accepted":{},"failed":{},"closed_by_peer":{},"closed_other":{},"open":{open}}}"#,
+            r#"{{"incoming":{},"accepted":{},"failed":{},"closed_by_peer":{},"closed_other":{},"open":{open},"settle_ms":{settle_ms}}}"#,
+            n(&self.incoming),
             n(&self.accepted),
             n(&self.failed),
             n(&self.closed_by_peer),
@@ -114,6 +119,7 @@ impl ServeStats {
 pub async fn serve(endpoint: Endpoint, stats: Arc<ServeStats>) {
     while let Some(incoming) = endpoint.accept().await {
         let stats = Arc::clone(&stats);
+        stats.incoming.fetch_add(1, Ordering::SeqCst);
         tokio::spawn(async move {
             let Ok(conn) = incoming.await else {
                 stats.failed.fetch_add(1, Ordering::SeqCst);

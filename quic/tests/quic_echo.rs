@@ -100,6 +100,7 @@ fn n(v: &serde_json::Value) -> u64 {
 /// client, none failed, none left open.
 fn assert_connections(j: &serde_json::Value, summary: &str, accepted: u64) {
     let c = &j["connections"];
+    assert_eq!(n(&c["incoming"]), accepted, "{summary}");
     assert_eq!(n(&c["accepted"]), accepted, "{summary}");
     assert_eq!(n(&c["closed_by_peer"]), accepted, "{summary}");
     assert_eq!(n(&c["failed"]), 0, "{summary}");

@@ -118,8 +118,13 @@ const SETTLE: Duration = Duration::from_secs(5);
 
 /// At the stop: call `tick` (which runs the engine's main lcore, or
 /// sleeps) until every accepted connection has ended and the endpoints
-/// hold none, or `SETTLE` has passed; what the endpoints still hold.
-fn settle(endpoints: &[quinn::Endpoint], conns: &ServeStats, mut tick: impl FnMut()) -> usize {
+/// hold none, or `SETTLE` has passed; what the endpoints still hold and
+/// how long that took (ms).
+fn settle(
+    endpoints: &[quinn::Endpoint],
+    conns: &ServeStats,
+    mut tick: impl FnMut(),
+) -> (usize, u128) {
     let t0 = Instant::now();
     loop {
         let open: usize = endpoints
@@ -127,7 +132,7 @@ fn settle(endpoints: &[quinn::Endpoint], conns: &ServeStats, mut tick: impl FnMu
             .map(quinn::Endpoint::open_connections)
             .sum();
         if (open == 0 && conns.live() == 0) || t0.elapsed() >= SETTLE {
-            return open;
+            return (open, t0.elapsed().as_millis());
         }
         tick();
     }
@@ -186,7 +191,7 @@ fn run(a: &Args) -> Result<(), String> {
         // The main lcore drains the TX ring and runs the neighbour timers.
         engine.main_loop(Some(t0.elapsed().as_secs_f64() + 0.05));
     }
-    let open = settle(&endpoints, &conns, || {
+    let (open, settle_ms) = settle(&endpoints, &conns, || {
         engine.main_loop(Some(t0.elapsed().as_secs_f64() + 0.05));
     });
     for ep in &endpoints {
@@ -219,7 +224,7 @@ fn run(a: &Args) -> Result<(), String> {
         .collect();
     println!(
         r#"{{"connections":{},"sockets":[{}],"books_balanced":{},"problems":{:?}}}"#,
-        conns.json(open),
+        conns.json(open, settle_ms),
         per.join(","),
         summary.books_balanced,
         summary.problems
@@ -248,7 +253,7 @@ fn run_kernel(
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(50));
     }
-    let open = settle(&endpoints, &conns, || {
+    let (open, settle_ms) = settle(&endpoints, &conns, || {
         std::thread::sleep(Duration::from_millis(50));
     });
     for ep in &endpoints {
@@ -258,7 +263,7 @@ fn run_kernel(
     rt.shutdown_timeout(Duration::from_secs(2));
     println!(
         r#"{{"connections":{},"sockets":[],"books_balanced":true,"problems":[]}}"#,
-        conns.json(open)
+        conns.json(open, settle_ms)
     );
     Ok(())
 }
