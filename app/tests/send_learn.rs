@@ -96,26 +96,15 @@ fn a_reply_to_a_datagram_needs_no_solicit() {
 [mempool]
 mbufs = 2047
 cache = 64
-
-[[port]]
-name = "net_af_packet0"
-rx_queues = 2
-tx_queues = 2
-rx_checksum_offload = false
-addresses = ["198.18.0.1/24", "fd00::1/64"]
-
-[[lcore]]
-id = 1
-role = "rx"
-queues = ["net_af_packet0:0", "net_af_packet0:1"]
-
+{port}
 [neighbour]
 unres_qlen = 4
 
 [[neighbour.static]]
 ip = "198.18.0.4"
 mac = "{peer_mac}"
-"#
+"#,
+        port = common::veth_port("net_af_packet0")
     );
     let cfg = Config::load(&common::write(&dir, "c.toml", &text)).expect("config");
     let mut engine = Engine::start(&cfg, &RunOptions::default()).expect("engine starts");

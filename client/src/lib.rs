@@ -35,7 +35,11 @@
 //! first whose slot file in the engine's runtime directory
 //! (`client_proto::slot_lock_path`) this process can lock (`flock`,
 //! exclusive); the lock is held until the process exits, and the kernel
-//! drops it however it exits. The engine is told (`attach`) before any
+//! drops it however it exits. A [`ClientSocket`] borrows its `Client`
+//! and stays on its thread; [`Client::open_owned`] / [`Client::bind_owned`]
+//! give an [`OwnedSocket`] that borrows nothing and may move to another
+//! thread (an async runtime's: the quinn adapter), see `owned.rs`.
+//! The engine is told (`attach`) before any
 //! mempool is touched, and settles a dead client's lcore caches
 //! (`udpdemux::client_proto`). This crate has no `unsafe` of its own: the
 //! shared-memory access is in `dpdk-sys` and the engine's `meta`.
@@ -44,7 +48,8 @@
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use dpdk_sys::mp::{self, AtomicZone};
@@ -66,8 +71,11 @@ pub use udpdemux::api::Received;
 
 use dpdk_sys::secondary::{self, SecondaryEal};
 
+/// An owned socket handle, `Send`, for a runtime's threads (quinn's adapter).
+mod owned;
 /// `ClientSocket::send_burst` (issue 17).
 mod send;
+pub use owned::{OwnedSocket, SocketHandle};
 use udpdemux::eal_log::Capture;
 
 /// The lcore ids client processes take, one each (the engine refuses a
@@ -197,8 +205,31 @@ pub struct Client {
     prefix: String,
     runtime_dir: PathBuf,
     lcore: u32,
-    /// The locked slot file of `lcore`: held for the life of the process.
+    /// The locked slot file of `lcore`, shared with the [`OwnedSocket`]s
+    /// (see [`Lease`]).
+    lease: Arc<Lease>,
+}
+
+/// What an attachment's [`OwnedSocket`]s keep alive when they outlive
+/// their [`Client`]: the lcore slot's lock (no other client may take the
+/// lcore id while this process still frees mbufs on it), and the duty to
+/// tell the engine this client leaves once the last of them is gone. The
+/// EAL itself is then never cleaned up (the client leaves it up: the
+/// sockets' rings and mbufs stay mapped until the process exits).
+#[derive(Debug)]
+struct Lease {
+    /// The locked slot file: held until the last owner drops it.
     _slot: std::fs::File,
+    /// Set when the client went while owned sockets lived on.
+    orphaned: AtomicBool,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if self.orphaned.load(Ordering::SeqCst) && dpdk_sys::eal::is_up() {
+            leave();
+        }
+    }
 }
 
 impl Client {
@@ -260,7 +291,10 @@ impl Client {
             prefix: file_prefix.to_string(),
             runtime_dir,
             lcore,
-            _slot: slot,
+            lease: Arc::new(Lease {
+                _slot: slot,
+                orphaned: AtomicBool::new(false),
+            }),
         })
     }
 
@@ -296,6 +330,22 @@ impl Client {
     /// its datagrams (the engine's own consumer skips it). Refused when no
     /// socket has that name, or when another client has it open.
     pub fn open(&self, name: &str) -> Result<ClientSocket<'_>, OpenError> {
+        let (s, zone) = self.open_opened(name)?;
+        Ok(ClientSocket {
+            _client: self,
+            s,
+            zone: Rc::new(zone),
+        })
+    }
+
+    /// [`Client::open`] as an [`OwnedSocket`]: it borrows nothing, so it
+    /// can move to (and be used from) any thread, e.g. an async runtime's.
+    pub fn open_owned(&self, name: &str) -> Result<OwnedSocket, OpenError> {
+        let (s, zone) = self.open_opened(name)?;
+        Ok(OwnedSocket::new(s, zone, Arc::clone(&self.lease)))
+    }
+
+    fn open_opened(&self, name: &str) -> Result<(Opened, AtomicZone), OpenError> {
         if name.is_empty() || name.len() > 200 || name.contains([' ', '\0']) {
             return Err(OpenError::InvalidName { name: name.into() });
         }
@@ -313,6 +363,21 @@ impl Client {
     /// the refusal is one line. [`ClientSocket::close`] (or drop) unbinds
     /// it; so does this process's death.
     pub fn bind(&self, o: SocketOptions) -> Result<ClientSocket<'_>, OpenError> {
+        let (s, zone) = self.bind_opened(o)?;
+        Ok(ClientSocket {
+            _client: self,
+            s,
+            zone: Rc::new(zone),
+        })
+    }
+
+    /// [`Client::bind`] as an [`OwnedSocket`] (see [`Client::open_owned`]).
+    pub fn bind_owned(&self, o: SocketOptions) -> Result<OwnedSocket, OpenError> {
+        let (s, zone) = self.bind_opened(o)?;
+        Ok(OwnedSocket::new(s, zone, Arc::clone(&self.lease)))
+    }
+
+    fn bind_opened(&self, o: SocketOptions) -> Result<(Opened, AtomicZone), OpenError> {
         if let Some(why) = udpdemux::config::socket_name_problem(&o.name) {
             return Err(OpenError::BindRefused {
                 name: o.name.clone(),
@@ -333,7 +398,7 @@ impl Client {
         name: &str,
         req: Request,
         bound: bool,
-    ) -> Result<ClientSocket<'_>, OpenError> {
+    ) -> Result<(Opened, AtomicZone), OpenError> {
         let req = req.encode();
         let rep = mp::request_sync(client_proto::ACTION, req.as_bytes(), REQUEST_TIMEOUT).map_err(
             |e| OpenError::NoReply {
@@ -378,15 +443,16 @@ impl Client {
                     })
             });
         match found {
-            Ok((ring, zone)) => Ok(ClientSocket {
-                _client: self,
-                name: name.into(),
-                id: opened.id,
-                ring,
-                zone: Rc::new(zone),
-                open: true,
-                bound,
-            }),
+            Ok((ring, zone)) => Ok((
+                Opened {
+                    name: name.into(),
+                    id: opened.id,
+                    ring,
+                    open: true,
+                    bound,
+                },
+                zone,
+            )),
             Err((what, reason)) => {
                 // Give the socket back: nothing here can read it.
                 let _ = send_close(name, bound);
@@ -459,26 +525,45 @@ impl Client {
     /// closes no device (none was probed), so the engine's ports run on.
     /// Whether the EAL cleaned up (`false` only if a port had appeared in
     /// this process after all: the cleanup is then skipped, not to close it).
+    /// `false` too when [`OwnedSocket`]s (or their handles) are still
+    /// alive: the EAL is then left up for them, and the engine told that
+    /// this client leaves when the last of them is gone.
     pub fn detach(mut self) -> bool {
-        match self.eal.take() {
-            Some(eal) => {
-                leave();
-                eal.detach()
-            }
-            None => false,
+        self.leave_unless_owned().is_some_and(SecondaryEal::detach)
+    }
+
+    /// Flush the caches and tell the engine this client leaves, and give
+    /// the EAL back for cleanup; unless owned sockets still use it: then
+    /// leave the EAL up and hand the leaving over to the [`Lease`].
+    fn leave_unless_owned(&mut self) -> Option<SecondaryEal> {
+        let eal = self.eal.take()?;
+        // No new owner can appear: they are made only through `&self`, on
+        // this thread (a `Client` is not `Send`); one may go meanwhile,
+        // and then finds `orphaned` set, or the client's own drop does.
+        let owners = Arc::strong_count(&self.lease) - 1;
+        if owners > 0 {
+            log::warn!(
+                "the client goes while {owners} owned socket(s) live on: the EAL stays up for them (until the process exits) and the engine is told this client leaves when the last is dropped"
+            );
+            // This thread's lcore cache now: the last owner may go on
+            // another thread, whose flush would not reach it.
+            flush_caches();
+            self.lease.orphaned.store(true, Ordering::SeqCst);
+            // Not cleaned up: the owned sockets' rings and mbufs stay mapped.
+            std::mem::forget(eal);
+            return None;
         }
+        leave();
+        Some(eal)
     }
 }
 
 impl Drop for Client {
     /// A client dropped without [`Client::detach`] leaves as cleanly: its
     /// caches flushed, the engine told, the EAL cleaned up; then the slot
-    /// lock goes (the fields after `eal`).
+    /// lock goes (the fields after `eal`), or stays with the owned sockets.
     fn drop(&mut self) {
-        if let Some(eal) = self.eal.take() {
-            leave();
-            drop(eal);
-        }
+        drop(self.leave_unless_owned());
     }
 }
 
@@ -519,51 +604,84 @@ fn send_close(name: &str, bound: bool) -> Result<(), CloseError> {
     }
 }
 
-/// One of the engine's sockets, opened by this client: it alone reads the
-/// socket's delivery ring until [`ClientSocket::close`] (or drop).
+/// What every kind of socket handle holds of an opened socket (its
+/// name, id and ring); closing it, or dropping it, gives the socket back
+/// to the engine (or unbinds it).
 #[derive(Debug)]
-pub struct ClientSocket<'c> {
-    _client: &'c Client,
+pub(crate) struct Opened {
     name: String,
     id: u32,
     ring: MbufRing,
-    zone: Rc<AtomicZone>,
     open: bool,
     /// Bound by this client ([`Client::bind`]): closing unbinds it.
     bound: bool,
 }
 
+impl Opened {
+    /// Take up to [`BATCH`] datagrams into `batch` (released through
+    /// `zone`, the socket's memzone), freeing what it held before.
+    fn recv_burst<Z: ZoneRef>(&self, zone: &Z, batch: &mut Batch<Z>) -> usize {
+        let ring = &self.ring;
+        batch.refill(
+            |r| r.zone.same(zone),
+            || {
+                Some(SharedRelease {
+                    zone: zone.clone(),
+                    row: None,
+                })
+            },
+            |r, bufs| r.take(ring, bufs),
+        )
+    }
+
+    fn close(&mut self) -> Result<(), CloseError> {
+        self.open = false;
+        flush_caches();
+        send_close(&self.name, self.bound)
+    }
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        if self.open && dpdk_sys::eal::is_up() {
+            if let Err(e) = self.close() {
+                log::warn!("{e}");
+            }
+        }
+    }
+}
+
+/// One of the engine's sockets, opened by this client: it alone reads the
+/// socket's delivery ring until [`ClientSocket::close`] (or drop).
+#[derive(Debug)]
+pub struct ClientSocket<'c> {
+    _client: &'c Client,
+    s: Opened,
+    /// `Rc`: the batches stay on this thread (see [`SharedRelease`]).
+    zone: Rc<AtomicZone>,
+}
+
 impl ClientSocket<'_> {
     /// The socket's name in the engine's config.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.s.name
     }
 
     /// The engine's id of the socket (its ring is `udx_s<id>`).
     pub fn id(&self) -> u32 {
-        self.id
+        self.s.id
     }
 
     /// Datagrams waiting in the socket's ring now.
     pub fn pending(&self) -> u32 {
-        self.ring.count()
+        self.s.ring.count()
     }
 
     /// Take up to [`BATCH`] datagrams into `batch`, freeing what the batch
     /// held before (and releasing their memory from the socket's budget).
     /// How many arrived (0: none waiting). As `udpdemux::api::recv_burst`.
     pub fn recv_burst(&mut self, batch: &mut RecvBatch) -> usize {
-        let ring = &self.ring;
-        batch.refill(
-            |r| Rc::ptr_eq(&r.zone, &self.zone),
-            || {
-                Some(SharedRelease {
-                    zone: Rc::clone(&self.zone),
-                    row: None,
-                })
-            },
-            |r, bufs| r.take(ring, bufs),
-        )
+        self.s.recv_burst(&self.zone, batch)
     }
 
     /// Give the socket back to the engine's consumer, or, for a socket
@@ -572,25 +690,12 @@ impl ClientSocket<'_> {
     /// batches that hold its datagrams first: otherwise their memory stays
     /// charged to the socket until they are, and an unbind is refused.
     pub fn close(mut self) -> Result<(), CloseError> {
-        self.open = false;
-        flush_caches();
-        send_close(&self.name, self.bound)
+        self.s.close()
     }
 
     /// Whether this client bound the socket (closing it unbinds it).
     pub fn is_bound(&self) -> bool {
-        self.bound
-    }
-}
-
-impl Drop for ClientSocket<'_> {
-    fn drop(&mut self) {
-        if self.open && dpdk_sys::eal::is_up() {
-            flush_caches();
-            if let Err(e) = send_close(&self.name, self.bound) {
-                log::warn!("{e}");
-            }
-        }
+        self.s.bound
     }
 }
 
@@ -614,6 +719,34 @@ pub fn recv_burst(sock: &mut ClientSocket<'_>, batch: &mut RecvBatch) -> usize {
 /// socket's shared counters.
 pub type RecvBatch = udpdemux::api::RecvBatch<SharedRelease>;
 
+/// A batch released through the zone handle `Z`.
+type Batch<Z> = udpdemux::api::RecvBatch<SharedRelease<Z>>;
+
+/// The batch an [`OwnedSocket`] receives into (and keeps to itself).
+pub type OwnedBatch = Batch<Arc<AtomicZone>>;
+
+/// How a socket handle shares the socket's memzone with its batches:
+/// `Rc` for a [`ClientSocket`], whose batches stay on the client's thread
+/// (so that no two of them take or release at once: the in-flight table
+/// and the totals have one writer), `Arc` for an [`OwnedSocket`], which
+/// keeps its one batch to itself and moves with it.
+pub trait ZoneRef: Clone + std::ops::Deref<Target = AtomicZone> {
+    /// Whether both are the same socket's.
+    fn same(&self, other: &Self) -> bool;
+}
+
+impl ZoneRef for Rc<AtomicZone> {
+    fn same(&self, other: &Self) -> bool {
+        Rc::ptr_eq(self, other)
+    }
+}
+
+impl ZoneRef for Arc<AtomicZone> {
+    fn same(&self, other: &Self) -> bool {
+        Arc::ptr_eq(self, other)
+    }
+}
+
 /// How a client's batch takes and releases datagrams. Taking claims a
 /// row of the socket's in-flight table (`client_proto::row`) and records
 /// the dequeued mbufs there before the application sees them; releasing
@@ -622,13 +755,13 @@ pub type RecvBatch = udpdemux::api::RecvBatch<SharedRelease>;
 /// socket's budget, and gives the row up. If this process dies holding a
 /// batch, the engine frees what the row records (issue 16 liveness).
 #[derive(Debug)]
-pub struct SharedRelease {
-    zone: Rc<AtomicZone>,
+pub struct SharedRelease<Z: ZoneRef = Rc<AtomicZone>> {
+    zone: Z,
     /// The row the batch's mbufs are recorded in, while it holds some.
     row: Option<usize>,
 }
 
-impl SharedRelease {
+impl<Z: ZoneRef> SharedRelease<Z> {
     /// Claim a free row and take up to [`BATCH`] datagrams through it:
     /// how many (0 also when all `client_proto::ROWS` rows are held by
     /// this process's other batches of the socket).
@@ -653,7 +786,7 @@ impl SharedRelease {
     }
 }
 
-impl Release for SharedRelease {
+impl<Z: ZoneRef> Release for SharedRelease<Z> {
     fn release(&mut self, bufs: &mut MbufBurst<BATCH>) {
         let (mut truesize, mut bytes) = (0u64, 0u64);
         for m in bufs.iter() {

@@ -21,7 +21,7 @@ use dpdk_sys::{Mbuf, MbufBurst, MbufRing, Mempool};
 use udpdemux::parse::Family;
 use udpdemux::send::{self as engine_send, request};
 
-use crate::ClientSocket;
+use crate::{ClientSocket, SocketHandle};
 
 /// The engine's TX pool and this process's TX ring, found or made once.
 struct TxHandles {
@@ -72,48 +72,7 @@ impl ClientSocket<'_> {
     /// engine counts what it sends and drops (`UdpOutDatagrams`, `FragOKs`,
     /// the neighbour counters) in its exit JSON.
     pub fn send_burst(&self, dgrams: &[(SocketAddr, &[u8])]) -> usize {
-        if !dpdk_sys::eal::is_up() {
-            return 0;
-        }
-        let Some(h) = handles() else {
-            return 0;
-        };
-        let mut taken = 0;
-        let mut rest = dgrams;
-        while let Some(&(dst, payload)) = rest.first() {
-            let fam = family(dst);
-            if payload.len() > engine_send::max_fragmented_payload(fam) {
-                rest = &rest[1..];
-                continue;
-            }
-            if payload.len() > engine_send::max_payload(fam) {
-                // One chain for one datagram.
-                rest = &rest[1..];
-                let Some(m) = chained_request(h, self.id(), dst, payload) else {
-                    // The pool ran dry: the rest find no mbuf either.
-                    break;
-                };
-                let mut one = MbufBurst::<1>::new();
-                let _ = one.push(m);
-                // Refused by a full ring: freed with `one`, chain and all.
-                taken += enqueue_waiting(&h.ring, &mut one);
-                continue;
-            }
-            // The next run of datagrams that fit one mbuf each.
-            let run = rest
-                .iter()
-                .take(CHUNK)
-                .take_while(|(d, p)| p.len() <= engine_send::max_payload(family(*d)))
-                .count();
-            let (small, later) = rest.split_at(run);
-            rest = later;
-            let (n, dry) = send_small(h, self.id(), small);
-            taken += n;
-            if dry {
-                break;
-            }
-        }
-        taken
+        send_burst(self.id(), dgrams)
     }
 
     /// GSO-style send, the client's twin of `udpdemux::api::send_gso`:
@@ -125,42 +84,105 @@ impl ClientSocket<'_> {
     /// datagrams were handed over: 0 or all, or the prefix the ring had
     /// room for; none when a segment is above the MTU or there are too many.
     pub fn send_gso(&self, dst: SocketAddr, buf: &[u8], segment: usize, ecn: u8) -> usize {
-        if !dpdk_sys::eal::is_up() || buf.is_empty() {
-            return 0;
-        }
-        let fam = if dst.is_ipv4() {
-            udpdemux::parse::Family::V4
-        } else {
-            udpdemux::parse::Family::V6
-        };
-        let segment = if segment == 0 {
-            buf.len()
-        } else {
-            segment.min(buf.len())
-        };
-        let count = buf.len().div_ceil(segment);
-        if count > engine_send::MAX_SEGMENTS || segment > engine_send::max_payload(fam) {
-            return 0;
-        }
-        let Some(h) = handles() else {
-            return 0;
-        };
-        let mut fresh = MbufBurst::<{ engine_send::MAX_SEGMENTS }>::new();
-        if h.pool.alloc_into(&mut fresh, count).is_err() || fresh.len() != count {
-            return 0;
-        }
-        let mut burst = MbufBurst::<{ engine_send::MAX_SEGMENTS }>::new();
-        for (m, chunk) in fresh.drain().zip(buf.chunks(segment)) {
-            let Some(m) = fill_request(m, self.id(), dst, chunk, ecn) else {
-                return 0;
-            };
-            let _ = burst.push(m);
-        }
-        let taken = enqueue_waiting(&h.ring, &mut burst);
-        // What did not fit is freed.
-        burst.clear();
-        taken
+        send_gso(self.id(), dst, buf, segment, ecn)
     }
+}
+
+impl SocketHandle {
+    /// As [`ClientSocket::send_burst`], from any thread.
+    pub fn send_burst(&self, dgrams: &[(SocketAddr, &[u8])]) -> usize {
+        send_burst(self.id(), dgrams)
+    }
+
+    /// As [`ClientSocket::send_gso`], from any thread: the TX pool's
+    /// allocation and the TX ring's enqueue are multi-thread safe (a
+    /// thread that is not this process's EAL lcore uses no mempool cache).
+    pub fn send_gso(&self, dst: SocketAddr, buf: &[u8], segment: usize, ecn: u8) -> usize {
+        send_gso(self.id(), dst, buf, segment, ecn)
+    }
+}
+
+fn send_burst(socket: u32, dgrams: &[(SocketAddr, &[u8])]) -> usize {
+    if !dpdk_sys::eal::is_up() {
+        return 0;
+    }
+    let Some(h) = handles() else {
+        return 0;
+    };
+    let mut taken = 0;
+    let mut rest = dgrams;
+    while let Some(&(dst, payload)) = rest.first() {
+        let fam = family(dst);
+        if payload.len() > engine_send::max_fragmented_payload(fam) {
+            rest = &rest[1..];
+            continue;
+        }
+        if payload.len() > engine_send::max_payload(fam) {
+            // One chain for one datagram.
+            rest = &rest[1..];
+            let Some(m) = chained_request(h, socket, dst, payload) else {
+                // The pool ran dry: the rest find no mbuf either.
+                break;
+            };
+            let mut one = MbufBurst::<1>::new();
+            let _ = one.push(m);
+            // Refused by a full ring: freed with `one`, chain and all.
+            taken += enqueue_waiting(&h.ring, &mut one);
+            continue;
+        }
+        // The next run of datagrams that fit one mbuf each.
+        let run = rest
+            .iter()
+            .take(CHUNK)
+            .take_while(|(d, p)| p.len() <= engine_send::max_payload(family(*d)))
+            .count();
+        let (small, later) = rest.split_at(run);
+        rest = later;
+        let (n, dry) = send_small(h, socket, small);
+        taken += n;
+        if dry {
+            break;
+        }
+    }
+    taken
+}
+
+fn send_gso(socket: u32, dst: SocketAddr, buf: &[u8], segment: usize, ecn: u8) -> usize {
+    if !dpdk_sys::eal::is_up() || buf.is_empty() {
+        return 0;
+    }
+    let fam = if dst.is_ipv4() {
+        udpdemux::parse::Family::V4
+    } else {
+        udpdemux::parse::Family::V6
+    };
+    let segment = if segment == 0 {
+        buf.len()
+    } else {
+        segment.min(buf.len())
+    };
+    let count = buf.len().div_ceil(segment);
+    if count > engine_send::MAX_SEGMENTS || segment > engine_send::max_payload(fam) {
+        return 0;
+    }
+    let Some(h) = handles() else {
+        return 0;
+    };
+    let mut fresh = MbufBurst::<{ engine_send::MAX_SEGMENTS }>::new();
+    if h.pool.alloc_into(&mut fresh, count).is_err() || fresh.len() != count {
+        return 0;
+    }
+    let mut burst = MbufBurst::<{ engine_send::MAX_SEGMENTS }>::new();
+    for (m, chunk) in fresh.drain().zip(buf.chunks(segment)) {
+        let Some(m) = fill_request(m, socket, dst, chunk, ecn) else {
+            return 0;
+        };
+        let _ = burst.push(m);
+    }
+    let taken = enqueue_waiting(&h.ring, &mut burst);
+    // What did not fit is freed.
+    burst.clear();
+    taken
 }
 
 /// Enqueue `burst` on the TX ring, waiting for the main lcore when the

@@ -209,6 +209,12 @@ pub fn request_sync(name: &str, param: &[u8], timeout: Duration) -> Result<Vec<u
     request_sync_with_fds(name, param, timeout).map(|(p, _)| p)
 }
 
+/// Requests of this process wait for each other: DPDK refuses a request
+/// while one of the same name to the same peer is pending ("A pending
+/// request"), and a client's sockets may now close from several threads
+/// at once (`udpdemux_client::OwnedSocket` on a runtime's threads).
+static IN_FLIGHT: Mutex<()> = Mutex::new(());
+
 /// [`request_sync`], keeping the file descriptors the reply carried.
 pub fn request_sync_with_fds(
     name: &str,
@@ -216,6 +222,7 @@ pub fn request_sync_with_fds(
     timeout: Duration,
 ) -> Result<(Vec<u8>, Vec<OwnedFd>)> {
     let mut m = msg(name, param)?;
+    let _one = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
     let mut reply = ffi::rte_mp_reply::default();
     let ts = ffi::timespec {
         tv_sec: timeout.as_secs() as _,

@@ -1,16 +1,21 @@
 //! A quinn 0.11 socket over a udpdemux socket: [`UdxSocket`] implements
 //! quinn's `AsyncUdpSocket`, so a QUIC endpoint
 //! (`quinn::Endpoint::new_with_abstract_socket`) receives and sends through
-//! an engine running in the same process.
+//! an engine: one running in the same process ([`UdxSocket::open`], over
+//! `udpdemux::api`), or one this process attached to as a client
+//! ([`UdxSocket::attach`], over `udpdemux_client`'s [`OwnedSocket`]). Both
+//! are one adapter over a [`Backend`]: only taking a batch, sending and
+//! looking at the ring differ.
 //!
 //! * Receive: `poll_recv` takes a batch of up to 64 datagrams from the
-//!   socket's delivery ring (`api::recv_burst`, zero copy) and copies them
+//!   socket's delivery ring (`recv_burst`, zero copy) and copies them
 //!   into quinn's buffers coalesced the kernel's UDP GRO way
 //!   (`RecvBatch::coalesce`: one flow, one ECN codepoint, one size; the
 //!   last may be shorter), filling `RecvMeta`'s `addr`, `len`, `stride`,
 //!   `ecn` and `dst_ip`. `max_receive_segments` is 64.
 //! * Send: `try_send` hands a `Transmit` (with its `segment_size`) to
-//!   `api::send_gso`: headers built once, ECN set, one ring enqueue.
+//!   `send_gso`: headers built once, ECN set, one ring enqueue (the
+//!   engine's TX ring in process, the client's own TX ring otherwise).
 //!   `max_transmit_segments` is 64 (the kernel's `UDP_MAX_SEGMENTS`).
 //! * Wakers: when the ring is empty, `poll_recv` leaves its waker with the
 //!   socket's poller thread and returns `Pending`. The poller (one plain
@@ -33,10 +38,11 @@ use std::time::Duration;
 
 use quinn::udp::{EcnCodepoint, RecvMeta, Transmit};
 use quinn::{AsyncUdpSocket, UdpPoller};
-use udpdemux::api::{self, RecvBatch, Sender, SocketOptions};
+use udpdemux::api::{self, Release, Sender, SocketOptions};
 use udpdemux::runtime::engine::Engine;
 use udpdemux::runtime::error::EngineError;
 use udpdemux::socket::Socket;
+use udpdemux_client::{Client, OwnedSocket, SocketHandle};
 
 pub mod echo;
 
@@ -66,35 +72,152 @@ pub struct Stats {
     pub wakeups: AtomicU64,
 }
 
+impl Stats {
+    /// The counters as one JSON object (the example's exit line).
+    pub fn json(&self) -> String {
+        let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        format!(
+            r#"{{"rx_ecn":[{},{},{},{}],"rx_metas":{},"rx_too_long":{},"tx_datagrams":{},"tx_refused":{},"wakeups":{}}}"#,
+            n(&self.rx_ecn[0]),
+            n(&self.rx_ecn[1]),
+            n(&self.rx_ecn[2]),
+            n(&self.rx_ecn[3]),
+            n(&self.rx_metas),
+            n(&self.rx_too_long),
+            n(&self.tx_datagrams),
+            n(&self.tx_refused),
+            n(&self.wakeups)
+        )
+    }
+}
+
+/// A udpdemux socket as the adapter sees it: the engine's own in this
+/// process ([`Local`]) or a client's of an engine in another ([`Attached`]).
+pub trait Backend: Send + Sync + 'static {
+    /// What releases a batch's datagrams.
+    type Release: Release + Send + 'static;
+    /// What a receive needs to itself (the adapter keeps it behind its
+    /// receive lock): the batch, and for a client the socket that owns it.
+    type Rx: Send + 'static;
+    /// The socket's name (the poller thread's).
+    fn name(&self) -> &str;
+    /// Take a new batch into `rx`, freeing what it held; how many came.
+    fn recv(&self, rx: &mut Self::Rx) -> usize;
+    /// The batch taken last.
+    fn batch(rx: &Self::Rx) -> &api::RecvBatch<Self::Release>;
+    /// Free the batch's datagrams now.
+    fn clear(rx: &mut Self::Rx);
+    /// Whether a waiting task has something to do: datagrams wait in the
+    /// ring, or the EAL is gone (then receives give nothing, for good).
+    fn ready(&self) -> bool;
+    /// GSO-style send (see `udpdemux::api::send_gso`): how many datagrams
+    /// were handed over.
+    fn send_gso(&self, dst: SocketAddr, buf: &[u8], segment: usize, ecn: u8) -> usize;
+}
+
+/// A socket of the engine running in this process.
+pub struct Local {
+    sock: Arc<Socket>,
+    tx: Sender,
+}
+
+impl Backend for Local {
+    type Release = Arc<Socket>;
+    type Rx = api::RecvBatch;
+
+    fn name(&self) -> &str {
+        self.sock.name()
+    }
+
+    fn recv(&self, rx: &mut api::RecvBatch) -> usize {
+        api::recv_burst(&self.sock, rx)
+    }
+
+    fn batch(rx: &api::RecvBatch) -> &api::RecvBatch {
+        rx
+    }
+
+    fn clear(rx: &mut api::RecvBatch) {
+        rx.clear();
+    }
+
+    fn ready(&self) -> bool {
+        !dpdk_sys::eal::is_up() || !self.sock.poll_empty()
+    }
+
+    fn send_gso(&self, dst: SocketAddr, buf: &[u8], segment: usize, ecn: u8) -> usize {
+        api::send_gso(&self.tx, &self.sock, dst, buf, segment, ecn)
+    }
+}
+
+/// A socket of an engine in another process, which this process attached
+/// to ([`udpdemux_client::Client`]): the owned socket (its batch) is the
+/// receive side, its handle sends and watches the ring from any thread.
+pub struct Attached {
+    handle: SocketHandle,
+    name: String,
+}
+
+impl Backend for Attached {
+    type Release = udpdemux_client::SharedRelease<Arc<dpdk_sys::mp::AtomicZone>>;
+    type Rx = OwnedSocket;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn recv(&self, rx: &mut OwnedSocket) -> usize {
+        rx.recv_burst()
+    }
+
+    fn batch(rx: &OwnedSocket) -> &udpdemux_client::OwnedBatch {
+        rx.batch()
+    }
+
+    fn clear(rx: &mut OwnedSocket) {
+        rx.clear();
+    }
+
+    fn ready(&self) -> bool {
+        !dpdk_sys::eal::is_up() || !self.handle.looks_empty()
+    }
+
+    fn send_gso(&self, dst: SocketAddr, buf: &[u8], segment: usize, ecn: u8) -> usize {
+        self.handle.send_gso(dst, buf, segment, ecn)
+    }
+}
+
 /// What `poll_recv` keeps between calls: the batch being handed out.
-struct Rx {
-    batch: RecvBatch,
+struct Rx<B: Backend> {
+    rx: B::Rx,
     next: usize,
 }
 
 /// What the poller thread shares with `poll_recv`.
-struct Wake {
-    sock: Arc<Socket>,
+struct Wake<B> {
+    port: B,
     waiter: Mutex<Option<Waker>>,
     stop: AtomicBool,
     stats: Arc<Stats>,
 }
 
-/// A udpdemux socket as a quinn `AsyncUdpSocket`.
-pub struct UdxSocket {
-    sock: Arc<Socket>,
-    tx: Sender,
+/// A udpdemux socket as a quinn `AsyncUdpSocket`: over the engine of this
+/// process (`UdxSocket<Local>`, [`UdxSocket::open`]) or over a client's
+/// socket of an engine in another process (`UdxSocket<Attached>`,
+/// [`UdxSocket::attach`]).
+pub struct UdxSocket<B: Backend = Local> {
     local: SocketAddr,
-    rx: Mutex<Rx>,
-    wake: Arc<Wake>,
+    rx: Mutex<Rx<B>>,
+    wake: Arc<Wake<B>>,
     poller: Option<JoinHandle<()>>,
     stats: Arc<Stats>,
 }
 
-impl fmt::Debug for UdxSocket {
+impl<B: Backend> fmt::Debug for UdxSocket<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("UdxSocket")
             .field("local", &self.local)
+            .field("socket", &self.wake.port.name())
             .finish_non_exhaustive()
     }
 }
@@ -103,6 +226,8 @@ impl fmt::Debug for UdxSocket {
 #[derive(Debug)]
 pub enum OpenError {
     Engine(EngineError),
+    /// The engine in another process refused (or did not answer).
+    Client(udpdemux_client::OpenError),
     /// No port has an address: nothing to send from.
     NoSender,
     Io(io::Error),
@@ -112,6 +237,7 @@ impl fmt::Display for OpenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             OpenError::Engine(e) => write!(f, "cannot open the udpdemux socket: {e}"),
+            OpenError::Client(e) => write!(f, "{e}"),
             OpenError::NoSender => f.write_str(
                 "the engine cannot send: give a [[port]] addresses = [...] on the destination's subnet",
             ),
@@ -122,7 +248,7 @@ impl fmt::Display for OpenError {
 
 impl std::error::Error for OpenError {}
 
-impl UdxSocket {
+impl UdxSocket<Local> {
     /// Open an engine socket with `opts` and make it quinn's.
     pub fn open(engine: &Engine, opts: SocketOptions) -> Result<UdxSocket, OpenError> {
         let tx = api::sender(engine).ok_or(OpenError::NoSender)?;
@@ -132,25 +258,55 @@ impl UdxSocket {
 
     /// Make an open engine socket quinn's (nothing else may receive from it).
     pub fn new(sock: Arc<Socket>, tx: Sender) -> io::Result<UdxSocket> {
+        let local = sock.conf.local;
+        UdxSocket::with(Local { sock, tx }, api::RecvBatch::new(), local)
+    }
+
+    /// The engine socket underneath.
+    pub fn socket(&self) -> &Arc<Socket> {
+        &self.wake.port.sock
+    }
+}
+
+impl UdxSocket<Attached> {
+    /// Bind a socket with `opts` in the engine `client` is attached to
+    /// ([`Client::bind_owned`]) and make it quinn's. The socket borrows
+    /// nothing of `client`: it may live on the runtime's threads while
+    /// the client stays on its own (drop the endpoint, and so this, before
+    /// the client detaches, or the EAL is left up until the process exits).
+    pub fn attach(client: &Client, opts: SocketOptions) -> Result<UdxSocket<Attached>, OpenError> {
+        let local = opts.local;
+        let sock = client.bind_owned(opts).map_err(OpenError::Client)?;
+        UdxSocket::over(sock, local).map_err(OpenError::Io)
+    }
+
+    /// Make a client's owned socket quinn's, `local` its bound address.
+    pub fn over(sock: OwnedSocket, local: SocketAddr) -> io::Result<UdxSocket<Attached>> {
+        let port = Attached {
+            handle: sock.handle(),
+            name: sock.name().to_string(),
+        };
+        UdxSocket::with(port, sock, local)
+    }
+}
+
+impl<B: Backend> UdxSocket<B> {
+    fn with(port: B, rx: B::Rx, local: SocketAddr) -> io::Result<UdxSocket<B>> {
         let stats = Arc::new(Stats::default());
+        let name = format!("udx-quic-{}", port.name());
         let wake = Arc::new(Wake {
-            sock: Arc::clone(&sock),
+            port,
             waiter: Mutex::new(None),
             stop: AtomicBool::new(false),
             stats: Arc::clone(&stats),
         });
         let w = Arc::clone(&wake);
         let poller = std::thread::Builder::new()
-            .name(format!("udx-quic-{}", sock.name()))
+            .name(name)
             .spawn(move || poll_ring(&w))?;
         Ok(UdxSocket {
-            local: sock.conf.local,
-            sock,
-            tx,
-            rx: Mutex::new(Rx {
-                batch: RecvBatch::new(),
-                next: 0,
-            }),
+            local,
+            rx: Mutex::new(Rx { rx, next: 0 }),
             wake,
             poller: Some(poller),
             stats,
@@ -162,21 +318,17 @@ impl UdxSocket {
         Arc::clone(&self.stats)
     }
 
-    /// The engine socket underneath.
-    pub fn socket(&self) -> &Arc<Socket> {
-        &self.sock
-    }
-
     /// Hand out datagrams of the held batch into quinn's buffers; how many
     /// `RecvMeta`s were filled.
-    fn fill(&self, rx: &mut Rx, bufs: &mut [IoSliceMut<'_>], meta: &mut [RecvMeta]) -> usize {
+    fn fill(&self, rx: &mut Rx<B>, bufs: &mut [IoSliceMut<'_>], meta: &mut [RecvMeta]) -> usize {
         let mut n = 0;
+        let len = B::batch(&rx.rx).len();
         for (buf, m) in bufs.iter_mut().zip(meta.iter_mut()) {
             loop {
-                if rx.next >= rx.batch.len() {
+                if rx.next >= len {
                     break;
                 }
-                match rx.batch.coalesce(rx.next, buf, SEGMENTS) {
+                match B::batch(&rx.rx).coalesce(rx.next, buf, SEGMENTS) {
                     Some(c) => {
                         rx.next += c.count;
                         m.addr = c.src;
@@ -195,14 +347,14 @@ impl UdxSocket {
                     }
                 }
             }
-            if rx.next >= rx.batch.len() {
+            if rx.next >= len {
                 break;
             }
         }
-        if rx.next >= rx.batch.len() {
+        if rx.next >= len {
             // All copied out: give the mbufs and their memory back now,
             // not at the next receive.
-            rx.batch.clear();
+            B::clear(&mut rx.rx);
             rx.next = 0;
         }
         self.stats.rx_metas.fetch_add(n as u64, Ordering::Relaxed);
@@ -210,7 +362,7 @@ impl UdxSocket {
     }
 }
 
-impl Drop for UdxSocket {
+impl<B: Backend> Drop for UdxSocket<B> {
     fn drop(&mut self) {
         self.wake.stop.store(true, Ordering::SeqCst);
         if let Some(p) = self.poller.take() {
@@ -223,7 +375,7 @@ impl Drop for UdxSocket {
 /// The poller thread: park while no task waits; while one does, look at
 /// the ring and wake it when something is there, sleeping with backoff
 /// between looks.
-fn poll_ring(w: &Wake) {
+fn poll_ring<B: Backend>(w: &Wake<B>) {
     let mut backoff = BACKOFF_MIN;
     while !w.stop.load(Ordering::SeqCst) {
         let mut waiter = w.waiter.lock().unwrap_or_else(|p| p.into_inner());
@@ -234,7 +386,7 @@ fn poll_ring(w: &Wake) {
             backoff = BACKOFF_MIN;
             continue;
         }
-        if !dpdk_sys::eal::is_up() || !w.sock.poll_empty() {
+        if w.port.ready() {
             let task = waiter.take();
             drop(waiter);
             if let Some(t) = task {
@@ -250,7 +402,7 @@ fn poll_ring(w: &Wake) {
     }
 }
 
-impl AsyncUdpSocket for UdxSocket {
+impl<B: Backend> AsyncUdpSocket for UdxSocket<B> {
     fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
         Box::pin(Writable)
     }
@@ -266,14 +418,10 @@ impl AsyncUdpSocket for UdxSocket {
             0 => u64::from(!t.contents.is_empty()),
             s => t.contents.len().div_ceil(s) as u64,
         };
-        let sent = api::send_gso(
-            &self.tx,
-            &self.sock,
-            t.destination,
-            t.contents,
-            segment,
-            ecn,
-        ) as u64;
+        let sent = self
+            .wake
+            .port
+            .send_gso(t.destination, t.contents, segment, ecn) as u64;
         self.stats.tx_datagrams.fetch_add(sent, Ordering::Relaxed);
         self.stats
             .tx_refused
@@ -288,10 +436,11 @@ impl AsyncUdpSocket for UdxSocket {
         meta: &mut [RecvMeta],
     ) -> Poll<io::Result<usize>> {
         let mut rx = self.rx.lock().unwrap_or_else(|p| p.into_inner());
+        let port = &self.wake.port;
         loop {
-            if rx.next >= rx.batch.len() {
+            if rx.next >= B::batch(&rx.rx).len() {
                 rx.next = 0;
-                if api::recv_burst(&self.sock, &mut rx.batch) == 0 {
+                if port.recv(&mut rx.rx) == 0 {
                     // Leave the waker with the poller, then look once more:
                     // a datagram that came in between is not missed.
                     *self.wake.waiter.lock().unwrap_or_else(|p| p.into_inner()) =
@@ -299,7 +448,7 @@ impl AsyncUdpSocket for UdxSocket {
                     if let Some(p) = &self.poller {
                         p.thread().unpark();
                     }
-                    if api::recv_burst(&self.sock, &mut rx.batch) == 0 {
+                    if port.recv(&mut rx.rx) == 0 {
                         return Poll::Pending;
                     }
                 }

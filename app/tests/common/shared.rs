@@ -112,6 +112,29 @@ pub fn rx_port(port: &str) -> String {
     )
 }
 
+/// `port` (`net_af_packet` with `qpairs=2` on a veth end) with the
+/// test's addresses 198.18.0.1/24 and fd00::1/64, both its queues polled
+/// by RX lcore 1, without RX checksum offload: two TX queues, the RX
+/// lcore's and the main lcore's (which sends ARP/ND/ICMP and what
+/// clients enqueue).
+pub fn veth_port(port: &str) -> String {
+    format!(
+        r#"
+[[port]]
+name = "{port}"
+rx_queues = 2
+tx_queues = 2
+rx_checksum_offload = false
+addresses = ["198.18.0.1/24", "fd00::1/64"]
+
+[[lcore]]
+id = 1
+role = "rx"
+queues = ["{port}:0", "{port}:1"]
+"#
+    )
+}
+
 /// A socket of a stats JSON, found by its `local` address.
 pub fn socket<'a>(j: &'a serde_json::Value, local: &str) -> &'a serde_json::Value {
     socket_where(j, "local", local)

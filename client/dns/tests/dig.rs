@@ -307,30 +307,21 @@ fn dig_queries_the_dns_example_on_the_engine() {
     // The RX lcore polls both queues; the main lcore transmits the
     // client's replies (its TX ring) on its own queue. The server binds
     // dns4 and opens dns6, a socket of the engine's config.
-    let body = r#"[engine]
+    let body = format!(
+        r#"[engine]
 duration_secs = 60
 
 [mempool]
 mbufs = 4095
 cache = 128
-
-[[port]]
-name = "{port}"
-rx_queues = 2
-tx_queues = 2
-rx_checksum_offload = false
-addresses = ["198.18.0.1/24", "fd00::1/64"]
-
-[[lcore]]
-id = 1
-role = "rx"
-queues = ["{port}:0", "{port}:1"]
-
+{}
 [[socket]]
 name = "dns6"
 local = "[fd00::1]:53"
 handler = "none"
-"#;
+"#,
+        veth_port("{port}")
+    );
     let mut engine = Engine::start(
         "dns",
         &format!("net_af_packet0,iface={},qpairs=2", net.host),

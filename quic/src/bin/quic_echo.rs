@@ -3,13 +3,19 @@
 //! sockets through `udpdemux_quinn::UdxSocket`, a self-signed certificate
 //! made at start (its DER written to `--cert-out` for the client to trust).
 //!
+//! `--attach PREFIX` runs no engine: it attaches to the engine already
+//! running with `eal.file_prefix = PREFIX` as a client
+//! (`udpdemux_client::Client`) and binds its `--listen` addresses there
+//! (`UdxSocket::attach`), so the QUIC server runs in its own process.
+//!
 //! `--kernel` serves the same on quinn's default tokio UDP socket (the
 //! kernel's UDP with GRO/GSO) instead: the benchmark's other side.
 //!
 //! Prints `ready` when it listens; stops when its standard input ends (or
 //! a `stop` line), then prints one JSON line: the connections (accepted,
 //! failed, how they ended, still open at the stop), the adapter's counters
-//! and the engine's books.
+//! and the engine's books (attached: the engine's are in its own exit
+//! JSON). The connections are counted the same way in every mode.
 use std::io::BufRead;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -21,8 +27,9 @@ use clap::Parser;
 use udpdemux::api::SocketOptions;
 use udpdemux::config::Config;
 use udpdemux::runtime::engine::{Engine, RunOptions};
+use udpdemux_client::Client;
 use udpdemux_quinn::echo::{self, ServeStats};
-use udpdemux_quinn::{Stats, UdxSocket};
+use udpdemux_quinn::{Backend, Stats, UdxSocket};
 
 #[derive(Parser)]
 #[command(about = "QUIC echo server on udpdemux (or on the kernel's UDP with --kernel)")]
@@ -46,8 +53,12 @@ struct Args {
     #[arg(long, default_value_t = 128)]
     streams: u32,
     /// Serve on the kernel's UDP (quinn's own socket) instead of udpdemux.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "attach")]
     kernel: bool,
+    /// Start no engine: attach to the one running with this
+    /// eal.file_prefix (hugepages, `udpdemux run`) as a client.
+    #[arg(long, value_name = "PREFIX", conflicts_with_all = ["iface", "addrs"])]
+    attach: Option<String>,
 }
 
 /// The engine's config: one port, the main lcore (TX drain) and one RX
@@ -153,10 +164,12 @@ fn run(a: &Args) -> Result<(), String> {
     if a.kernel {
         return run_kernel(a, rt, server);
     }
-    let iface = a
-        .iface
-        .as_deref()
-        .ok_or("--iface names the interface the engine drives (or give --kernel)")?;
+    if let Some(prefix) = &a.attach {
+        return run_attached(a, prefix, rt, server);
+    }
+    let iface = a.iface.as_deref().ok_or(
+        "--iface names the interface the engine drives (or give --attach PREFIX, or --kernel)",
+    )?;
     let dir = std::env::temp_dir().join(format!("udx-quic-echo-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let path = dir.join("engine.toml");
@@ -166,28 +179,8 @@ fn run(a: &Args) -> Result<(), String> {
     let _ = std::fs::remove_dir_all(&dir);
     let mut engine = Engine::start(&cfg, &RunOptions::default()).map_err(|e| e.to_string())?;
     let t0 = Instant::now();
-    let mut stats: Vec<Arc<Stats>> = Vec::new();
     let conns = Arc::new(ServeStats::default());
-    let mut endpoints = Vec::new();
-    for (i, l) in a.listen.iter().enumerate() {
-        let mut o = SocketOptions::new(&format!("quic{i}"), *l);
-        // Room for a flight of bulk QUIC (the kernel's default 208 KiB
-        // holds about 90 mbufs).
-        o.rcvbuf = 16 << 20;
-        o.ring_size = 8192;
-        let sock = UdxSocket::open(&engine, o).map_err(|e| e.to_string())?;
-        stats.push(sock.stats());
-        let _guard = rt.enter();
-        let ep = quinn::Endpoint::new_with_abstract_socket(
-            quinn::EndpointConfig::default(),
-            Some(server.clone()),
-            Arc::new(sock),
-            Arc::new(quinn::TokioRuntime),
-        )
-        .map_err(|e| format!("endpoint on {l}: {e}"))?;
-        rt.spawn(echo::serve(ep.clone(), Arc::clone(&conns)));
-        endpoints.push(ep);
-    }
+    let (endpoints, stats) = serve_on(a, &rt, &server, &conns, |o| UdxSocket::open(&engine, o))?;
     println!("ready");
     let stop = stdin_stopper();
     while !stop.load(Ordering::SeqCst) {
@@ -207,30 +200,96 @@ fn run(a: &Args) -> Result<(), String> {
     drop(endpoints);
     rt.shutdown_timeout(Duration::from_secs(2));
     let summary = engine.stop().map_err(|e| e.to_string())?;
-    let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
-    let per: Vec<String> = stats
-        .iter()
-        .map(|s| {
-            format!(
-                r#"{{"rx_ecn":[{},{},{},{}],"rx_metas":{},"rx_too_long":{},"tx_datagrams":{},"tx_refused":{},"wakeups":{}}}"#,
-                n(&s.rx_ecn[0]),
-                n(&s.rx_ecn[1]),
-                n(&s.rx_ecn[2]),
-                n(&s.rx_ecn[3]),
-                n(&s.rx_metas),
-                n(&s.rx_too_long),
-                n(&s.tx_datagrams),
-                n(&s.tx_refused),
-                n(&s.wakeups)
-            )
-        })
-        .collect();
     println!(
         r#"{{"connections":{},"sockets":[{}],"books_balanced":{},"problems":{:?}}}"#,
         conns.json(open, settle_ms),
-        per.join(","),
+        socket_stats(&stats),
         summary.books_balanced,
         summary.problems
+    );
+    Ok(())
+}
+
+/// Options of the engine socket for `l`, the `i`th listen address.
+fn socket_options(i: usize, l: SocketAddr) -> SocketOptions {
+    let mut o = SocketOptions::new(&format!("quic{i}"), l);
+    // Room for a flight of bulk QUIC (the kernel's default 208 KiB
+    // holds about 90 mbufs).
+    o.rcvbuf = 16 << 20;
+    o.ring_size = 8192;
+    o
+}
+
+/// One endpoint serving echo per listen address, on the sockets `open`
+/// makes (in process or attached), its connections counted in `conns`:
+/// the endpoints and their sockets' counters.
+fn serve_on<B: Backend>(
+    a: &Args,
+    rt: &tokio::runtime::Runtime,
+    server: &quinn::ServerConfig,
+    conns: &Arc<ServeStats>,
+    open: impl Fn(SocketOptions) -> Result<UdxSocket<B>, udpdemux_quinn::OpenError>,
+) -> Result<(Vec<quinn::Endpoint>, Vec<Arc<Stats>>), String> {
+    let mut stats = Vec::new();
+    let mut endpoints = Vec::new();
+    for (i, l) in a.listen.iter().enumerate() {
+        let sock = open(socket_options(i, *l)).map_err(|e| e.to_string())?;
+        stats.push(sock.stats());
+        let _guard = rt.enter();
+        let ep = quinn::Endpoint::new_with_abstract_socket(
+            quinn::EndpointConfig::default(),
+            Some(server.clone()),
+            Arc::new(sock),
+            Arc::new(quinn::TokioRuntime),
+        )
+        .map_err(|e| format!("endpoint on {l}: {e}"))?;
+        rt.spawn(echo::serve(ep.clone(), Arc::clone(conns)));
+        endpoints.push(ep);
+    }
+    Ok((endpoints, stats))
+}
+
+/// The adapter's counters of every socket, JSON objects joined by commas.
+fn socket_stats(stats: &[Arc<Stats>]) -> String {
+    stats.iter().map(|s| s.json()).collect::<Vec<_>>().join(",")
+}
+
+/// The service on sockets of an engine running in another process: this
+/// process attaches as its client and binds the listen addresses there.
+/// The client stays on this thread (it is the process's EAL lcore); the
+/// sockets, which borrow nothing of it, live on the runtime's.
+fn run_attached(
+    a: &Args,
+    prefix: &str,
+    rt: tokio::runtime::Runtime,
+    server: quinn::ServerConfig,
+) -> Result<(), String> {
+    let client = Client::attach(prefix).map_err(|e| e.to_string())?;
+    let conns = Arc::new(ServeStats::default());
+    let (endpoints, stats) = serve_on(a, &rt, &server, &conns, |o| UdxSocket::attach(&client, o))?;
+    println!("ready");
+    let stop = stdin_stopper();
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The engine's process runs its own main lcore: only wait here.
+    let (open, settle_ms) = settle(&endpoints, &conns, || {
+        std::thread::sleep(Duration::from_millis(50));
+    });
+    for ep in &endpoints {
+        ep.close(quinn::VarInt::from_u32(0), b"bye");
+    }
+    // Let the close go out (the engine's main lcore drains this client's
+    // TX ring), then drop the endpoints; the runtime's shutdown drops
+    // their sockets (each unbound), before the client detaches.
+    std::thread::sleep(Duration::from_millis(200));
+    drop(endpoints);
+    rt.shutdown_timeout(Duration::from_secs(2));
+    let clean = client.detach();
+    println!(
+        r#"{{"connections":{},"sockets":[{}],"attached":{prefix:?},"detached_cleanly":{clean}}}"#,
+        conns.json(open, settle_ms),
+        socket_stats(&stats)
     );
     Ok(())
 }
