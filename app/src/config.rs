@@ -480,6 +480,12 @@ pub struct EngineConf {
     /// limit allows a few thousand rings). 0: none.
     #[serde(default)]
     pub filler_sockets: u32,
+    /// RX lcores sleep through gaps in traffic, up to this many µs at a
+    /// time, after a run of empty polls (DPDK's l3fwd-power shape; 0: poll
+    /// without pause, the default). For an engine sharing its CPUs with
+    /// the application (`runtime::idle`).
+    #[serde(default)]
+    pub idle_sleep_us: u32,
 }
 
 fn d_control_pps() -> u32 {
@@ -507,6 +513,7 @@ impl Default for EngineConf {
             control_pps: d_control_pps(),
             control_burst: d_control_burst(),
             filler_sockets: 0,
+            idle_sleep_us: 0,
         }
     }
 }

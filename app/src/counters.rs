@@ -84,6 +84,8 @@ pub struct QueueStats {
 pub struct LoopStats {
     pub polls: Counter,
     pub idle_polls: Counter,
+    /// Sleeps after a run of empty polls (`engine.idle_sleep_us`).
+    pub idle_sleeps: Counter,
     /// TSC cycles spent in iterations that received something (busy time).
     pub busy_cycles: Counter,
     /// Heap allocations made by this lcore's thread while in its loop (must stay 0).

@@ -231,6 +231,8 @@ pub struct LcoreSummary {
     pub node: u32,
     pub polls: u64,
     pub idle_polls: u64,
+    /// Sleeps through idle gaps (`engine.idle_sleep_us`).
+    pub idle_sleeps: u64,
     pub busy_cycles: u64,
     pub queues: Vec<QueueSummary>,
 }

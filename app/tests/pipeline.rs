@@ -101,6 +101,42 @@ fn default_replay_matches_the_manifest_exactly() {
     }
 }
 
+/// `engine.idle_sleep_us`: the RX lcore sleeps once the replay is done
+/// (and between its gaps), and nothing is lost or counted twice for it.
+#[test]
+fn idle_sleep_loses_nothing_and_sleeps_when_idle() {
+    let m = manifest();
+    let cfg = default_cfg("idle", "numa-queues");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "stop_when_idle_ms = 500",
+        "stop_when_idle_ms = 500\nidle_sleep_us = 50",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let j = run_ok_json(&cfg, &[]);
+    assert_eq!(j["rx_packets"], m["frames"], "every frame received");
+    assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
+    for (addr, n) in m["per_dst"].as_object().unwrap() {
+        let s = socket(&j, addr);
+        assert_eq!(&s["delivered"], n, "{addr} delivered");
+        assert_eq!(&s["consumed"], n, "{addr} consumed");
+    }
+    let sleeps: u64 = j["lcores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["idle_sleeps"].as_u64().unwrap())
+        .sum();
+    // 500 ms idle before the stop, sleeps of at most 50 µs.
+    assert!(sleeps > 1000, "the RX lcore slept {sleeps} times");
+    // Without the setting it never sleeps.
+    let j = run_ok_json(&default_cfg("noidle", "numa-queues"), &[]);
+    assert!(j["lcores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|l| l["idle_sleeps"] == 0));
+}
+
 #[test]
 fn numa_queues_takes_the_delivery_lock_per_batch_not_per_packet() {
     let j = run_ok_json(&default_cfg("locks", "numa-queues"), &[]);

@@ -439,6 +439,12 @@ pub fn render(s: &Summary, x: &Extra) -> String {
             &[("lcore", &lc)],
             l.idle_polls,
         );
+        o.counter(
+            "udpdemux_lcore_idle_sleeps_total",
+            "RX lcore sleeps through idle gaps (engine.idle_sleep_us)",
+            &[("lcore", &lc)],
+            l.idle_sleeps,
+        );
         for q in &l.queues {
             let qn = q.queue.to_string();
             let lab = [("lcore", lc.as_str()), ("port", q.port.as_str()), ("queue", qn.as_str())];

@@ -14,6 +14,7 @@ pub mod engine;
 pub mod error;
 /// Fragments on the RX lcore: the reassembly table and the chain it builds.
 pub mod frag;
+pub mod idle;
 pub mod main_loop;
 pub mod metrics;
 pub mod registry;

@@ -120,6 +120,7 @@ fn summarize_inner(
             node: l.node,
             polls: l.lstats.polls.get(),
             idle_polls: l.lstats.idle_polls.get(),
+            idle_sleeps: l.lstats.idle_sleeps.get(),
             busy_cycles: l.lstats.busy_cycles.get(),
             queues: l
                 .queues

@@ -9,6 +9,7 @@ use dpdk_sys::{eal, port, Mbuf};
 use super::alloc_guard::HotSection;
 use super::bench::floor::RxFloor;
 use super::burst::{offload_hints, FreeList, MAX_BURST};
+use super::idle::IdleBackoff;
 use super::shared::{Mode, RxLcore, Shared};
 use crate::counters::UdpMib;
 use crate::meta::MbufMeta;
@@ -55,8 +56,11 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
         .as_ref()
         .filter(|_| mode.classifies())
         .and_then(|s| s.ring(idx));
+    // `engine.idle_sleep_us`: sleep through gaps in traffic (`idle`).
+    let mut backoff = IdleBackoff::new(shared.idle_sleep_us, super::idle::SPIN_POLLS);
     let _hot = HotSection::enter();
     while !shared.stop.load(Ordering::Relaxed) {
+        let mut worked = false;
         for (q, qs) in me.queues.iter().zip(&me.qstats) {
             me.lstats.polls.add(1);
             let n = port::rx_into(q.port, q.queue, &mut bufs, burst);
@@ -65,6 +69,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
                 super::frag::idle(me, &mut free);
                 continue;
             }
+            worked = true;
             let t0 = eal::rdtsc();
             // Stamp before counting, so the main lcore never sees packets without a stamp.
             me.last_rx_tsc.set(t0);
@@ -106,6 +111,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
         // Fragments other RX lcores steered here (this lcore owns their
         // datagrams): one load when there are none.
         if let Some(ring) = steer_ring.filter(|r| !r.looks_empty()) {
+            worked = true;
             let n = ring.dequeue(&mut bufs, burst);
             me.steer.taken.add(n as u64);
             let t0 = eal::rdtsc();
@@ -144,6 +150,12 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
         // no socket's enqueue. A remover waits for every lcore to pass one
         // (QSBR) before it drains a closed socket's stages.
         me.quiescent.add(1);
+        if worked {
+            backoff.busy();
+        } else if let Some(nap) = backoff.idle() {
+            me.lstats.idle_sleeps.add(1);
+            std::thread::sleep(nap);
+        }
     }
     me.quiescent.add(1);
     drop(_hot);

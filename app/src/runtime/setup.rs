@@ -255,6 +255,7 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
         rx: rx_lcores,
         consumers,
         burst: cfg.engine.burst,
+        idle_sleep_us: cfg.engine.idle_sleep_us,
         tsc_hz: eal::tsc_hz(),
         strategy: cfg.engine.strategy,
         table: FlowTable::new(),

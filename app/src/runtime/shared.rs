@@ -94,6 +94,8 @@ pub struct Shared {
     pub rx: Vec<RxLcore>,
     pub consumers: Vec<ConsumerLcore>,
     pub burst: u16,
+    /// `engine.idle_sleep_us`: RX lcores' longest sleep when idle (0: none).
+    pub idle_sleep_us: u32,
     pub tsc_hz: u64,
     pub strategy: Strategy,
     /// Early demux: the RX lcores' view of the sockets.

@@ -59,6 +59,10 @@ struct Args {
     /// eal.file_prefix (hugepages, `udpdemux run`) as a client.
     #[arg(long, value_name = "PREFIX", conflicts_with_all = ["iface", "addrs"])]
     attach: Option<String>,
+    /// The engine's `engine.idle_sleep_us`: its RX lcore sleeps through
+    /// gaps up to this long, leaving the CPU to quinn (0: poll without pause).
+    #[arg(long, default_value_t = 100)]
+    idle_sleep_us: u32,
 }
 
 /// The engine's config: one port, the main lcore (TX drain) and one RX
@@ -73,6 +77,9 @@ memory_mb = 512
 no_pci = true
 file_prefix = "{prefix}"
 vdevs = ["net_af_packet0,iface={iface},qpairs=2"]
+
+[engine]
+idle_sleep_us = {idle}
 
 [mempool]
 mbufs = 16383
@@ -91,6 +98,7 @@ role = "rx"
 queues = ["net_af_packet0:0", "net_af_packet0:1"]
 "#,
         prefix = a.prefix,
+        idle = a.idle_sleep_us,
         addrs = addrs.join(", ")
     )
 }
