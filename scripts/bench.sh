@@ -44,11 +44,12 @@
 #     replayed by net_pcap into the engine, the responder a client process)
 #     against kernel mode (recvmmsg/sendmmsg on loopback), the same queries
 #     from the same generator (the udpdemux-dns `dns_load` example) (issue 17)
-#   - QUIC bulk transfer (issue 20): the quic_echo example's quinn server on
-#     udpdemux (net_af_packet on a veth) against the same server on quinn's
-#     default tokio UDP socket (the kernel's UDP, GRO/GSO) on the same veth,
-#     the same kernel-socket quic_client in a network namespace, in
-#     alternating pairs; echoed bytes per second and the ratio
+#   - QUIC bulk transfer and handshakes (issue 20): the quic_echo example's
+#     quinn server on udpdemux (net_af_packet on a veth) against the same
+#     server on quinn's default tokio UDP socket (the kernel's UDP, GRO/GSO)
+#     on the same veth, the same kernel-socket quic_client in a network
+#     namespace, in alternating pairs; echoed bytes per second, then full
+#     handshakes per second (fresh connections, no resumption), and the ratios
 #
 # Prints Markdown (also written to $BENCH_DIR/bench.md); exits non-zero if the
 # books of any run do not balance. A full run (no BENCH_ONLY) whose books
@@ -90,7 +91,8 @@
 #                    reasm     2- and 3-fragment datagrams / the unfragmented 1400 B replay
 #                    dns       DNS example: engine mode / kernel mode answered queries per second
 #                              (engine mode needs hugepages: the responder is a client process)
-#                    quic      QUIC echo bulk transfer: quinn on udpdemux / quinn on kernel UDP
+#                    quic      QUIC echo bulk transfer, then handshakes per second:
+#                              quinn on udpdemux / quinn on kernel UDP
 #                              (needs ip, ethtool: a veth pair and a network namespace)
 #                  Rows that compare with a section not run show "-" or n/a.
 #   BENCH_PAIRS    floor/pipeline pairs in "pipeline" (default 5, at least 1)
@@ -106,6 +108,8 @@
 #   BENCH_SEND_PAIRS    send_bench/testpmd txonly pairs in "send" (default 3, at least 1)
 #   BENCH_QUIC_PAIRS    udpdemux/kernel pairs in "quic" (default 3, at least 1)
 #   BENCH_QUIC_BYTES    bytes echoed per stream (100 streams) in "quic" (default 4194304)
+#   BENCH_QUIC_HANDSHAKES   fresh connections per handshake run in "quic" (default 2000)
+#   BENCH_QUIC_CONCURRENCY  handshakes in flight at once in "quic" (default 16)
 #   BENCH_FRAMES   frames per replayed pcap (default 8192)
 #   BENCH_DIR      output directory (default target/bench)
 #   BENCH_DOCS     the file whose bench:begin/bench:end region gets the report of a
@@ -145,6 +149,10 @@ SPAIRS=${BENCH_SEND_PAIRS:-3}
 QPAIRS=${BENCH_QUIC_PAIRS:-3}
 [ "$QPAIRS" -ge 1 ] || die "BENCH_QUIC_PAIRS must be at least 1"
 QBYTES=${BENCH_QUIC_BYTES:-4194304}
+QHS=${BENCH_QUIC_HANDSHAKES:-2000}
+[ "$QHS" -ge 1 ] || die "BENCH_QUIC_HANDSHAKES must be at least 1"
+QCONC=${BENCH_QUIC_CONCURRENCY:-16}
+[ "$QCONC" -ge 1 ] || die "BENCH_QUIC_CONCURRENCY must be at least 1"
 F2_RUNS=${BENCH_FLOOD2_RUNS:-3}
 [ "$F2_RUNS" -ge 1 ] || die "BENCH_FLOOD2_RUNS must be at least 1"
 F2_VRATE=${BENCH_FLOOD2_VICTIM_PPS:-1000000}
@@ -1069,14 +1077,19 @@ EOF
   DNS_KER=$(jq -r '.mpps // 0' "$W/dns-kernel.json")
 fi
 
-# 8. QUIC bulk transfer (issue 20): the quic_echo server on udpdemux
+# 8. QUIC bulk transfer and handshakes (issue 20): the quic_echo server on udpdemux
 # (net_af_packet on the host end of a veth pair, RX lcore on CPU 1, main
 # lcore on CPU 0, quinn's tokio runtime unpinned) against the same server
 # with --kernel (quinn's own tokio UDP socket: the kernel's UDP with
 # GRO/GSO) on the same veth end, which then has 198.18.0.1 itself. The same
 # quic_client in the namespace: 100 streams at once, BENCH_QUIC_BYTES each,
 # every byte checked; bytes/s = bytes echoed back to it / its run time.
-QUIC_UD=(); QUIC_KER=(); QUIC_NOTE=""
+# Then handshake pairs the same way (a fresh server each run): the client
+# makes BENCH_QUIC_HANDSHAKES fresh connections, BENCH_QUIC_CONCURRENCY at
+# once, each a full TLS 1.3 handshake (no resumption), a 32-byte echo and a
+# close; handshakes/s = connections completed / its run time. The server
+# must have accepted exactly that many, all closed by the client.
+QUIC_UD=(); QUIC_KER=(); QUIC_HS_UD=(); QUIC_HS_KER=(); QUIC_NOTE=""
 quic_net_up() {
   QNS="udxbq$$"; QH="ubq$$a"; QP="ubq$$b"
   ip netns add "$QNS"
@@ -1093,11 +1106,17 @@ quic_net_up() {
   ip -n "$QNS" link set "$QP" up
 }
 quic_net_down() { ip link del "$QH" 2>/dev/null || true; ip netns del "$QNS" 2>/dev/null || true; }
-quic_client_run() { # NAME: the client against 198.18.0.1:4433; its bytes/s
-  ip netns exec "$QNS" "$QUIC_CLIENT" --connect 198.18.0.1:4433 --cert "$W/$1.der" \
-    --streams 100 --bytes "$QBYTES" >"$W/$1.json" 2>"$W/$1-client.log" || { log "$1: client failed: $(tail -1 "$W/$1-client.log") $(cat "$W/$1.json")"; FAIL=1; }
-  [ -s "$W/$1.json" ] || echo '{}' >"$W/$1.json"
-  jq -r '.bytes_per_sec // 0' "$W/$1.json"
+quic_client_run() { # NAME ARGS...: the client against 198.18.0.1:4433, its JSON line in NAME.json
+  local name=$1; shift
+  ip netns exec "$QNS" "$QUIC_CLIENT" --connect 198.18.0.1:4433 --cert "$W/$name.der" "$@" \
+    >"$W/$name.json" 2>"$W/$name-client.log" || { log "$name: client failed: $(tail -1 "$W/$name-client.log") $(cat "$W/$name.json")"; FAIL=1; }
+  [ -s "$W/$name.json" ] || echo '{}' >"$W/$name.json"
+}
+quic_hs_check() { # NAME: the server saw and accepted every handshake the client made, each closed by it, none left
+  local ok acc
+  ok=$(jq -r '.handshakes_ok // 0' "$W/$1.json")
+  acc=$(jq -r '[.connections.incoming, .connections.accepted, .connections.closed_by_peer, .connections.open] | map(. // -1) | join(" ")' "$W/$1-srv.json")
+  [ "$acc" = "$ok $ok $ok 0" ] || { log "$1: the client completed $ok handshakes; the server's incoming/accepted/closed by peer/open after $(jq -r '.connections.settle_ms // "-"' "$W/$1-srv.json") ms: $acc"; FAIL=1; }
 }
 quic_server() { # NAME ARGS...: start quic_echo, wait for ready
   local name=$1; shift
@@ -1110,22 +1129,33 @@ quic_server_stop() { # NAME
   grep '^{' "$W/$1-srv.log" | tail -1 >"$W/$1-srv.json" || echo '{}' >"$W/$1-srv.json"
   [ "$(jq -r '.books_balanced // false' "$W/$1-srv.json")" = true ] || { log "$1: books do NOT balance"; FAIL=1; }
 }
-if on quic; then
-  quic_net_up
-  trap quic_net_down EXIT
+# quic_pairs NAME WHAT FIELD UDARRAY KERARRAY CHECK CLIENTARGS...: BENCH_QUIC_PAIRS
+# alternating pairs (udpdemux first in odd pairs, the kernel first in even
+# ones), a fresh server each run; the client's FIELD of each run appended
+# to UDARRAY / KERARRAY; CHECK (a function of the run's name, or :) after
+# each run's server has stopped.
+quic_pairs() {
+  local name=$1 what=$2 field=$3 check=$6 i mode run
+  local -n ud=$4 ker=$5
+  shift 6
   for i in $(seq "$QPAIRS"); do
     for mode in $( [ $((i % 2)) = 1 ] && echo "ud ker" || echo "ker ud"); do
+      run=$name-$mode$i
       if [ "$mode" = ud ]; then
-        log "run quic-ud$i (quinn on udpdemux, 100 x $QBYTES B)"
-        quic_server "quic-ud$i" --iface "$QH" --addr 198.18.0.1/24 --prefix "bench-quic-$$-$i"
-        QUIC_UD+=("$(quic_client_run "quic-ud$i")")
-        quic_server_stop "quic-ud$i"
+        log "run $run (quinn on udpdemux, $what)"
+        quic_server "$run" --iface "$QH" --addr 198.18.0.1/24 --prefix "bench-$name-$$-$i"
       else
-        log "run quic-ker$i (quinn on the kernel's UDP, 100 x $QBYTES B)"
+        log "run $run (quinn on the kernel's UDP, $what)"
         ip addr add 198.18.0.1/24 dev "$QH"
-        quic_server "quic-ker$i" --kernel
-        QUIC_KER+=("$(quic_client_run "quic-ker$i")")
-        quic_server_stop "quic-ker$i"
+        quic_server "$run" --kernel
+      fi
+      quic_client_run "$run" "$@"
+      quic_server_stop "$run"
+      "$check" "$run"
+      if [ "$mode" = ud ]; then
+        ud+=("$(jq -r "$field // 0" "$W/$run.json")")
+      else
+        ker+=("$(jq -r "$field // 0" "$W/$run.json")")
         ip addr del 198.18.0.1/24 dev "$QH"
         # The namespace forgets the kernel's MAC-to-address binding with
         # the address: the engine answers ARP for it next.
@@ -1133,6 +1163,29 @@ if on quic; then
       fi
     done
   done
+}
+# quic_md UDARRAY KERARRAY UNIT DIVISOR FORMAT: the QUIC section's table of
+# pairs (udpdemux, kernel, ratio) and its median line
+quic_md() {
+  local -n ud=$1 ker=$2
+  local unit=$3 div=$4 f=$5 i u k
+  quic_q() { awk -v x="$1" -v d="$div" -v f="$f" 'BEGIN { printf f, x / d }'; }
+  echo "| pair | udpdemux $unit | kernel $unit | ratio |"
+  echo "|---|---:|---:|---:|"
+  for i in $(seq "$QPAIRS"); do
+    u=${ud[$((i - 1))]:-0}; k=${ker[$((i - 1))]:-0}
+    echo "| $i | $(quic_q "$u") | $(quic_q "$k") | $(ratio "$u" "$k") |"
+  done
+  echo
+  u=$(median "${ud[@]}"); k=$(median "${ker[@]}")
+  echo "Median: udpdemux $(quic_q "$u") $unit / kernel $(quic_q "$k") $unit = $(ratio "$u" "$k") (goal > 1: $(goal "$(ratio "$u" "$k")" ">=" 1))."
+}
+if on quic; then
+  quic_net_up
+  trap quic_net_down EXIT
+  quic_pairs quic "100 x $QBYTES B" .bytes_per_sec QUIC_UD QUIC_KER : --streams 100 --bytes "$QBYTES"
+  quic_pairs quic-hs "$QHS handshakes, $QCONC at once" .handshakes_per_sec QUIC_HS_UD QUIC_HS_KER quic_hs_check \
+    --handshakes "$QHS" --concurrency "$QCONC"
   quic_net_down
   trap - EXIT
 fi
@@ -1642,15 +1695,17 @@ if [ -n "$QUIC_NOTE" ]; then
 else
   echo "The \`quic_echo\` example's server; the same \`quic_client\` (quinn on the kernel's UDP) in a network namespace on the other end of a veth pair opens 100 bidirectional streams at once and echoes $QBYTES bytes on each, checking every byte; bytes/s = bytes echoed back / the client's run time (one direction). *udpdemux*: the engine on \`net_af_packet\` on the host end (RX lcore on CPU 1, main lcore on CPU 0), quinn's tokio runtime (2 workers, unpinned) on \`udpdemux_quinn::UdxSocket\` (GRO-style receive, GSO-style send, ECN). *kernel*: the same server with \`--kernel\` (quinn's tokio UDP socket, GRO/GSO) on the same veth end holding 198.18.0.1. $QPAIRS alternating pairs."
   echo
-  echo "| pair | udpdemux MB/s | kernel MB/s | ratio |"
-  echo "|---|---:|---:|---:|"
-  for i in $(seq "$QPAIRS"); do
-    u=${QUIC_UD[$((i - 1))]:-0}; k=${QUIC_KER[$((i - 1))]:-0}
-    echo "| $i | $(awk -v x="$u" 'BEGIN { printf "%.1f", x / 1e6 }') | $(awk -v x="$k" 'BEGIN { printf "%.1f", x / 1e6 }') | $(ratio "$u" "$k") |"
-  done
+  quic_md QUIC_UD QUIC_KER MB/s 1e6 %.1f
+fi
+echo
+echo "### QUIC handshakes per second: quinn on udpdemux / quinn on the kernel's UDP"
+echo
+if [ -n "$QUIC_NOTE" ]; then
+  echo "$QUIC_NOTE"
+else
+  echo "The same servers and client, a fresh server each run: \`quic_client --handshakes $QHS --concurrency $QCONC\` makes $QHS fresh connections, $QCONC in flight at once, each a full TLS 1.3 handshake (ECDSA P-256 certificate, no session resumption, no 0-RTT), one stream echoing 32 bytes (checked) and a close; handshakes/s = connections completed / the client's run time. The server must have accepted exactly that many, each closed by the client, none left open. $QPAIRS alternating pairs."
   echo
-  # shellcheck disable=SC2086
-  echo "Median: udpdemux $(awk -v x="$(median ${QUIC_UD[*]})" 'BEGIN { printf "%.1f", x / 1e6 }') MB/s / kernel $(awk -v x="$(median ${QUIC_KER[*]})" 'BEGIN { printf "%.1f", x / 1e6 }') MB/s = $(ratio "$(median ${QUIC_UD[*]})" "$(median ${QUIC_KER[*]})") (goal > 1: $(goal "$(ratio "$(median ${QUIC_UD[*]})" "$(median ${QUIC_KER[*]})")" ">=" 1))."
+  quic_md QUIC_HS_UD QUIC_HS_KER handshakes/s 1 %.0f
 fi
 echo
 fi

@@ -1,8 +1,11 @@
 //! The QUIC echo service of the example (`quic_echo`) and its client
 //! (`quic_client`): every bidirectional stream's bytes come back on the
 //! same stream. The client writes a known pattern on each stream and checks
-//! every byte it reads back.
+//! every byte it reads back. The client's two modes: bulk (`run_client`:
+//! one connection, many streams) and handshakes (`run_handshakes`: many
+//! fresh connections, each with a full TLS 1.3 handshake).
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -56,6 +59,11 @@ pub fn client_config(cert: &[u8], streams: u32) -> Result<ClientConfig, String> 
         .with_root_certificates(roots)
         .with_no_client_auth();
     tls.alpn_protocols = vec![ALPN.to_vec()];
+    // Every connection makes a full handshake (certificate, signature,
+    // key exchange): no session resumption, so no 0-RTT either. The
+    // handshake benchmark counts full handshakes, and one bulk connection
+    // has nothing to resume.
+    tls.resumption = quinn::rustls::client::Resumption::disabled();
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
         .map_err(|e| format!("TLS config unfit for QUIC: {e}"))?;
     let mut cc = ClientConfig::new(Arc::new(crypto));
@@ -63,31 +71,93 @@ pub fn client_config(cert: &[u8], streams: u32) -> Result<ClientConfig, String> 
     Ok(cc)
 }
 
+/// What a serving endpoint did with its connections (the server's exit
+/// line; every accepted connection should end closed by its peer).
+#[derive(Debug, Default)]
+pub struct ServeStats {
+    /// Connection attempts the endpoint handed to `serve` (each ends
+    /// accepted or failed, or is still handshaking).
+    pub incoming: AtomicU64,
+    /// Handshakes completed.
+    pub accepted: AtomicU64,
+    /// Incoming connections whose handshake failed.
+    pub failed: AtomicU64,
+    /// Accepted connections that ended with the peer's application close
+    /// (what the client does when it is done).
+    pub closed_by_peer: AtomicU64,
+    /// Accepted connections that ended any other way (timed out, reset,
+    /// closed here at stop).
+    pub closed_other: AtomicU64,
+}
+
+impl ServeStats {
+    /// Accepted connections that have not ended yet.
+    pub fn live(&self) -> u64 {
+        let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
+        n(&self.accepted).saturating_sub(n(&self.closed_by_peer) + n(&self.closed_other))
+    }
+
+    /// The counters as a JSON object, with `open`: the connections the
+    /// endpoints still held at the stop (quinn's `open_connections`,
+    /// draining included), after waiting `settle_ms` for them to end.
+    pub fn json(&self, open: usize, settle_ms: u128) -> String {
+        let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
+        format!(
+            r#"{{"incoming":{},"accepted":{},"failed":{},"closed_by_peer":{},"closed_other":{},"open":{open},"settle_ms":{settle_ms}}}"#,
+            n(&self.incoming),
+            n(&self.accepted),
+            n(&self.failed),
+            n(&self.closed_by_peer),
+            n(&self.closed_other)
+        )
+    }
+}
+
 /// Serve echo on `endpoint` until it is closed: every connection, every
-/// bidirectional stream, on tasks of the current runtime.
-pub async fn serve(endpoint: Endpoint) {
+/// bidirectional stream, on tasks of the current runtime; counted in
+/// `stats`.
+pub async fn serve(endpoint: Endpoint, stats: Arc<ServeStats>) {
     while let Some(incoming) = endpoint.accept().await {
+        let stats = Arc::clone(&stats);
+        stats.incoming.fetch_add(1, Ordering::SeqCst);
         tokio::spawn(async move {
-            let Ok(conn) = incoming.await else { return };
-            while let Ok((mut send, mut recv)) = conn.accept_bi().await {
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 64 * 1024];
-                    loop {
-                        match recv.read(&mut buf).await {
-                            Ok(Some(n)) => {
-                                if send.write_all(&buf[..n]).await.is_err() {
-                                    return;
-                                }
-                            }
-                            Ok(None) => break,
-                            Err(_) => return,
-                        }
+            let Ok(conn) = incoming.await else {
+                stats.failed.fetch_add(1, Ordering::SeqCst);
+                return;
+            };
+            stats.accepted.fetch_add(1, Ordering::SeqCst);
+            let end = loop {
+                match conn.accept_bi().await {
+                    Ok((send, recv)) => {
+                        tokio::spawn(echo_back(send, recv));
                     }
-                    let _ = send.finish();
-                });
-            }
+                    Err(e) => break e,
+                }
+            };
+            let ended = match end {
+                quinn::ConnectionError::ApplicationClosed(_) => &stats.closed_by_peer,
+                _ => &stats.closed_other,
+            };
+            ended.fetch_add(1, Ordering::SeqCst);
         });
     }
+}
+
+/// One stream of the echo service: what comes in goes back out.
+async fn echo_back(mut send: quinn::SendStream, mut recv: quinn::RecvStream) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match recv.read(&mut buf).await {
+            Ok(Some(n)) => {
+                if send.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
+            Ok(None) => break,
+            Err(_) => return,
+        }
+    }
+    let _ = send.finish();
 }
 
 /// Byte `i` of stream `s`'s pattern (differs between streams and along each).
@@ -152,6 +222,89 @@ pub async fn run_client(
     conn.close(VarInt::from_u32(0), b"done");
     out.secs = t0.elapsed().as_secs_f64();
     out
+}
+
+/// What one handshake run did.
+#[derive(Debug, Default)]
+pub struct HandshakeOutcome {
+    pub ok: u32,
+    pub failures: u32,
+    pub first_error: Option<String>,
+    pub secs: f64,
+}
+
+/// Make `count` fresh connections to `server`, `concurrency` at a time: for
+/// each, a full handshake, then (when `bytes` > 0) one stream echoing
+/// `bytes` of the pattern, checked, then a clean close. The time runs from
+/// the first connect to the last close (not the draining after it).
+pub async fn run_handshakes(
+    endpoint: &Endpoint,
+    server: SocketAddr,
+    count: u32,
+    concurrency: u32,
+    bytes: u64,
+) -> HandshakeOutcome {
+    let t0 = Instant::now();
+    let next = Arc::new(AtomicU32::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..concurrency.clamp(1, count.max(1)) {
+        let (endpoint, next) = (endpoint.clone(), Arc::clone(&next));
+        workers.push(tokio::spawn(async move {
+            let mut out = HandshakeOutcome::default();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= count {
+                    break out;
+                }
+                match one_connection(&endpoint, server, i, bytes).await {
+                    Ok(()) => out.ok += 1,
+                    Err(e) => {
+                        out.failures += 1;
+                        out.first_error.get_or_insert(e);
+                    }
+                }
+            }
+        }));
+    }
+    let mut out = HandshakeOutcome::default();
+    for w in workers {
+        match w.await {
+            Ok(o) => {
+                out.ok += o.ok;
+                out.failures += o.failures;
+                if let Some(e) = o.first_error {
+                    out.first_error.get_or_insert(e);
+                }
+            }
+            Err(e) => {
+                out.failures += 1;
+                out.first_error.get_or_insert(format!("task: {e}"));
+            }
+        }
+    }
+    out.secs = t0.elapsed().as_secs_f64();
+    out
+}
+
+/// One fresh connection of `run_handshakes`.
+async fn one_connection(
+    endpoint: &Endpoint,
+    server: SocketAddr,
+    i: u32,
+    bytes: u64,
+) -> Result<(), String> {
+    let conn = endpoint
+        .connect(server, SERVER_NAME)
+        .map_err(|e| format!("connection {i}: connect: {e}"))?
+        .await
+        .map_err(|e| format!("connection {i}: handshake: {e}"))?;
+    if bytes > 0 {
+        echo_stream(&conn, i, bytes)
+            .await
+            .map_err(|e| format!("connection {i}: {e}"))?;
+    }
+    conn.close(VarInt::from_u32(0), b"done");
+    Ok(())
 }
 
 async fn echo_stream(conn: &quinn::Connection, s: u32, bytes: u64) -> Result<u64, String> {

@@ -5,10 +5,13 @@
 //! (`UdxSocket::attach`), and `quic_client` (quinn on the kernel's UDP) in
 //! the namespace at the other end echoes 20 streams of 128 KiB each
 //! (`QUIC_ATTACH_BYTES` overrides), checking every byte, over IPv4 and
-//! then IPv6. The server's exit line must show ECT(0) arriving in
-//! `RecvMeta`, receives coalesced (more datagrams than `RecvMeta`s) and
-//! the poller waking quinn; the engine's exit JSON its books balanced,
-//! both sockets unbound by the server itself and nothing left to reap.
+//! then IPv6, then makes 20 fresh connections over IPv6, 4 at once (the
+//! handshake mode: a full handshake, a 32-byte echo and a close each).
+//! The server's exit line must show ECT(0) arriving in `RecvMeta`,
+//! receives coalesced (more datagrams than `RecvMeta`s), the poller waking
+//! quinn, and all 22 connections accepted and closed by the client; the
+//! engine's exit JSON its books balanced, both sockets unbound by the
+//! server itself and nothing left to reap.
 mod common;
 #[path = "../../client/tests/common/mod.rs"]
 mod engine;
@@ -55,9 +58,12 @@ fn quic_echo_attached_to_an_engine_process_is_byte_exact_over_ipv4_and_ipv6_with
         20,
         common::bytes_per_stream("QUIC_ATTACH_BYTES", 128 << 10),
     );
+    common::handshakes(&net, &cert, "[fd00::1]:4433", 20, 4);
     let (summary, j) = server.stop();
     assert_eq!(j["attached"], engine.prefix.as_str(), "{summary}");
     assert_eq!(j["detached_cleanly"], true, "{summary}");
+    // The two bulk connections and the 20 of the handshakes.
+    common::check_connections(&summary, &j, 22);
     let handed = common::check_sockets(&summary, &j);
     let e = engine.stop();
     assert_eq!(e["books_balanced"], true, "{}", e["problems"]);

@@ -5,23 +5,41 @@
 //! each (`QUIC_ECHO_BYTES` overrides), checking every byte, over IPv4 and
 //! then IPv6. The server's exit line must show the ECN codepoint quinn's
 //! client sets (ECT(0)) arriving in `RecvMeta`, receives coalesced
-//! (more datagrams than `RecvMeta`s), and the engine's books balanced.
+//! (more datagrams than `RecvMeta`s), both connections closed by the
+//! client, and the engine's books balanced.
+//!
+//! The handshake mode: 50 fresh connections, 8 at once, each a full
+//! handshake and a 32-byte echo, against the same server: none may fail,
+//! the server must have accepted exactly 50, each closed by the client, none
+//! left open, and its books must balance.
 mod common;
 
-use common::netns;
+use std::path::PathBuf;
 
-#[test]
-fn quic_echo_100_streams_byte_exact_over_ipv4_and_ipv6_with_ecn() {
+use common::{n, netns};
+
+/// A fresh namespace (`tag` in its names), a directory for the
+/// certificate, and a `quic_echo` server on the namespace's host end,
+/// listening on 198.18.0.1:4433 and [fd00::1]:4433, ready.
+struct Rig {
+    net: netns::Net,
+    dir: PathBuf,
+    cert: PathBuf,
+    server: common::Server,
+}
+
+/// The rig, when the machine can run it (root, the tools).
+fn start(tag: &str) -> Option<Rig> {
     if !netns::can_run(&["ip", "ethtool", "sysctl"]) {
-        return;
+        return None;
     }
     let pid = std::process::id();
-    let net = netns::Net::create("qe", "198.18.0.2/24", "fd00::2/64");
-    let dir = std::env::temp_dir().join(format!("udx-quic-test-{pid}"));
+    let net = netns::Net::create(tag, "198.18.0.2/24", "fd00::2/64");
+    let dir = std::env::temp_dir().join(format!("udx-{tag}-test-{pid}"));
     std::fs::create_dir_all(&dir).unwrap();
     let cert = dir.join("cert.der");
     let cert_arg = cert.to_string_lossy().into_owned();
-    let prefix = format!("t-quic-{pid}");
+    let prefix = format!("t-{tag}-{pid}");
     let server = common::Server::start(
         &[
             "--iface",
@@ -41,15 +59,43 @@ fn quic_echo_100_streams_byte_exact_over_ipv4_and_ipv6_with_ecn() {
         ],
         String::new,
     );
+    Some(Rig {
+        net,
+        dir,
+        cert,
+        server,
+    })
+}
+
+#[test]
+fn quic_echo_100_streams_byte_exact_over_ipv4_and_ipv6_with_ecn() {
+    // Without root and the tools, nothing to run.
+    let Some(r) = start("qe") else { return };
     common::echo_both(
-        &net,
-        &cert,
+        &r.net,
+        &r.cert,
         100,
         common::bytes_per_stream("QUIC_ECHO_BYTES", 10 << 20),
     );
-    let (summary, j) = server.stop();
+    let (summary, j) = r.server.stop();
     assert!(summary.contains(r#""books_balanced":true"#), "{summary}");
+    // One connection over IPv4, one over IPv6, both closed by the client.
+    common::check_connections(&summary, &j, 2);
     common::check_sockets(&summary, &j);
-    let _ = std::fs::remove_dir_all(&dir);
-    drop(net);
+    let _ = std::fs::remove_dir_all(&r.dir);
+    drop(r.net);
+}
+
+#[test]
+fn quic_handshakes_50_at_8_at_once_all_accepted_and_closed() {
+    // Without root and the tools, nothing to run.
+    let Some(r) = start("qh") else { return };
+    common::handshakes(&r.net, &r.cert, "198.18.0.1:4433", 50, 8);
+    let (summary, j) = r.server.stop();
+    assert!(summary.contains(r#""books_balanced":true"#), "{summary}");
+    common::check_connections(&summary, &j, 50);
+    // Every datagram the engine delivered went to quinn whole.
+    assert_eq!(n(&j["sockets"][0]["rx_too_long"]), 0, "{summary}");
+    let _ = std::fs::remove_dir_all(&r.dir);
+    drop(r.net);
 }

@@ -12,21 +12,24 @@
 //! kernel's UDP with GRO/GSO) instead: the benchmark's other side.
 //!
 //! Prints `ready` when it listens; stops when its standard input ends (or
-//! a `stop` line), then prints one JSON line: the adapter's counters and
-//! the engine's books (attached: the engine's are in its own exit JSON).
+//! a `stop` line), then prints one JSON line: the connections (accepted,
+//! failed, how they ended, still open at the stop), the adapter's counters
+//! and the engine's books (attached: the engine's are in its own exit
+//! JSON). The connections are counted the same way in every mode.
 use std::io::BufRead;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use udpdemux::api::SocketOptions;
 use udpdemux::config::Config;
 use udpdemux::runtime::engine::{Engine, RunOptions};
 use udpdemux_client::Client;
-use udpdemux_quinn::{echo, Backend, Stats, UdxSocket};
+use udpdemux_quinn::echo::{self, ServeStats};
+use udpdemux_quinn::{Backend, Stats, UdxSocket};
 
 #[derive(Parser)]
 #[command(about = "QUIC echo server on udpdemux (or on the kernel's UDP with --kernel)")]
@@ -128,6 +131,35 @@ fn stdin_stopper() -> Arc<AtomicBool> {
     stop
 }
 
+/// How long the stop waits at most for connections still ending: a peer's
+/// close keeps quinn's state for three PTOs, well under a second on an idle
+/// LAN, but a PTO grows with the RTT's variance, which CPU contention (the
+/// benchmark's own, a loaded CI machine) inflates. Nothing is waited for
+/// when nothing is open.
+const SETTLE: Duration = Duration::from_secs(10);
+
+/// At the stop: call `tick` (which runs the engine's main lcore, or
+/// sleeps) until every accepted connection has ended and the endpoints
+/// hold none, or `SETTLE` has passed; what the endpoints still hold and
+/// how long that took (ms).
+fn settle(
+    endpoints: &[quinn::Endpoint],
+    conns: &ServeStats,
+    mut tick: impl FnMut(),
+) -> (usize, u128) {
+    let t0 = Instant::now();
+    loop {
+        let open: usize = endpoints
+            .iter()
+            .map(quinn::Endpoint::open_connections)
+            .sum();
+        if (open == 0 && conns.live() == 0) || t0.elapsed() >= SETTLE {
+            return (open, t0.elapsed().as_millis());
+        }
+        tick();
+    }
+}
+
 fn run(a: &Args) -> Result<(), String> {
     let (server, cert) = echo::server_config(a.streams)?;
     std::fs::write(&a.cert_out, &cert)
@@ -155,13 +187,17 @@ fn run(a: &Args) -> Result<(), String> {
     let _ = std::fs::remove_dir_all(&dir);
     let mut engine = Engine::start(&cfg, &RunOptions::default()).map_err(|e| e.to_string())?;
     let t0 = Instant::now();
-    let (endpoints, stats) = serve_on(a, &rt, &server, |o| UdxSocket::open(&engine, o))?;
+    let conns = Arc::new(ServeStats::default());
+    let (endpoints, stats) = serve_on(a, &rt, &server, &conns, |o| UdxSocket::open(&engine, o))?;
     println!("ready");
     let stop = stdin_stopper();
     while !stop.load(Ordering::SeqCst) {
         // The main lcore drains the TX ring and runs the neighbour timers.
         engine.main_loop(Some(t0.elapsed().as_secs_f64() + 0.05));
     }
+    let (open, settle_ms) = settle(&endpoints, &conns, || {
+        engine.main_loop(Some(t0.elapsed().as_secs_f64() + 0.05));
+    });
     for ep in &endpoints {
         ep.close(quinn::VarInt::from_u32(0), b"bye");
     }
@@ -170,10 +206,11 @@ fn run(a: &Args) -> Result<(), String> {
         engine.main_loop(Some(t0.elapsed().as_secs_f64() + 0.05));
     }
     drop(endpoints);
-    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    rt.shutdown_timeout(Duration::from_secs(2));
     let summary = engine.stop().map_err(|e| e.to_string())?;
     println!(
-        r#"{{"sockets":[{}],"books_balanced":{},"problems":{:?}}}"#,
+        r#"{{"connections":{},"sockets":[{}],"books_balanced":{},"problems":{:?}}}"#,
+        conns.json(open, settle_ms),
         socket_stats(&stats),
         summary.books_balanced,
         summary.problems
@@ -192,11 +229,13 @@ fn socket_options(i: usize, l: SocketAddr) -> SocketOptions {
 }
 
 /// One endpoint serving echo per listen address, on the sockets `open`
-/// makes (in process or attached): the endpoints and their counters.
+/// makes (in process or attached), its connections counted in `conns`:
+/// the endpoints and their sockets' counters.
 fn serve_on<B: Backend>(
     a: &Args,
     rt: &tokio::runtime::Runtime,
     server: &quinn::ServerConfig,
+    conns: &Arc<ServeStats>,
     open: impl Fn(SocketOptions) -> Result<UdxSocket<B>, udpdemux_quinn::OpenError>,
 ) -> Result<(Vec<quinn::Endpoint>, Vec<Arc<Stats>>), String> {
     let mut stats = Vec::new();
@@ -212,7 +251,7 @@ fn serve_on<B: Backend>(
             Arc::new(quinn::TokioRuntime),
         )
         .map_err(|e| format!("endpoint on {l}: {e}"))?;
-        rt.spawn(echo::serve(ep.clone()));
+        rt.spawn(echo::serve(ep.clone(), Arc::clone(conns)));
         endpoints.push(ep);
     }
     Ok((endpoints, stats))
@@ -234,24 +273,30 @@ fn run_attached(
     server: quinn::ServerConfig,
 ) -> Result<(), String> {
     let client = Client::attach(prefix).map_err(|e| e.to_string())?;
-    let (endpoints, stats) = serve_on(a, &rt, &server, |o| UdxSocket::attach(&client, o))?;
+    let conns = Arc::new(ServeStats::default());
+    let (endpoints, stats) = serve_on(a, &rt, &server, &conns, |o| UdxSocket::attach(&client, o))?;
     println!("ready");
     let stop = stdin_stopper();
     while !stop.load(Ordering::SeqCst) {
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(50));
     }
+    // The engine's process runs its own main lcore: only wait here.
+    let (open, settle_ms) = settle(&endpoints, &conns, || {
+        std::thread::sleep(Duration::from_millis(50));
+    });
     for ep in &endpoints {
         ep.close(quinn::VarInt::from_u32(0), b"bye");
     }
     // Let the close go out (the engine's main lcore drains this client's
     // TX ring), then drop the endpoints; the runtime's shutdown drops
     // their sockets (each unbound), before the client detaches.
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    std::thread::sleep(Duration::from_millis(200));
     drop(endpoints);
-    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    rt.shutdown_timeout(Duration::from_secs(2));
     let clean = client.detach();
     println!(
-        r#"{{"sockets":[{}],"attached":{prefix:?},"detached_cleanly":{clean}}}"#,
+        r#"{{"connections":{},"sockets":[{}],"attached":{prefix:?},"detached_cleanly":{clean}}}"#,
+        conns.json(open, settle_ms),
         socket_stats(&stats)
     );
     Ok(())
@@ -265,23 +310,30 @@ fn run_kernel(
     server: quinn::ServerConfig,
 ) -> Result<(), String> {
     let mut endpoints = Vec::new();
+    let conns = Arc::new(ServeStats::default());
     for l in &a.listen {
         let _guard = rt.enter();
         let ep =
             quinn::Endpoint::server(server.clone(), *l).map_err(|e| format!("bind {l}: {e}"))?;
-        rt.spawn(echo::serve(ep.clone()));
+        rt.spawn(echo::serve(ep.clone(), Arc::clone(&conns)));
         endpoints.push(ep);
     }
     println!("ready");
     let stop = stdin_stopper();
     while !stop.load(Ordering::SeqCst) {
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(50));
     }
+    let (open, settle_ms) = settle(&endpoints, &conns, || {
+        std::thread::sleep(Duration::from_millis(50));
+    });
     for ep in &endpoints {
         ep.close(quinn::VarInt::from_u32(0), b"bye");
     }
     drop(endpoints);
-    rt.shutdown_timeout(std::time::Duration::from_secs(2));
-    println!(r#"{{"sockets":[],"books_balanced":true,"problems":[]}}"#);
+    rt.shutdown_timeout(Duration::from_secs(2));
+    println!(
+        r#"{{"connections":{},"sockets":[],"books_balanced":true,"problems":[]}}"#,
+        conns.json(open, settle_ms)
+    );
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! What the QUIC echo tests share: the server's start and exit line, the
-//! kernel-socket client's runs over IPv4 and IPv6, and the checks of the
-//! adapter's counters.
+//! kernel-socket client's runs (bulk over IPv4 and IPv6, handshakes), and
+//! the checks of the adapter's and the server's connection counters.
 #![allow(dead_code)]
 #[path = "../../../app/tests/common/netns.rs"]
 pub mod netns;
@@ -53,26 +53,38 @@ impl Server {
     }
 }
 
+/// From the namespace, `quic_client --connect to --cert cert` with `args`:
+/// its JSON line, after it exited successfully.
+fn client(net: &netns::Net, cert: &Path, to: &str, args: &[String]) -> String {
+    let out = net
+        .command(&[env!("CARGO_BIN_EXE_quic_client"), "--connect", to])
+        .arg("--cert")
+        .arg(cert)
+        .args(args)
+        .output()
+        .expect("quic_client");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!("{to}: {text}");
+    assert!(
+        out.status.success(),
+        "client to {to} failed: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
 /// From the namespace, `quic_client` to the server's IPv4 and then IPv6
 /// address (port 4433): `streams` streams of `bytes` each, every byte
 /// echoed and checked.
 pub fn echo_both(net: &netns::Net, cert: &Path, streams: u32, bytes: u64) {
     for to in ["198.18.0.1:4433", "[fd00::1]:4433"] {
-        let out = net
-            .command(&[env!("CARGO_BIN_EXE_quic_client"), "--connect", to])
-            .arg("--cert")
-            .arg(cert)
-            .args(["--streams", &streams.to_string()])
-            .args(["--bytes", &bytes.to_string()])
-            .output()
-            .expect("quic_client");
-        let text = String::from_utf8_lossy(&out.stdout);
-        eprintln!("{to}: {text}");
-        assert!(
-            out.status.success(),
-            "client to {to} failed: {text} {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let args = [
+            "--streams".into(),
+            streams.to_string(),
+            "--bytes".into(),
+            bytes.to_string(),
+        ];
+        let text = client(net, cert, to, &args);
         assert!(
             text.contains(&format!(
                 r#""streams_ok":{streams},"bytes_echoed":{},"#,
@@ -124,4 +136,33 @@ pub fn check_sockets(summary: &str, j: &Value) -> Vec<u64> {
         assert_eq!(n(&s["rx_too_long"]), 0, "{summary}");
     }
     handed
+}
+
+/// From the namespace, `quic_client --handshakes count --concurrency
+/// concurrency` to `to`: every connection a full handshake and a 32-byte
+/// echo, none may fail.
+pub fn handshakes(net: &netns::Net, cert: &Path, to: &str, count: u32, concurrency: u32) {
+    let args = [
+        "--handshakes".into(),
+        count.to_string(),
+        "--concurrency".into(),
+        concurrency.to_string(),
+    ];
+    let text = client(net, cert, to, &args);
+    let c: Value = serde_json::from_str(text.trim()).expect("client JSON");
+    assert_eq!(n(&c["handshakes_ok"]), u64::from(count), "{text}");
+    assert_eq!(n(&c["failures"]), 0, "{text}");
+}
+
+/// The server's connections (its exit line's `connections`): `accepted`
+/// attempts, each accepted and closed by the client, none failed, none
+/// ended otherwise, none left open.
+pub fn check_connections(summary: &str, j: &Value, accepted: u64) {
+    let c = &j["connections"];
+    assert_eq!(n(&c["incoming"]), accepted, "{summary}");
+    assert_eq!(n(&c["accepted"]), accepted, "{summary}");
+    assert_eq!(n(&c["closed_by_peer"]), accepted, "{summary}");
+    assert_eq!(n(&c["failed"]), 0, "{summary}");
+    assert_eq!(n(&c["closed_other"]), 0, "{summary}");
+    assert_eq!(n(&c["open"]), 0, "{summary}");
 }
