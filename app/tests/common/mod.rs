@@ -110,6 +110,21 @@ pub fn run_ok_json(cfg: &Path, extra: &[&str]) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
 }
 
+/// The stats JSON an engine wrote at exit (`--stats-json`).
+pub fn stats_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("stats json")).unwrap()
+}
+
+/// A kernel-side program (`what`) run beside an engine succeeded; else
+/// its stderr and the engine's log.
+pub fn assert_ran(o: &Output, what: &str, log: &str) {
+    assert!(
+        o.status.success(),
+        "{what} failed: {}\nengine log:\n{log}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// The last line of stderr that is ours (the EAL logs its own lines first).
 pub fn error_line(o: &Output) -> String {
     stderr(o)
