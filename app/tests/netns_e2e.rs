@@ -115,10 +115,7 @@ rcvbuf = 4194304
         cap = cap.display()
     );
     let text = EngineToml::af_packet(&net, 2).text(eal, "netns", &sockets);
-    let cfg = write(&dir, "c.toml", &text);
-    let json = dir.join("c.json");
-    let mut engine = EngineProc::start(&cfg, &json);
-    engine.wait_ready();
+    let (engine, _, json) = EngineProc::start_ready(&dir, &text);
 
     let client = net.exec(&["python3", "-c", CLIENT, ENGINE_V4, ENGINE_V6]);
     let ping4 = net.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "2", ENGINE_V4]);
@@ -185,12 +182,7 @@ rcvbuf = 4194304
     }
 
     // pcap: the file holds exactly the datagrams sent, in order.
-    let sent: Vec<Vec<u8>> = c["pcap"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| unhex(h.as_str().unwrap()))
-        .collect();
+    let sent = unhex_all(&c["pcap"]);
     assert_eq!(sent.len(), 40);
     let mut got = Vec::new();
     for rec in PcapReader::open(&cap).expect("open pcap") {

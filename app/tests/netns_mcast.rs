@@ -240,10 +240,7 @@ fn a_kernel_sender_reaches_every_member_and_the_engine_reports_its_groups() {
     let g6 = "multicast = \"ff15::1\"\n";
     text += &socket_toml("m6", "[ff15::1]:5001", &format!("{g6}{}", pcap("m6")));
     text += &socket_toml("wild6", "[::]:5001", &pcap("wild6"));
-    let cfg = write(&dir, "c.toml", &text);
-    let json = dir.join("c.json");
-    let mut engine = EngineProc::start(&cfg, &json);
-    engine.wait_ready();
+    let (engine, cfg, json) = EngineProc::start_ready(&dir, &text);
 
     // The sender, and at its `reload` line a SIGHUP that adds a socket
     // joining 239.4.5.6: the engine reports the join without a restart.
@@ -283,12 +280,7 @@ fn a_kernel_sender_reaches_every_member_and_the_engine_reports_its_groups() {
         ("v4", ["m1", "m2", "wild"].as_slice()),
         ("v6", ["m6", "wild6"].as_slice()),
     ] {
-        let want: Vec<Vec<u8>> = sent[fam]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| unhex(h.as_str().unwrap()))
-            .collect();
+        let want = unhex_all(&sent[fam]);
         assert_eq!(want.len(), N);
         for name in names {
             let s = socket_named(&j, name);

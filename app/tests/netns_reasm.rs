@@ -286,10 +286,7 @@ rcvbuf = 8388608
     let text = conf
         .table("[reassembly]\ntimeout_secs = 5")
         .text(eal, "netns-reasm", &sockets);
-    let cfg = write(&dir, "c.toml", &text);
-    let json = dir.join("c.json");
-    let mut engine = EngineProc::start(&cfg, &json);
-    engine.wait_ready();
+    let (engine, _, json) = EngineProc::start_ready(&dir, &text);
     // IPv6 to the engine over a 1280-byte route MTU (the veth stays at
     // 1500): 1400-byte datagrams fragment, and the engine's 1462-byte
     // echo replies still fit the link.
@@ -358,12 +355,7 @@ rcvbuf = 8388608
         if vdev == Vdev::AfPacket && !port_v6 {
             continue;
         }
-        let sent: Vec<Vec<u8>> = c[fam]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| unhex(h.as_str().unwrap()))
-            .collect();
+        let sent = unhex_all(&c[fam]);
         assert_eq!(sent.len(), COUNT);
         let mut got = Vec::new();
         for rec in PcapReader::open(cap).expect("open pcap") {

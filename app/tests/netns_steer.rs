@@ -115,10 +115,7 @@ rcvbuf = 16777216
         .mbufs(8191)
         .rx_lcores(&[&[0], &[1, 2]])
         .text(eal, "netns-steer", sockets);
-    let cfg = write(&dir, "c.toml", &text);
-    let json = dir.join("c.json");
-    let mut engine = EngineProc::start(&cfg, &json);
-    engine.wait_ready();
+    let (engine, _, json) = EngineProc::start_ready(&dir, &text);
     let client = net.exec(&[
         "python3",
         "-c",

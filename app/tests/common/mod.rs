@@ -172,6 +172,15 @@ pub fn unhex(h: &str) -> Vec<u8> {
         .collect()
 }
 
+/// A list of hex strings (a kernel-side script's payloads) as bytes.
+pub fn unhex_all(v: &serde_json::Value) -> Vec<Vec<u8>> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|h| unhex(h.as_str().unwrap()))
+        .collect()
+}
+
 /// One `[[socket]]` table; `extra` lines go inside it.
 pub fn socket_toml(name: &str, local: &str, extra: &str) -> String {
     format!(
@@ -219,6 +228,17 @@ impl EngineProc {
             child: Some(child),
             log,
         }
+    }
+
+    /// Write `text` as `dir/c.toml` and start the engine on it (its stats
+    /// JSON: `dir/c.json`), back once its sockets are up: the engine, the
+    /// config's path and the JSON's.
+    pub fn start_ready(dir: &Path, text: &str) -> (EngineProc, PathBuf, PathBuf) {
+        let cfg = write(dir, "c.toml", text);
+        let json = dir.join("c.json");
+        let mut engine = EngineProc::start(&cfg, &json);
+        engine.wait_ready();
+        (engine, cfg, json)
     }
 
     /// Wait until the engine says its sockets are up (or it died).
