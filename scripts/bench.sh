@@ -237,15 +237,9 @@ fi
 # (the same addresses, ports and L4 length; an ACK segment with correct
 # checksums), so half the frames are TCP that no socket takes.
 if on exception; then
-  python3 - "$W/plain64.pcap" "$W/tcpmix64.pcap" <<'PY'
+  PYTHONPATH="$REPO/scripts" python3 - "$W/plain64.pcap" "$W/tcpmix64.pcap" <<'PY'
 import struct, sys
-def csum(b):
-    if len(b) % 2:
-        b += b"\0"
-    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
+from bench_wire import csum
 data = open(sys.argv[1], "rb").read()
 out, off, n = [data[:24]], 24, 0
 while off + 16 <= len(data):
@@ -283,17 +277,11 @@ fi
 # per datagram).
 if on reasm; then
   for k in 2 3; do
-    python3 - "$W/frag$k.pcap" "$k" "$FRAMES" <<'PY'
+    PYTHONPATH="$REPO/scripts" python3 - "$W/frag$k.pcap" "$k" "$FRAMES" <<'PY'
 import struct, sys
+from bench_wire import csum
 path, k, frames = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 size = {2: 2000, 3: 2960}[k]
-def csum(b):
-    if len(b) % 2:
-        b += b"\0"
-    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
 out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)]
 eth = bytes.fromhex("020000000001" "020000000002" "0800")
 dst = bytes([198, 18, 1, 1])
@@ -459,6 +447,24 @@ testpmd_rxonly() { # NAME PCAP
              if (c) printf "%.3f", s / c / 1e6; else print 0 }' "$W/$1.log"
 }
 
+# alternate K SEP A B...: A B... joined by SEP, in the order given in odd
+# rounds K and reversed in even ones, so that no run always goes first.
+alternate() {
+  local k=$1 sep=$2 i s=""; shift 2
+  local -a a=("$@")
+  if [ $((k % 2)) -eq 0 ]; then a=(); for ((i = $#; i >= 1; i--)); do a+=("${!i}"); done; fi
+  for i in "${a[@]}"; do s+=${s:+$sep}$i; done
+  echo "$s"
+}
+# rounds N FN A B...: N rounds of alternating runs, `FN K R` for each R of
+# A B... in round K's order (see alternate).
+rounds() {
+  local n=$1 fn=$2 k r; shift 2
+  for k in $(seq "$n"); do
+    for r in $(alternate "$k" " " "$@"); do "$fn" "$k" "$r"; done
+  done
+}
+
 # ================================================================ runs
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -565,20 +571,18 @@ client_run() { # NAME
     log "run $name: books do NOT balance: $(jq -c .problems "$W/$name.json")"; FAIL=1
   fi
 }
+cpair_run() { # K pipe|client
+  if [ "$2" = pipe ]; then
+    engine "cpair-pipe-$1" "$(mkcfg "cpair-pipe-$1" "$(pcapdev plain64)" numa-queues true 0 "" "$RCVBUF_BIG")" "$SECS"
+  else
+    client_run "cpair-client-$1"
+  fi
+}
 if on client; then
   if [ "$NO_HUGE" = true ]; then
     log "client: skipped (a client attaches to shared memory: hugepages needed)"
   else
-    for k in $(seq "$CPAIRS"); do
-      order="pipe client"; [ $((k % 2)) -eq 0 ] && order="client pipe"
-      for r in $order; do
-        if [ "$r" = pipe ]; then
-          engine "cpair-pipe-$k" "$(mkcfg "cpair-pipe-$k" "$(pcapdev plain64)" numa-queues true 0 "" "$RCVBUF_BIG")" "$SECS"
-        else
-          client_run "cpair-client-$k"
-        fi
-      done
-    done
+    rounds "$CPAIRS" cpair_run pipe client
   fi
 fi
 
@@ -709,29 +713,21 @@ listen = \"127.0.0.1:$port\"")
   wait "$spid" || true
   check_json "$name"
 }
+pdump_run() { # K on|off: the capture server up (no capture) or not
+  local v=false; [ "$2" = on ] && v=true
+  engine "pdump-$2-$1" "$(pd_cfg "pdump-$2-$1" "[capture]
+pdump = $v")" "$SECS"
+}
+scrape_run() { metrics_run "scrape-$2-$1" "$2"; } # K yes|no
 if on pdump; then
   if [ "$NO_HUGE" = true ]; then
     log "pdump: skipped (dpdk-dumpcap attaches to shared memory: hugepages needed)"
   else
     command -v dpdk-dumpcap >/dev/null || die "dpdk-dumpcap not found (package dpdk-dev): run bash scripts/setup.sh as root"
     command -v python3 >/dev/null || die "python3 not found: run bash scripts/setup.sh as root"
-    for k in $(seq "$PDPAIRS"); do
-      order="on off"; [ $((k % 2)) -eq 0 ] && order="off on"
-      for r in $order; do
-        if [ "$r" = on ]; then
-          engine "pdump-on-$k" "$(pd_cfg "pdump-on-$k" "[capture]
-pdump = true")" "$SECS"
-        else
-          engine "pdump-off-$k" "$(pd_cfg "pdump-off-$k" "[capture]
-pdump = false")" "$SECS"
-        fi
-      done
-    done
+    rounds "$PDPAIRS" pdump_run on off
     for k in $(seq "$PDCAPS"); do pdump_capture_run "pdump-cap-$k"; done
-    for k in $(seq "$PDPAIRS"); do
-      order="yes no"; [ $((k % 2)) -eq 0 ] && order="no yes"
-      for r in $order; do metrics_run "scrape-$r-$k" "$r"; done
-    done
+    rounds "$PDPAIRS" scrape_run yes no
   fi
 fi
 
@@ -752,14 +748,12 @@ fi
 # capped at F2_VRATE/s. numa-queues and busylock alternate, identical configs
 # otherwise; each run has a victim-unbound twin (the victim's frames dropped
 # as no-socket at the RX core), the others' share without the victim.
+f2_run() { # K STRATEGY: the flood and its victim-unbound twin
+  engine "f2-$2-$1" "$(mkcfg "f2-$2-$1" "$(pcap2dev flood flood)" "$2" true "$F2_VRATE" "" "" two-rx)" "$SECS"
+  engine "f2u-$2-$1" "$(mkcfg "f2u-$2-$1" "$(pcap2dev flood flood)" "$2" true unbound "" "" two-rx)" "$SECS"
+}
 if on flood2; then
-  for k in $(seq "$F2_RUNS"); do
-    order="numa-queues busylock"; [ $((k % 2)) -eq 0 ] && order="busylock numa-queues"
-    for st in $order; do
-      engine "f2-$st-$k" "$(mkcfg "f2-$st-$k" "$(pcap2dev flood flood)" "$st" true "$F2_VRATE" "" "" two-rx)" "$SECS"
-      engine "f2u-$st-$k" "$(mkcfg "f2u-$st-$k" "$(pcap2dev flood flood)" "$st" true unbound "" "" two-rx)" "$SECS"
-    done
-  done
+  rounds "$F2_RUNS" f2_run numa-queues busylock
 fi
 
 # 2b'. Multicast fan-out (issue 18 part 4): one RX lcore replays 64-byte
@@ -832,8 +826,7 @@ exc_extra() { # RATE_PPS, or empty for the path off
 if on exception; then
   for k in $(seq "$EXC_ROUNDS"); do
     engine "exc-udp-$k" "$(mkcfg "exc-udp-$k" "$(exdev plain64)" numa-queues true 0 "$(exc_extra "$EXC_PPS")")" "$SECS"
-    order="flood off bucket"; [ $((k % 2)) -eq 0 ] && order="bucket off flood"
-    for r in $order; do
+    for r in $(alternate "$k" " " flood off bucket); do
       case $r in
         flood) engine "exc-flood-$k" "$(mkcfg "exc-flood-$k" "$(exdev tcpmix64)" numa-queues true 0 "$(exc_extra "$EXC_PPS")")" "$SECS" ;;
         off) engine "exc-off-$k" "$(mkcfg "exc-off-$k" "$(exdev tcpmix64)" numa-queues true 0)" "$SECS" ;;
@@ -1383,7 +1376,7 @@ echo "| round | order | in-process Mpps delivered | out-of-process Mpps received
 echo "|---:|---|---:|---:|---:|---:|---|---|"
 CRR=(); CIN=(); COUT=()
 for k in $(seq "$CPAIRS"); do
-  order="pipeline, client"; [ $((k % 2)) -eq 0 ] && order="client, pipeline"
+  order=$(alternate "$k" ", " pipeline client)
   I=$(delivered_mpps "cpair-pipe-$k"); CIN+=("$(fmt "$I")")
   line=$(grep -m1 '^received ' "$W/cpair-client-$k-client.log" 2>/dev/null || true)
   O=$(awk '{ if ($7 > 0) printf "%.6f", $2 / $7 / 1e6; else print 0 }' <<<"${line:-received 0 datagrams bytes 0 in 0 s lcore -}")
@@ -1410,7 +1403,7 @@ echo "| round | order | \`pdump = true\`, no capture: Mpps delivered | \`pdump =
 echo "|---:|---|---:|---:|---:|---|---|"
 PDR=(); PDON=(); PDOFF=()
 for k in $(seq "$PDPAIRS"); do
-  order="true, false"; [ $((k % 2)) -eq 0 ] && order="false, true"
+  order=$(alternate "$k" ", " true false)
   A=$(delivered_mpps "pdump-on-$k"); B=$(delivered_mpps "pdump-off-$k")
   PDON+=("$(fmt "$A")"); PDOFF+=("$(fmt "$B")")
   R=$(ratio "$A" "$B"); [ "$R" = - ] || PDR+=("$R")
@@ -1442,7 +1435,7 @@ echo "| round | order | scraped: Mpps delivered | not scraped | scraped / not | 
 echo "|---:|---|---:|---:|---:|---|---|---|"
 SCR=(); SCY=(); SCN=()
 for k in $(seq "$PDPAIRS"); do
-  order="scraped, not"; [ $((k % 2)) -eq 0 ] && order="not, scraped"
+  order=$(alternate "$k" ", " scraped not)
   A=$(delivered_mpps "scrape-yes-$k"); B=$(delivered_mpps "scrape-no-$k")
   SCY+=("$(fmt "$A")"); SCN+=("$(fmt "$B")")
   R=$(ratio "$A" "$B"); [ "$R" = - ] || SCR+=("$R")
@@ -1541,8 +1534,7 @@ echo "| run | strategy | Mpps received: lcore 1 (CPU 1) / lcore 2 (CPU 0) | vict
 echo "|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"
 declare -A F2VD F2CH F2OS F2US F2LK F2BK
 for k in $(seq "$F2_RUNS"); do
-  order="numa-queues busylock"; [ $((k % 2)) -eq 0 ] && order="busylock numa-queues"
-  for st in $order; do
+  for st in $(alternate "$k" " " numa-queues busylock); do
     f="f2-$st-$k"; u="f2u-$st-$k"
     row=$(jq -r '
       def lrx($l): ([(.lcores // [])[] | select(.lcore == $l) | .queues[].packets] | add // 0);

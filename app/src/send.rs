@@ -259,7 +259,8 @@ fn add(c: &[AtomicU64; 2], fam: Family, n: u64) {
     c[fam.index()].fetch_add(n, Ordering::Relaxed);
 }
 
-fn family(a: IpAddr) -> Family {
+/// IPv4 or IPv6 by the address.
+pub fn family(a: IpAddr) -> Family {
     match a {
         IpAddr::V4(_) => Family::V4,
         IpAddr::V6(_) => Family::V6,
@@ -338,6 +339,31 @@ pub fn frame_spec<'a>(
     })
 }
 
+/// The port with `dst` on-link from `local` and the frame to build there
+/// (from the port's address when `local` is a wildcard); `None`: no route
+/// (no port has `dst` on-link, or `local` is of the other family).
+fn routed<'a, 'p>(
+    ifaces: &'a Ifaces,
+    local: SocketAddr,
+    dst: SocketAddr,
+    payload: &'p [u8],
+) -> Option<(&'a Iface, FrameSpec<'p>)> {
+    let (iface, src) = route(ifaces, local.ip(), dst.ip())?;
+    let spec = frame_spec(iface.mac, SocketAddr::new(src, local.port()), dst, payload)?;
+    Some((iface, spec))
+}
+
+/// Write the frame of `spec` into the room `append` gives for its length;
+/// that length.
+fn write_spec<'b>(
+    spec: &FrameSpec<'_>,
+    append: impl FnOnce(u16) -> Option<&'b mut [u8]>,
+) -> Option<usize> {
+    let n = u16::try_from(build::frame_len(spec).ok()?).ok()?;
+    build::write_frame(spec, append(n)?).ok()?;
+    Some(usize::from(n))
+}
+
 /// Leave a built frame's checksums to the NIC: IPv4 header checksum 0, UDP
 /// checksum the folded pseudo-header sum (what DPDK's
 /// `rte_ipv4_phdr_cksum` / `rte_ipv6_phdr_cksum` give, as the TX checksum
@@ -384,13 +410,17 @@ fn offload_if_offered(iface: &Iface, m: &mut Mbuf) -> Option<()> {
     Some(())
 }
 
+/// The IP header of a frame of `fam` we build (IPv4 without options).
+fn l3_header_len(fam: Family) -> usize {
+    match fam {
+        Family::V4 => ipv4::HEADER_LEN,
+        Family::V6 => ipv6::HEADER_LEN,
+    }
+}
+
 /// The largest UDP payload of one unfragmented datagram of `fam`.
 pub fn max_payload(fam: Family) -> usize {
-    MTU - udp::HEADER_LEN
-        - match fam {
-            Family::V4 => ipv4::HEADER_LEN,
-            Family::V6 => ipv6::HEADER_LEN,
-        }
+    MTU - udp::HEADER_LEN - l3_header_len(fam)
 }
 
 /// The largest UDP payload of one datagram of `fam`, fragmented: the
@@ -454,12 +484,7 @@ fn send_one(
     if payload.len() > max_payload(fam) {
         return send_fragmented(tx, ifaces, frag, local, dst, payload, fresh, burst);
     }
-    let Some((iface, src)) = route(ifaces, local.ip(), dst.ip()) else {
-        add(&tx.senders.no_route, fam, 1);
-        return 0;
-    };
-    let Some(spec) = frame_spec(iface.mac, SocketAddr::new(src, local.port()), dst, payload)
-    else {
+    let Some((iface, spec)) = routed(ifaces, local, dst, payload) else {
         add(&tx.senders.no_route, fam, 1);
         return 0;
     };
@@ -467,12 +492,7 @@ fn send_one(
         add(&tx.senders.no_buffer, fam, 1);
         return 0;
     };
-    let written = build::frame_len(&spec)
-        .ok()
-        .and_then(|n| u16::try_from(n).ok())
-        .and_then(|n| m.append(n))
-        .and_then(|out| build::write_frame(&spec, out).ok());
-    if written.is_none() {
+    if write_spec(&spec, |n| m.append(n)).is_none() {
         add(&tx.senders.no_buffer, fam, 1);
         return 0;
     }
@@ -481,6 +501,11 @@ fn send_one(
         add(&tx.senders.no_buffer, fam, 1);
         return 0;
     }
+    push_or_flush(tx, burst, m)
+}
+
+/// Add `m` to `burst`, flushing a full `burst` first; what that flush took.
+fn push_or_flush(tx: &TxPath, burst: &mut MbufBurst<64>, m: Mbuf) -> usize {
     let taken = if burst.spare() == 0 { flush(tx, burst) } else { 0 };
     // Room: flushed above when full.
     let _ = burst.push(m);
@@ -517,15 +542,7 @@ fn send_fragmented(
         add(r.counter(tx), fam, 1);
         return 0;
     }
-    let mut taken = 0;
-    for m in frags.drain() {
-        if burst.spare() == 0 {
-            taken += flush(tx, burst);
-        }
-        // Room: flushed above when full.
-        let _ = burst.push(m);
-    }
-    taken
+    frags.drain().map(|m| push_or_flush(tx, burst, m)).sum()
 }
 
 /// The most segments one GSO send may carry: the kernel's
@@ -650,12 +667,9 @@ pub fn send_segments(
     if count > MAX_SEGMENTS || segment > max_payload(fam) {
         return refuse(&tx.senders.too_big);
     }
-    let Some((iface, src)) = route(ifaces, local.ip(), dst.ip()) else {
-        return refuse(&tx.senders.no_route);
-    };
     let mut chunks = buf.chunks(segment);
     let first = chunks.next().unwrap_or_default();
-    let Some(spec) = frame_spec(iface.mac, SocketAddr::new(src, local.port()), dst, first) else {
+    let Some((iface, spec)) = routed(ifaces, local, dst, first) else {
         return refuse(&tx.senders.no_route);
     };
     let mut burst = MbufBurst::<MAX_SEGMENTS>::new();
@@ -668,16 +682,12 @@ pub fn send_segments(
     // The first frame, whole: its header is the template.
     let (mut header, mut hl, mut l3_len, mut flags) = ([0u8; MAX_HEADER], 0, 0, 0u64);
     let built = ms.next().and_then(|mut m| {
-        let n = u16::try_from(build::frame_len(&spec).ok()?).ok()?;
-        build::write_frame(&spec, m.append(n)?).ok()?;
+        let n = write_spec(&spec, |n| m.append(n))?;
         if ecn != 0 {
             set_ecn(m.data_mut(), ecn)?;
         }
-        l3_len = match fam {
-            Family::V4 => ipv4::HEADER_LEN,
-            Family::V6 => ipv6::HEADER_LEN,
-        };
-        hl = usize::from(n) - first.len();
+        l3_len = l3_header_len(fam);
+        hl = n - first.len();
         if iface.tx_csum {
             let (l3, f) = prepare_offload(m.data_mut())?;
             m.view_mut().set_tx_offload(ether::HEADER_LEN as u8, l3, f);
@@ -776,9 +786,7 @@ where
 {
     use crate::parse::fragment::{finish_udp_head, sum_parts, Fragmenter};
     let fam = family(dst.ip());
-    let (iface, src) = route(ifaces, local.ip(), dst.ip()).ok_or(Refused::NoRoute)?;
-    let spec = frame_spec(iface.mac, SocketAddr::new(src, local.port()), dst, &[])
-        .ok_or(Refused::NoRoute)?;
+    let (iface, spec) = routed(ifaces, local, dst, &[]).ok_or(Refused::NoRoute)?;
     // The headers for an empty payload, then the real length and checksum.
     let mut head = [0u8; ether::HEADER_LEN + ipv6::HEADER_LEN + udp::HEADER_LEN];
     let l3 = ether::HEADER_LEN;
@@ -1067,22 +1075,13 @@ fn finish_request(tx: &TxPath, shared: &Shared, mut m: Mbuf, out: &mut MbufBurst
     let body = &mut buf[..len];
     body.copy_from_slice(first);
     let body = &buf[..len];
-    let Some((iface, src)) = route(&shared.ifaces, local.ip(), dst.ip()) else {
-        add(&tx.senders.no_route, fam, 1);
-        return;
-    };
-    let Some(spec) = frame_spec(iface.mac, SocketAddr::new(src, local.port()), dst, body) else {
+    let Some((iface, spec)) = routed(&shared.ifaces, local, dst, body) else {
         add(&tx.senders.no_route, fam, 1);
         return;
     };
     let mut v = m.view_mut();
     v.reset();
-    let written = build::frame_len(&spec)
-        .ok()
-        .and_then(|n| u16::try_from(n).ok())
-        .and_then(|n| v.append(n))
-        .and_then(|o| build::write_frame(&spec, o).ok());
-    if written.is_none() {
+    if write_spec(&spec, |n| v.append(n)).is_none() {
         add(&tx.senders.no_buffer, fam, 1);
         return;
     }

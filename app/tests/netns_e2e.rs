@@ -11,17 +11,12 @@ mod common;
 use common::*;
 #[path = "common/netns.rs"]
 mod netns;
-use netns::{can_run, cmd, have, Net};
+use netns::{can_run, cmd, have, EngineToml, Net, ENGINE_V4, ENGINE_V6};
 
 use std::time::Duration;
 
 use udpdemux::parse::{parse, Offload};
 use udpdemux::pcap::PcapReader;
-
-const ENGINE_V4: &str = "198.18.0.1";
-const ENGINE_V6: &str = "fd00::1";
-const CLIENT_V4: &str = "198.18.0.2/24";
-const CLIENT_V6: &str = "fd00::2/64";
 
 /// The kernel-side client: numbered datagrams of several sizes to the echo
 /// sockets (each must come back byte for byte), a counted stream to the
@@ -70,49 +65,20 @@ out["pcap"] = stream(socket.AF_INET, v4, 5555, 40, [10, 300, 1472])
 print(json.dumps(out))
 "#;
 
-fn sock<'a>(j: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    j["sockets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
-        .unwrap_or_else(|| panic!("socket {name} in {j}"))
-}
-
-fn n(v: &serde_json::Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
-
 #[test]
 fn kernel_clients_reach_the_engine_over_a_veth_pair() {
     // CI runs as root after scripts/setup.sh: there, a missing piece is a failure, not a skip.
     if !can_run(&["ip", "ethtool", "ping", "python3", "sysctl"]) {
         return;
     }
-    let net = Net::create("e", CLIENT_V4, CLIENT_V6);
+    let net = Net::new("e");
     let dir = scratch("netns");
     let cap = dir.join("cap.pcap");
-    let text = format!(
-        r#"{eal}
-[engine]
-stats_interval_ms = 1000
-
-[mempool]
-mbufs = 4095
-cache = 64
-
-[[port]]
-name = "net_af_packet0"
-rx_queues = 2
-tx_queues = 2
-rx_checksum_offload = false
-addresses = ["{ENGINE_V4}/24", "{ENGINE_V6}/64"]
-
-[[lcore]]
-id = 1
-role = "rx"
-queues = ["net_af_packet0:0", "net_af_packet0:1"]
-
+    // Two queue pairs: af_packet spreads RX over both (fanout), and the RX
+    // lcore (control replies) and the main lcore (echo) each need a TX
+    // queue of their own.
+    let sockets = format!(
+        r#"
 [[socket]]
 name = "echo4"
 local = "0.0.0.0:7"
@@ -146,19 +112,10 @@ pcap_file = "{cap}"
 pcap_limit_bytes = 1000000
 rcvbuf = 4194304
 "#,
-        // Two queue pairs: af_packet spreads RX over both (fanout), and
-        // the RX lcore (control replies) and the main lcore (echo) each
-        // need a TX queue of their own.
-        eal = eal(
-            "netns",
-            &[&format!("net_af_packet0,iface={},qpairs=2", net.host)]
-        ),
         cap = cap.display()
     );
-    let cfg = write(&dir, "c.toml", &text);
-    let json = dir.join("c.json");
-    let mut engine = EngineProc::start(&cfg, &json);
-    engine.wait_ready();
+    let text = EngineToml::af_packet(&net, 2).text(eal, "netns", &sockets);
+    let (engine, _, json) = EngineProc::start_ready(&dir, &text);
 
     let client = net.exec(&["python3", "-c", CLIENT, ENGINE_V4, ENGINE_V6]);
     let ping4 = net.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "2", ENGINE_V4]);
@@ -172,15 +129,10 @@ rcvbuf = 4194304
     std::thread::sleep(Duration::from_millis(500));
     let (status, log) = engine.stop();
 
-    assert!(
-        client.status.success(),
-        "client failed: {}\nengine log:\n{log}",
-        String::from_utf8_lossy(&client.stderr)
-    );
+    assert_ran(&client, "client", &log);
     let c: serde_json::Value = serde_json::from_slice(&client.stdout).expect("client JSON");
     assert!(status.success(), "engine exit {status}; log:\n{log}");
-    let j: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("stats json")).unwrap();
+    let j = stats_json(&json);
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
 
     // Neighbour resolution happened through the engine's replies (nothing static).
@@ -201,7 +153,7 @@ rcvbuf = 4194304
     for (fam, name) in [("echo4", "echo4"), ("echo6", "echo6")] {
         let e = &c[fam];
         assert_eq!(e["ok"], e["sent"], "{fam}: {e}\nlog:\n{log}");
-        let s = sock(&j, name);
+        let s = socket_named(&j, name);
         assert!(n(&s["tx"]) >= n(&e["sent"]), "{name}: {s}");
         assert_eq!(n(&s["tx_errors"]), 0, "{name}: {s}");
     }
@@ -224,24 +176,13 @@ rcvbuf = 4194304
 
     // Count sockets: exactly what the kernel sent.
     for name in ["count4", "count6"] {
-        let s = sock(&j, name);
+        let s = socket_named(&j, name);
         assert_eq!(n(&s["offered"]), n(&c[name]), "{name}: {s}");
         assert_eq!(n(&s["consumed"]), n(&c[name]), "{name}: {s}");
     }
 
     // pcap: the file holds exactly the datagrams sent, in order.
-    let sent: Vec<Vec<u8>> = c["pcap"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| {
-            let h = h.as_str().unwrap();
-            (0..h.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
-                .collect()
-        })
-        .collect();
+    let sent = unhex_all(&c["pcap"]);
     assert_eq!(sent.len(), 40);
     let mut got = Vec::new();
     for rec in PcapReader::open(&cap).expect("open pcap") {
@@ -251,7 +192,7 @@ rcvbuf = 4194304
         got.push(d.payload(&frame).unwrap().to_vec());
     }
     assert_eq!(got, sent, "pcap payloads");
-    let s = sock(&j, "cap");
+    let s = socket_named(&j, "cap");
     assert_eq!((n(&s["written"]), n(&s["not_written"])), (40, 0), "{s}");
     assert!(
         have("tshark") || std::env::var_os("CI").is_none(),

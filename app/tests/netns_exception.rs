@@ -22,15 +22,13 @@ mod common;
 use common::*;
 #[path = "common/netns.rs"]
 mod netns;
-use netns::{can_run, cmd, must, Net};
+use netns::{can_run, cmd, must, EngineToml, Net, CLIENT_V4, ENGINE_V4};
 
 use std::time::{Duration, Instant};
 
-const ENGINE_V4: &str = "198.18.0.1";
 const ENGINE_V6: &str = "fd00:e::1";
 const TAP_V4: &str = "198.18.0.10";
 const TAP_V6: &str = "fd00:e::10";
-const CLIENT_V4: &str = "198.18.0.2/24";
 const CLIENT_V6: &str = "fd00:e::2/64";
 const TCP_PORT: &str = "7777";
 /// UDP to the tap's address: no engine socket has it, so with
@@ -118,19 +116,6 @@ impl Drop for Child {
     }
 }
 
-fn n(v: &serde_json::Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
-
-fn sock<'a>(j: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    j["sockets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
-        .unwrap_or_else(|| panic!("socket {name} in {j}"))
-}
-
 /// 256 KiB that no two offsets share by accident (a 64-bit LCG's high bytes).
 fn payload() -> Vec<u8> {
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -152,27 +137,11 @@ fn the_kernel_behind_the_tap_serves_tcp_and_ping_while_udp_stays_in_the_engine()
     let net = Net::create("x", CLIENT_V4, CLIENT_V6);
     let tap = format!("udx-h{}", std::process::id() % 100_000);
     let dir = scratch("exception");
-    let text = format!(
-        r#"{eal}
-[engine]
-stats_interval_ms = 1000
-
-[mempool]
-mbufs = 4095
-cache = 64
-
-[[port]]
-name = "net_af_packet0"
-rx_queues = 2
-tx_queues = 2
-rx_checksum_offload = false
-addresses = ["{ENGINE_V4}/24", "{ENGINE_V6}/64"]
-
-[[lcore]]
-id = 1
-role = "rx"
-queues = ["net_af_packet0:0", "net_af_packet0:1"]
-
+    // Two queue pairs: the RX lcore (responder, writes to the tap) and the
+    // main lcore (the kernel's frames out of the port) each need a TX
+    // queue of their own.
+    let rest = format!(
+        r#"
 [[socket]]
 name = "count4"
 local = "{ENGINE_V4}:9"
@@ -192,15 +161,11 @@ device = "net_tap0,iface={tap}"
 unbound_udp = true
 rate_pps = 100000
 burst = 2000
-"#,
-        // Two queue pairs: the RX lcore (responder, writes to the tap) and
-        // the main lcore (the kernel's frames out of the port) each need a
-        // TX queue of their own.
-        eal = eal(
-            "exception",
-            &[&format!("net_af_packet0,iface={},qpairs=2", net.host)]
-        ),
+"#
     );
+    let text = EngineToml::af_packet(&net, 2)
+        .addresses(&[&format!("{ENGINE_V4}/24"), &format!("{ENGINE_V6}/64")])
+        .text(eal, "exception", &rest);
     let cfg = write(&dir, "c.toml", &text);
     let check = run(&["check", "--config", cfg.to_str().unwrap()]);
     assert!(check.status.success(), "check: {}", stdout(&check));
@@ -291,15 +256,10 @@ burst = 2000
     std::thread::sleep(Duration::from_millis(300));
     let (status, log) = engine.stop();
 
-    assert!(
-        client.status.success(),
-        "client failed: {}\nengine log:\n{log}",
-        String::from_utf8_lossy(&client.stderr)
-    );
+    assert_ran(&client, "client", &log);
     let c: serde_json::Value = serde_json::from_slice(&client.stdout).expect("client JSON");
     assert!(status.success(), "engine exit {status}; log:\n{log}");
-    let j: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("stats json")).unwrap();
+    let j = stats_json(&json);
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
     assert_eq!(n(&j["hot_path_allocations"]), 0);
 
@@ -355,7 +315,7 @@ burst = 2000
 
     // UDP to the engine's sockets: all in the sockets, none to the kernel.
     for name in ["count4", "count6"] {
-        let s = sock(&j, name);
+        let s = socket_named(&j, name);
         assert_eq!(n(&s["offered"]), n(&c[name]), "{name}: {s}");
         assert_eq!(n(&s["consumed"]), COUNT_N as u64, "{name}: {s}");
     }

@@ -21,16 +21,13 @@ mod common;
 use common::*;
 #[path = "common/netns.rs"]
 mod netns;
-use netns::{can_run, Net};
+use netns::{can_run, EngineToml, Net, ENGINE_V4, ENGINE_V6};
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use udpdemux::pcap::PcapReader;
 
-const ENGINE_V4: &str = "198.18.0.1";
-const CLIENT_V4: &str = "198.18.0.2/24";
-const CLIENT_V6: &str = "fd00::2/64";
 const N: usize = 300;
 
 /// The kernel-side sender: N numbered datagrams to each group (out of the
@@ -169,21 +166,9 @@ fn a_kernel_sender_reaches_every_member_and_the_engine_reports_its_groups() {
     if !can_run(&["ip", "ethtool", "python3", "sysctl", "tshark"]) {
         return;
     }
-    let net = Net::create("m", CLIENT_V4, CLIENT_V6);
+    let net = Net::new("m");
     // A link-local source for the MLD query, usable at once.
-    netns::must(
-        "ip",
-        &[
-            "-n",
-            &net.ns,
-            "addr",
-            "add",
-            "fe80::2/64",
-            "dev",
-            &net.peer,
-            "nodad",
-        ],
-    );
+    net.add_addr("fe80::2/64");
     let dir = scratch("netns-mcast");
     let cap = dir.join("wire.pcap");
     // tshark on the namespace's end, from before the engine starts. BPF's
@@ -234,29 +219,14 @@ fn a_kernel_sender_reaches_every_member_and_the_engine_reports_its_groups() {
             toml_str(dir.join(format!("{name}.pcap")).to_str().unwrap())
         )
     };
-    let mut text = eal(
-        "mcast",
-        &[&format!("net_af_packet0,iface={},qpairs=2", net.host)],
-    );
-    text += &format!(
-        r#"
-[mempool]
-mbufs = 4095
-cache = 64
-
-[[port]]
-name = "net_af_packet0"
-rx_queues = 2
-tx_queues = 2
-rx_checksum_offload = false
-addresses = ["{ENGINE_V4}/24", "fd00::1/64", "fe80::1/64"]
-
-[[lcore]]
-id = 1
-role = "rx"
-queues = ["net_af_packet0:0", "net_af_packet0:1"]
-"#
-    );
+    let mut text = EngineToml::af_packet(&net, 2)
+        .no_periodic_stats()
+        .addresses(&[
+            &format!("{ENGINE_V4}/24"),
+            &format!("{ENGINE_V6}/64"),
+            "fe80::1/64",
+        ])
+        .text(eal, "mcast", "");
     let g4 = "multicast = \"239.1.2.3\"\n";
     text += &socket_toml("m1", "239.1.2.3:5000", &format!("{g4}{}", pcap("m1")));
     text += &socket_toml("m2", "239.1.2.3:5000", &format!("{g4}{}", pcap("m2")));
@@ -270,10 +240,7 @@ queues = ["net_af_packet0:0", "net_af_packet0:1"]
     let g6 = "multicast = \"ff15::1\"\n";
     text += &socket_toml("m6", "[ff15::1]:5001", &format!("{g6}{}", pcap("m6")));
     text += &socket_toml("wild6", "[::]:5001", &pcap("wild6"));
-    let cfg = write(&dir, "c.toml", &text);
-    let json = dir.join("c.json");
-    let mut engine = EngineProc::start(&cfg, &json);
-    engine.wait_ready();
+    let (engine, cfg, json) = EngineProc::start_ready(&dir, &text);
 
     // The sender, and at its `reload` line a SIGHUP that adds a socket
     // joining 239.4.5.6: the engine reports the join without a restart.
@@ -306,20 +273,14 @@ queues = ["net_af_packet0:0", "net_af_packet0:1"]
 
     assert!(status.success(), "engine exit {status}; log:\n{log}");
     let sent: serde_json::Value = serde_json::from_str(&sent_json).expect("sender JSON");
-    let j: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("stats json")).unwrap();
+    let j = stats_json(&json);
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
 
     for (fam, names) in [
         ("v4", ["m1", "m2", "wild"].as_slice()),
         ("v6", ["m6", "wild6"].as_slice()),
     ] {
-        let want: Vec<Vec<u8>> = sent[fam]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| unhex(h.as_str().unwrap()))
-            .collect();
+        let want = unhex_all(&sent[fam]);
         assert_eq!(want.len(), N);
         for name in names {
             let s = socket_named(&j, name);

@@ -34,17 +34,13 @@ mod common;
 use common::*;
 #[path = "common/netns.rs"]
 mod netns;
-use netns::{can_run, Net};
+use netns::{can_run, EngineToml, Net, CLIENT_V4, CLIENT_V6, ENGINE_V4, ENGINE_V6};
 
 use std::time::Duration;
 
 use udpdemux::parse::{parse, Offload};
 use udpdemux::pcap::PcapReader;
 
-const ENGINE_V4: &str = "198.18.0.1";
-const ENGINE_V6: &str = "fd00::1";
-const CLIENT_V4: &str = "198.18.0.2/24";
-const CLIENT_V6: &str = "fd00::2/64";
 const COUNT: usize = 20;
 const SIZE: usize = 3000;
 /// Echoed datagrams: every reply is over the 1500-byte MTU.
@@ -232,17 +228,6 @@ for six in (False, True):
 print(json.dumps(out))
 "#;
 
-fn n(v: &serde_json::Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
-
-fn unhex(h: &str) -> Vec<u8> {
-    (0..h.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
-        .collect()
-}
-
 #[derive(Clone, Copy, PartialEq)]
 enum Vdev {
     Pcap,
@@ -259,52 +244,16 @@ fn kernel_fragments_are_reassembled_and_delivered_whole() {
 }
 
 fn case(vdev: Vdev) {
-    let net = Net::create("r", CLIENT_V4, CLIENT_V6);
+    let net = Net::new("r");
     let dir = scratch("netns-reasm");
-    let (dev, port, queues) = match vdev {
-        Vdev::Pcap => (
-            format!(
-                "net_pcap0,rx_iface_in={h},tx_iface={h},tx_iface={h}",
-                h = net.host
-            ),
-            "net_pcap0",
-            "rx_queues = 1\ntx_queues = 2",
-        ),
-        Vdev::AfPacket => (
-            format!("net_af_packet0,iface={},qpairs=2", net.host),
-            "net_af_packet0",
-            "rx_queues = 2\ntx_queues = 2",
-        ),
-    };
-    let polled = match vdev {
-        Vdev::Pcap => "\"net_pcap0:0\"".to_string(),
-        Vdev::AfPacket => "\"net_af_packet0:0\", \"net_af_packet0:1\"".to_string(),
+    let conf = match vdev {
+        Vdev::Pcap => EngineToml::pcap_live(&net),
+        Vdev::AfPacket => EngineToml::af_packet(&net, 2),
     };
     let cap4 = dir.join("cap4.pcap");
     let cap6 = dir.join("cap6.pcap");
-    let text = format!(
-        r#"{eal}
-[engine]
-stats_interval_ms = 1000
-
-[reassembly]
-timeout_secs = 5
-
-[mempool]
-mbufs = 4095
-cache = 64
-
-[[port]]
-name = "{port}"
-{queues}
-rx_checksum_offload = false
-addresses = ["{ENGINE_V4}/24", "{ENGINE_V6}/64"]
-
-[[lcore]]
-id = 1
-role = "rx"
-queues = [{polled}]
-
+    let sockets = format!(
+        r#"
 [[socket]]
 name = "echo6"
 local = "[::]:7"
@@ -331,14 +280,13 @@ handler = "pcap"
 pcap_file = "{cap6}"
 rcvbuf = 8388608
 "#,
-        eal = eal("netns-reasm", &[&dev]),
         cap4 = cap4.display(),
         cap6 = cap6.display(),
     );
-    let cfg = write(&dir, "c.toml", &text);
-    let json = dir.join("c.json");
-    let mut engine = EngineProc::start(&cfg, &json);
-    engine.wait_ready();
+    let text = conf
+        .table("[reassembly]\ntimeout_secs = 5")
+        .text(eal, "netns-reasm", &sockets);
+    let (engine, _, json) = EngineProc::start_ready(&dir, &text);
     // IPv6 to the engine over a 1280-byte route MTU (the veth stays at
     // 1500): 1400-byte datagrams fragment, and the engine's 1462-byte
     // echo replies still fit the link.
@@ -396,32 +344,18 @@ rcvbuf = 8388608
     ]);
     std::thread::sleep(Duration::from_millis(500));
     let (status, log) = engine.stop();
-    assert!(
-        client.status.success(),
-        "client failed: {}\nengine log:\n{log}",
-        String::from_utf8_lossy(&client.stderr)
-    );
-    assert!(
-        rawc.status.success(),
-        "raw fragment client failed: {}\nengine log:\n{log}",
-        String::from_utf8_lossy(&rawc.stderr)
-    );
+    assert_ran(&client, "client", &log);
+    assert_ran(&rawc, "raw fragment client", &log);
     assert!(status.success(), "engine exit {status}; log:\n{log}");
     let c: serde_json::Value = serde_json::from_slice(&client.stdout).expect("client JSON");
-    let j: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("stats json")).unwrap();
+    let j = stats_json(&json);
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
 
     for (fam, cap, port_v6) in [("v4", &cap4, false), ("v6", &cap6, true)] {
         if vdev == Vdev::AfPacket && !port_v6 {
             continue;
         }
-        let sent: Vec<Vec<u8>> = c[fam]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| unhex(h.as_str().unwrap()))
-            .collect();
+        let sent = unhex_all(&c[fam]);
         assert_eq!(sent.len(), COUNT);
         let mut got = Vec::new();
         for rec in PcapReader::open(cap).expect("open pcap") {

@@ -29,7 +29,7 @@ mod common;
 use common::*;
 #[path = "common/netns.rs"]
 mod netns;
-use netns::{can_run, Net};
+use netns::{can_run, EngineToml, Net, ENGINE_V4, ENGINE_V6};
 
 use std::time::Duration;
 
@@ -37,8 +37,6 @@ use udpdemux::parse::build::{self, CsumMode, FragSpec, FrameSpec, L3Spec};
 use udpdemux::pcap::PcapWriter;
 use udpdemux::reasm::fragment_frame;
 
-const ENGINE_V4: &str = "198.18.0.1";
-const ENGINE_V6: &str = "fd00::1";
 const SIZES: [usize; 4] = [1500, 3000, 9000, 65_000];
 const PORTS: usize = 8;
 
@@ -78,10 +76,6 @@ for fam, addr, sizes, six in [(socket.AF_INET, v4, sizes4, False), (socket.AF_IN
 print(json.dumps({"ok": ok, "sends": sends, "bad": bad}))
 "#;
 
-fn n(v: &serde_json::Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
-
 fn check_books(j: &serde_json::Value) {
     assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
     assert_eq!(j["hot_path_allocations"], 0);
@@ -99,39 +93,10 @@ fn kernel_fragments_over_two_rx_lcores_are_echoed_whole() {
     if !can_run(&["ip", "ethtool", "python3", "sysctl"]) {
         return;
     }
-    let net = Net::create("s", "198.18.0.2/24", "fd00::2/64");
+    let net = Net::new("s");
     let dir = scratch("netns-steer");
-    let dev = format!("net_af_packet0,iface={},qpairs=3", net.host);
     // lcore 0: main (consumes the echo sockets, TX queue 2); 1 and 2: RX.
-    let text = format!(
-        r#"{eal}
-[engine]
-stats_interval_ms = 1000
-
-[reassembly]
-timeout_secs = 5
-
-[mempool]
-mbufs = 8191
-cache = 64
-
-[[port]]
-name = "net_af_packet0"
-rx_queues = 3
-tx_queues = 3
-rx_checksum_offload = false
-addresses = ["{ENGINE_V4}/24", "{ENGINE_V6}/64"]
-
-[[lcore]]
-id = 1
-role = "rx"
-queues = ["net_af_packet0:0"]
-
-[[lcore]]
-id = 2
-role = "rx"
-queues = ["net_af_packet0:1", "net_af_packet0:2"]
-
+    let sockets = r#"
 [[socket]]
 name = "echo4"
 local = "0.0.0.0:7"
@@ -143,13 +108,14 @@ name = "echo6"
 local = "[::]:7"
 handler = "echo"
 rcvbuf = 16777216
-"#,
-        eal = eal("netns-steer", &[&dev]).replace("lcores = \"0,1\"", "lcores = \"0@0,1@1,2@0\""),
-    );
-    let cfg = write(&dir, "c.toml", &text);
-    let json = dir.join("c.json");
-    let mut engine = EngineProc::start(&cfg, &json);
-    engine.wait_ready();
+"#;
+    let text = EngineToml::af_packet(&net, 3)
+        .lcores("0@0,1@1,2@0")
+        .table("[reassembly]\ntimeout_secs = 5")
+        .mbufs(8191)
+        .rx_lcores(&[&[0], &[1, 2]])
+        .text(eal, "netns-steer", sockets);
+    let (engine, _, json) = EngineProc::start_ready(&dir, &text);
     let client = net.exec(&[
         "python3",
         "-c",
@@ -162,15 +128,10 @@ rcvbuf = 16777216
     ]);
     std::thread::sleep(Duration::from_millis(500));
     let (status, log) = engine.stop();
-    assert!(
-        client.status.success(),
-        "client failed: {}\nengine log:\n{log}",
-        String::from_utf8_lossy(&client.stderr)
-    );
+    assert_ran(&client, "client", &log);
     assert!(status.success(), "engine exit {status}; log:\n{log}");
     let c: serde_json::Value = serde_json::from_slice(&client.stdout).expect("client JSON");
-    let j: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("stats json")).unwrap();
+    let j = stats_json(&json);
     check_books(&j);
     let asked = (PORTS * (1 + SIZES.len())) as u64;
     let ip = &j["ip"];
@@ -312,8 +273,7 @@ rcvbuf = 16777216
         json.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let j: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("stats json")).unwrap();
+    let j = stats_json(&json);
     check_books(&j);
     let ip = &j["ip"];
     let r = &j["reassembly"];

@@ -15,6 +15,7 @@
 mod common;
 #[path = "common/netns.rs"]
 mod netns;
+use common::n;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -31,48 +32,22 @@ fn addr(s: &str) -> SocketAddr {
     s.parse().unwrap()
 }
 
-fn n(v: &serde_json::Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
-
 #[test]
 fn a_reply_to_a_datagram_needs_no_solicit() {
     if !netns::can_run(&["ip", "ethtool", "python3", "sysctl"]) {
         return;
     }
-    let net = netns::Net::create("lrn", "198.18.0.2/24", "fd00::2/64");
-    let (ns, peer) = (net.ns.as_str(), net.peer.as_str());
+    let net = netns::Net::new("lrn");
     // Two more addresses of the kernel's: one only a static entry knows,
     // one the engine must resolve.
     for a in ["198.18.0.3/24", "198.18.0.4/24"] {
-        netns::must("ip", &["-n", ns, "addr", "add", a, "dev", peer]);
+        net.add_addr(a);
     }
     let engine_mac = net.host_mac();
-    for ip in ["198.18.0.1", "fd00::1"] {
-        netns::must(
-            "ip",
-            &[
-                "-n",
-                ns,
-                "neigh",
-                "replace",
-                ip,
-                "lladdr",
-                &engine_mac,
-                "dev",
-                peer,
-                "nud",
-                "permanent",
-            ],
-        );
+    for ip in [netns::ENGINE_V4, netns::ENGINE_V6] {
+        net.neigh_permanent(ip, &engine_mac);
     }
-    let peer_mac = String::from_utf8(
-        net.exec(&["cat", &format!("/sys/class/net/{peer}/address")])
-            .stdout,
-    )
-    .unwrap()
-    .trim()
-    .to_string();
+    let peer_mac = net.peer_mac();
     let mut kernel = netns::Kernel::start(
         &net,
         &[
@@ -86,26 +61,21 @@ fn a_reply_to_a_datagram_needs_no_solicit() {
     let dir = common::scratch("send-learn");
     // Two queue pairs: the RX lcore (control replies) and the main lcore
     // (send_burst's ring) each transmit on their own.
-    let eal = common::eal(
-        "send-learn",
-        &[&format!("net_af_packet0,iface={},qpairs=2", net.host)],
-    )
-    .replace("lcores = \"0,1\"", "lcores = \"0@0,1@1\"");
-    let text = format!(
-        r#"{eal}
-[mempool]
-mbufs = 2047
-cache = 64
-{port}
+    let rest = format!(
+        r#"
 [neighbour]
 unres_qlen = 4
 
 [[neighbour.static]]
 ip = "198.18.0.4"
 mac = "{peer_mac}"
-"#,
-        port = common::veth_port("net_af_packet0")
+"#
     );
+    let text = netns::EngineToml::af_packet(&net, 2)
+        .lcores("0@0,1@1")
+        .no_periodic_stats()
+        .mbufs(2047)
+        .text(common::eal, "send-learn", &rest);
     let cfg = Config::load(&common::write(&dir, "c.toml", &text)).expect("config");
     let mut engine = Engine::start(&cfg, &RunOptions::default()).expect("engine starts");
     let srv4 = api::open(&engine, SocketOptions::new("srv4", addr("198.18.0.1:9000"))).unwrap();

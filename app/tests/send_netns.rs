@@ -18,6 +18,7 @@
 mod common;
 #[path = "common/netns.rs"]
 mod netns;
+use common::n;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -97,17 +98,13 @@ fn bigs(tag: &str) -> Vec<String> {
         .collect()
 }
 
-fn n(v: &serde_json::Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
-
 #[test]
 fn send_burst_resolves_delivers_expires_and_counts_every_sender() {
     if !netns::can_run(&["ip", "ethtool", "python3", "sysctl"]) {
         return;
     }
     let t_start = Instant::now();
-    let net = netns::Net::create("snd", "198.18.0.2/24", "fd00::2/64");
+    let net = netns::Net::new("snd");
     let mut kernel = netns::Kernel::start(
         &net,
         &[
@@ -127,32 +124,7 @@ fn send_burst_resolves_delivers_expires_and_counts_every_sender() {
     let dir = common::scratch("send-netns");
     // Three TX queues: the RX lcore (ARP/ND/ICMP replies), the consumer
     // lcore (echo) and the main lcore (send_burst's ring) each have one.
-    let eal = common::eal(
-        "send-netns",
-        &[&format!("net_af_packet0,iface={},qpairs=3", net.host)],
-    )
-    .replace("lcores = \"0,1\"", "lcores = \"0@0,1@1,2@1\"");
-    let text = format!(
-        r#"{eal}
-[engine]
-stats_interval_ms = 1000
-
-[mempool]
-mbufs = 4095
-cache = 64
-
-[[port]]
-name = "net_af_packet0"
-rx_queues = 3
-tx_queues = 3
-rx_checksum_offload = false
-addresses = ["198.18.0.1/24", "fd00::1/64"]
-
-[[lcore]]
-id = 1
-role = "rx"
-queues = ["net_af_packet0:0", "net_af_packet0:1", "net_af_packet0:2"]
-
+    let rest = r#"
 [[lcore]]
 id = 2
 role = "consumer"
@@ -162,8 +134,10 @@ name = "echo4"
 local = "198.18.0.1:7"
 handler = "echo"
 rcvbuf = 4194304
-"#
-    );
+"#;
+    let text = netns::EngineToml::af_packet(&net, 3)
+        .lcores("0@0,1@1,2@1")
+        .text(common::eal, "send-netns", rest);
     let cfg = Config::load(&common::write(&dir, "c.toml", &text)).expect("config");
     let mut engine = Engine::start(&cfg, &RunOptions::default()).expect("engine starts");
     let tx4 = api::open(&engine, SocketOptions::new("tx4", addr("198.18.0.1:5000"))).unwrap();

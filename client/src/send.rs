@@ -18,8 +18,7 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, OnceLock};
 
 use dpdk_sys::{Mbuf, MbufBurst, MbufRing, Mempool};
-use udpdemux::parse::Family;
-use udpdemux::send::{self as engine_send, request};
+use udpdemux::send::{self as engine_send, family, request};
 
 use crate::{ClientSocket, SocketHandle};
 
@@ -112,7 +111,7 @@ fn send_burst(socket: u32, dgrams: &[(SocketAddr, &[u8])]) -> usize {
     let mut taken = 0;
     let mut rest = dgrams;
     while let Some(&(dst, payload)) = rest.first() {
-        let fam = family(dst);
+        let fam = family(dst.ip());
         if payload.len() > engine_send::max_fragmented_payload(fam) {
             rest = &rest[1..];
             continue;
@@ -126,7 +125,7 @@ fn send_burst(socket: u32, dgrams: &[(SocketAddr, &[u8])]) -> usize {
             };
             let mut one = MbufBurst::<1>::new();
             let _ = one.push(m);
-            // Refused by a full ring: freed with `one`, chain and all.
+            // Refused by a full ring: freed, chain and all.
             taken += enqueue_waiting(&h.ring, &mut one);
             continue;
         }
@@ -134,7 +133,7 @@ fn send_burst(socket: u32, dgrams: &[(SocketAddr, &[u8])]) -> usize {
         let run = rest
             .iter()
             .take(CHUNK)
-            .take_while(|(d, p)| p.len() <= engine_send::max_payload(family(*d)))
+            .take_while(|(d, p)| p.len() <= engine_send::max_payload(family(d.ip())))
             .count();
         let (small, later) = rest.split_at(run);
         rest = later;
@@ -151,11 +150,7 @@ fn send_gso(socket: u32, dst: SocketAddr, buf: &[u8], segment: usize, ecn: u8) -
     if !dpdk_sys::eal::is_up() || buf.is_empty() {
         return 0;
     }
-    let fam = if dst.is_ipv4() {
-        udpdemux::parse::Family::V4
-    } else {
-        udpdemux::parse::Family::V6
-    };
+    let fam = family(dst.ip());
     let segment = if segment == 0 {
         buf.len()
     } else {
@@ -179,10 +174,7 @@ fn send_gso(socket: u32, dst: SocketAddr, buf: &[u8], segment: usize, ecn: u8) -
         };
         let _ = burst.push(m);
     }
-    let taken = enqueue_waiting(&h.ring, &mut burst);
-    // What did not fit is freed.
-    burst.clear();
-    taken
+    enqueue_waiting(&h.ring, &mut burst)
 }
 
 /// Enqueue `burst` on the TX ring, waiting for the main lcore when the
@@ -192,7 +184,7 @@ fn send_gso(socket: u32, dst: SocketAddr, buf: &[u8], segment: usize, ecn: u8) -
 /// hand it the CPU and try again, a few times, as a blocking send waits for
 /// buffer space: without this the DNS example lost 6-12% of its answers
 /// here at 2-2.5 Mqps, with a ring of 1024 or 4096. How many went in; the
-/// rest stay in `burst`.
+/// rest are freed (`burst` is left empty).
 fn enqueue_waiting<const N: usize>(ring: &MbufRing, burst: &mut MbufBurst<N>) -> usize {
     let mut taken = ring.enqueue_mp(burst);
     let mut tries = 0;
@@ -206,15 +198,9 @@ fn enqueue_waiting<const N: usize>(ring: &MbufRing, burst: &mut MbufBurst<N>) ->
         taken += ring.enqueue_mp(burst);
         tries += 1;
     }
+    // What did not fit is freed.
+    burst.clear();
     taken
-}
-
-fn family(dst: SocketAddr) -> Family {
-    if dst.is_ipv4() {
-        Family::V4
-    } else {
-        Family::V6
-    }
 }
 
 /// Up to [`CHUNK`] datagrams that fit one mbuf each: their mbufs in one
@@ -241,10 +227,7 @@ fn send_small(h: &TxHandles, socket: u32, dgrams: &[(SocketAddr, &[u8])]) -> (us
             let _ = burst.push(m);
         }
     }
-    let taken = enqueue_waiting(&h.ring, &mut burst);
-    // What did not fit is freed.
-    burst.clear();
-    (taken, got < want)
+    (enqueue_waiting(&h.ring, &mut burst), got < want)
 }
 
 /// Write the request for `payload` to `dst` into a fresh mbuf; `None`

@@ -56,7 +56,7 @@ fn a_client_sends_through_the_engine_to_kernel_sockets() {
         return;
     }
     hugepages_ready(64).unwrap();
-    let net = netns::Net::create("csd", "198.18.0.2/24", "fd00::2/64");
+    let net = netns::Net::new("csd");
     let mut kernel = netns::Kernel::start(
         &net,
         &[

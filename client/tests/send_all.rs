@@ -57,7 +57,7 @@ fn main_lcore_consumer_lcore_and_a_client_send_at_once() {
     hugepages_ready(64).unwrap();
     let (_, _) = binaries();
     let send_bin = profile_dir().join("examples").join("send");
-    let net = netns::Net::create("sal", "198.18.0.2/24", "fd00::2/64");
+    let net = netns::Net::new("sal");
     let mut kernel = netns::Kernel::start(
         &net,
         &[

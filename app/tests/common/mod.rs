@@ -110,6 +110,21 @@ pub fn run_ok_json(cfg: &Path, extra: &[&str]) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
 }
 
+/// The stats JSON an engine wrote at exit (`--stats-json`).
+pub fn stats_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("stats json")).unwrap()
+}
+
+/// A kernel-side program (`what`) run beside an engine succeeded; else
+/// its stderr and the engine's log.
+pub fn assert_ran(o: &Output, what: &str, log: &str) {
+    assert!(
+        o.status.success(),
+        "{what} failed: {}\nengine log:\n{log}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// The last line of stderr that is ours (the EAL logs its own lines first).
 pub fn error_line(o: &Output) -> String {
     stderr(o)
@@ -154,6 +169,15 @@ pub fn unhex(h: &str) -> Vec<u8> {
     (0..h.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// A list of hex strings (a kernel-side script's payloads) as bytes.
+pub fn unhex_all(v: &serde_json::Value) -> Vec<Vec<u8>> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|h| unhex(h.as_str().unwrap()))
         .collect()
 }
 
@@ -204,6 +228,17 @@ impl EngineProc {
             child: Some(child),
             log,
         }
+    }
+
+    /// Write `text` as `dir/c.toml` and start the engine on it (its stats
+    /// JSON: `dir/c.json`), back once its sockets are up: the engine, the
+    /// config's path and the JSON's.
+    pub fn start_ready(dir: &Path, text: &str) -> (EngineProc, PathBuf, PathBuf) {
+        let cfg = write(dir, "c.toml", text);
+        let json = dir.join("c.json");
+        let mut engine = EngineProc::start(&cfg, &json);
+        engine.wait_ready();
+        (engine, cfg, json)
     }
 
     /// Wait until the engine says its sockets are up (or it died).

@@ -1,8 +1,16 @@
 //! A network namespace with one end of a veth pair in it, for tests where
 //! the kernel is the peer of an engine on `net_af_packet` (the same setup
-//! as `netns_e2e`). Addresses: 198.18.0.0/15 and fd00::/8 only.
+//! as `netns_e2e`), and the engine's config for the other end
+//! ([`EngineToml`]). Addresses: 198.18.0.0/15 and fd00::/8 only.
 #![allow(dead_code)]
 use std::process::{Command, Output};
+
+/// The engine's addresses on the host end, as most tests give its port.
+pub const ENGINE_V4: &str = "198.18.0.1";
+pub const ENGINE_V6: &str = "fd00::1";
+/// The kernel's addresses on the namespace's end ([`Net::new`]).
+pub const CLIENT_V4: &str = "198.18.0.2/24";
+pub const CLIENT_V6: &str = "fd00::2/64";
 
 pub fn cmd(prog: &str, args: &[&str]) -> Output {
     Command::new(prog)
@@ -82,8 +90,8 @@ impl Net {
         // Real checksums on the wire (veth would leave them to offload).
         must("ethtool", &["-K", host, "tx", "off", "rx", "off"]);
         must("ip", &["link", "set", host, "up"]);
-        must("ip", &["-n", ns, "addr", "add", v4, "dev", peer]);
-        must("ip", &["-n", ns, "addr", "add", v6, "dev", peer, "nodad"]);
+        net.add_addr(v4);
+        net.add_addr(v6);
         must(
             "ip",
             &[
@@ -93,6 +101,41 @@ impl Net {
         must("ip", &["-n", ns, "link", "set", "lo", "up"]);
         must("ip", &["-n", ns, "link", "set", peer, "up"]);
         net
+    }
+
+    /// [`Net::create`] with the kernel at [`CLIENT_V4`] and [`CLIENT_V6`].
+    pub fn new(tag: &str) -> Net {
+        Net::create(tag, CLIENT_V4, CLIENT_V6)
+    }
+
+    /// Another address (`addr/len`) on the namespace's end; an IPv6 one
+    /// without duplicate address detection, so usable at once.
+    pub fn add_addr(&self, addr: &str) {
+        let mut a = vec!["-n", &self.ns, "addr", "add", addr, "dev", &self.peer];
+        if addr.contains(':') {
+            a.push("nodad");
+        }
+        must("ip", &a);
+    }
+
+    /// A permanent neighbour entry in the namespace: `ip` is at `mac`.
+    pub fn neigh_permanent(&self, ip: &str, mac: &str) {
+        must(
+            "ip",
+            &[
+                "-n",
+                &self.ns,
+                "neigh",
+                "replace",
+                ip,
+                "lladdr",
+                mac,
+                "dev",
+                &self.peer,
+                "nud",
+                "permanent",
+            ],
+        );
     }
 
     /// `ip netns exec` into the namespace.
@@ -112,6 +155,154 @@ impl Net {
             .expect("host mac")
             .trim()
             .to_string()
+    }
+
+    /// The namespace's end's MAC address (the kernel's).
+    pub fn peer_mac(&self) -> String {
+        let o = self.exec(&["cat", &format!("/sys/class/net/{}/address", self.peer)]);
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    }
+}
+
+/// The engine's config for the host end of a [`Net`]: its `[eal]` table,
+/// `[engine]` (stats every second), `[mempool]` (4095 mbufs), the port
+/// with [`ENGINE_V4`]/24 and [`ENGINE_V6`]/64, and one RX lcore (id 1)
+/// polling every RX queue; a test changes what it needs and adds the rest
+/// (sockets, more lcores, further tables) in [`EngineToml::text`].
+pub struct EngineToml {
+    vdev: String,
+    port: &'static str,
+    rx_queues: usize,
+    tx_queues: usize,
+    /// The RX queues each RX lcore (ids 1, 2, ...) polls.
+    rx_lcores: Vec<Vec<usize>>,
+    /// The EAL's `lcores` map, when not `0,1`.
+    lcores: Option<String>,
+    stats: bool,
+    /// Tables between `[engine]` and `[mempool]`.
+    tables: String,
+    mbufs: u32,
+    addresses: Vec<String>,
+}
+
+impl EngineToml {
+    /// `net_af_packet` on the host end with `qpairs` queue pairs.
+    pub fn af_packet(net: &Net, qpairs: usize) -> EngineToml {
+        EngineToml::with(
+            format!("net_af_packet0,iface={},qpairs={qpairs}", net.host),
+            "net_af_packet0",
+            qpairs,
+            qpairs,
+        )
+    }
+
+    /// `net_pcap` live on the host end: incoming frames only
+    /// (`rx_iface_in`, so the engine does not read back what it sends),
+    /// one RX queue and two TX queues (the RX and the main lcore's).
+    pub fn pcap_live(net: &Net) -> EngineToml {
+        EngineToml::with(
+            format!(
+                "net_pcap0,rx_iface_in={h},tx_iface={h},tx_iface={h}",
+                h = net.host
+            ),
+            "net_pcap0",
+            1,
+            2,
+        )
+    }
+
+    fn with(vdev: String, port: &'static str, rx_queues: usize, tx_queues: usize) -> EngineToml {
+        EngineToml {
+            vdev,
+            port,
+            rx_queues,
+            tx_queues,
+            rx_lcores: vec![(0..rx_queues).collect()],
+            lcores: None,
+            stats: true,
+            tables: String::new(),
+            mbufs: 4095,
+            addresses: vec![format!("{ENGINE_V4}/24"), format!("{ENGINE_V6}/64")],
+        }
+    }
+
+    /// The EAL's `lcores` map (e.g. `0@0,1@1,2@1`).
+    pub fn lcores(mut self, map: &str) -> EngineToml {
+        self.lcores = Some(map.to_string());
+        self
+    }
+
+    /// No periodic stats (`[engine]` left out).
+    pub fn no_periodic_stats(mut self) -> EngineToml {
+        self.stats = false;
+        self
+    }
+
+    pub fn mbufs(mut self, n: u32) -> EngineToml {
+        self.mbufs = n;
+        self
+    }
+
+    /// The port's addresses (`addr/len`).
+    pub fn addresses(mut self, a: &[&str]) -> EngineToml {
+        self.addresses = a.iter().map(|x| x.to_string()).collect();
+        self
+    }
+
+    /// One RX lcore per list (ids 1, 2, ...), polling those queues.
+    pub fn rx_lcores(mut self, queues: &[&[usize]]) -> EngineToml {
+        self.rx_lcores = queues.iter().map(|q| q.to_vec()).collect();
+        self
+    }
+
+    /// A table (e.g. `[reassembly]`) before `[mempool]`.
+    pub fn table(mut self, text: &str) -> EngineToml {
+        self.tables += text;
+        self.tables += "\n";
+        self
+    }
+
+    /// The vdev argument of the host end.
+    pub fn vdev(&self) -> &str {
+        &self.vdev
+    }
+
+    /// The whole config: `eal(tag, &[vdev])` (the tests' `[eal]` table:
+    /// this file is shared with the client crate's tests, which have none),
+    /// the tables above, then `rest`.
+    pub fn text(&self, eal: impl Fn(&str, &[&str]) -> String, tag: &str, rest: &str) -> String {
+        let mut t = eal(tag, &[&self.vdev]);
+        if let Some(map) = &self.lcores {
+            t = t.replace("lcores = \"0,1\"", &format!("lcores = \"{map}\""));
+        }
+        if self.stats {
+            t += "\n[engine]\nstats_interval_ms = 1000\n";
+        }
+        if !self.tables.is_empty() {
+            t += "\n";
+            t += &self.tables;
+        }
+        let list = |v: Vec<String>| v.join(", ");
+        t += &format!(
+            "\n[mempool]\nmbufs = {}\ncache = 64\n\n[[port]]\nname = \"{}\"\nrx_queues = {}\ntx_queues = {}\nrx_checksum_offload = false\naddresses = [{}]\n",
+            self.mbufs,
+            self.port,
+            self.rx_queues,
+            self.tx_queues,
+            list(self.addresses.iter().map(|a| format!("{a:?}")).collect()),
+        );
+        for (i, queues) in self.rx_lcores.iter().enumerate() {
+            let q = queues
+                .iter()
+                .map(|q| format!("\"{}:{q}\"", self.port))
+                .collect();
+            t += &format!(
+                "\n[[lcore]]\nid = {}\nrole = \"rx\"\nqueues = [{}]\n",
+                i + 1,
+                list(q)
+            );
+        }
+        t + rest
     }
 }
 
