@@ -41,9 +41,9 @@ export QUIC_ECHO_BYTES="${QUIC_ECHO_BYTES:-2097152}"
 limit "${T_TEST:-45}" cargo test --workspace
 
 if [ -f app/tests/loom_stage.rs ]; then
-  step "loom model check of the stage/election/drain protocol"
+  step "loom model check of the stage/election/drain protocol and the main lcore's wake-up"
   RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2} \
-    limit "${T_LOOM:-30}" cargo test -p udpdemux --release --test loom_stage
+    limit "${T_LOOM:-30}" cargo test -p udpdemux --release --test loom_stage --test loom_wake
 fi
 
 if [ -d fuzz ]; then

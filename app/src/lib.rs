@@ -27,6 +27,9 @@ pub mod parse;
 pub mod pcap;
 /// IPv4/IPv6 fragment reassembly (one bounded table per RX lcore).
 pub mod reasm;
+/// Waking the sleeping main lcore when a sender queues frames (model-checked
+/// with loom like the receive heart).
+pub mod wake;
 
 /// Declares the DPDK side's modules behind one gate: the loom build leaves
 /// them out, because loom replaces the atomics the mbuf metadata is made of.

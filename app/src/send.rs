@@ -137,6 +137,8 @@ pub struct TxPath {
     /// returns at once (main lcore only).
     next_full: Counter,
     ms_ticks: u64,
+    /// The main lcore, woken when frames land in `ring` while it naps.
+    pub wake: crate::wake::Wake,
 }
 
 impl std::fmt::Debug for TxPath {
@@ -201,7 +203,14 @@ impl TxPath {
             client_freed: AtomicU64::new(0),
             next_full: Counter::default(),
             ms_ticks: (hz / 1000).max(1),
+            wake: crate::wake::Wake::new(),
         })
+    }
+
+    /// Frames wait in the senders' ring (a racy look, as a sleep's last
+    /// check: `wake` covers what lands after it).
+    pub fn pending(&self) -> bool {
+        !self.ring.looks_empty()
     }
 
     /// TSC ticks in a millisecond.
@@ -739,6 +748,7 @@ pub fn send_segments(
 /// counted).
 fn flush_gso(tx: &TxPath, fam: Family, out: &mut MbufBurst<MAX_SEGMENTS>) -> usize {
     let n = tx.ring.enqueue_mp(out);
+    tx.wake.kick();
     add(&tx.senders.accepted, fam, n as u64);
     add(&tx.senders.no_buffer, fam, out.len() as u64);
     out.clear();
@@ -823,6 +833,7 @@ where
 fn flush(tx: &TxPath, burst: &mut MbufBurst<64>) -> usize {
     let kinds = kinds(burst);
     let n = tx.ring.enqueue_mp(burst);
+    tx.wake.kick();
     let mut datagrams = 0;
     for &(f, later) in &kinds[..n] {
         add(&tx.senders.accepted, f, 1);

@@ -95,6 +95,10 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
     // 5 ms nap then stalls the flow: 0.19x to 0.45x of the kernel's bulk
     // throughput in the QUIC benchmark).
     let mut tx_backoff = IdleBackoff::new(shared.idle_sleep_us, super::idle::MAIN_SPIN_POLLS);
+    // Its naps end when a sender queues frames (`crate::wake`).
+    if let Some(tx) = shared.send.as_ref() {
+        tx.wake.register();
+    }
     let tx_window = if shared.idle_sleep_us > 0 { 10 * ms_ticks } else { ms_ticks };
     // IGMP / MLD: joins and leaves announced, queries answered.
     let mut reporter = crate::mcast::membership::Reporter::new(eal::rdtsc());
@@ -125,11 +129,12 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
             // does (a yield here hands the CPU to any other runnable task
             // for a whole time slice, and the TX ring fills meanwhile).
             if let Some(nap) = tx_backoff.idle() {
-                std::thread::sleep(nap);
+                nap_until_sent(&shared, nap);
             }
         } else {
-            // Nothing to consume here: the main lcore only keeps time.
-            std::thread::sleep(Duration::from_millis(5));
+            // Nothing to consume here: the main lcore only keeps time (and
+            // wakes for a sender's frames: `wake`).
+            nap_until_sent(&shared, Duration::from_millis(5));
         }
         clients::serve(&shared);
         // send_burst's and the clients' TX rings into the main lcore's TX
@@ -280,6 +285,14 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
 
 /// One starvation sample (main lcore): the RX pools' free counts
 /// against their marks, and the RX lcores' poll counters.
+/// Sleep up to `nap`, or until an in-process sender queues frames.
+fn nap_until_sent(shared: &Shared, nap: Duration) {
+    match shared.send.as_ref() {
+        Some(tx) => tx.wake.sleep(nap, || tx.pending()),
+        None => std::thread::sleep(nap),
+    }
+}
+
 fn sample_pools(m: &MainLcore<'_>, sampler: &mut Sampler, now: u64) {
     let mut free = 0u64;
     let mut low = false;

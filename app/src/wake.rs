@@ -1,0 +1,148 @@
+//! Waking a sleeping main lcore when an in-process sender queues frames.
+//!
+//! Why: the main lcore drains `send_burst`'s ring, and it sleeps when no
+//! send came lately (5 ms) or, with `engine.idle_sleep_us`, through gaps
+//! between a sender's bursts. A reply queued during such a nap waited for
+//! its end: a QUIC handshake's flights are a round trip apart, so each one
+//! paid the nap. A sender now wakes a sleeping main lcore itself, the way
+//! a socket's `sk_data_ready` wakes a reader: the nap costs no latency and
+//! can be long, and a main lcore that is awake costs a sender one fence and
+//! one load of a flag it only writes around its sleeps.
+//!
+//! The protocol is the classic lost-wakeup pair (Dekker): the sleeper
+//! raises its flag, fences, and looks at the ring once more before it
+//! parks; the sender fills the ring, fences, and reads the flag. With both
+//! fences sequentially consistent, at least one of them sees the other's
+//! write: either the sleeper sees the frames and does not park, or the
+//! sender sees the flag and unparks it (a park whose unpark came first
+//! returns at once). `app/tests/loom_wake.rs` checks it, with parks that
+//! have no timeout, so a lost wakeup is a deadlock loom reports.
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use crate::receive::sync::{fence, AtomicBool, Ordering};
+
+#[cfg(loom)]
+use loom::thread::{self as thr, Thread};
+#[cfg(not(loom))]
+use std::thread::{self as thr, Thread};
+
+/// One sleeper (the thread that registered) and any number of wakers.
+#[derive(Debug, Default)]
+pub struct Wake {
+    sleeping: AtomicBool,
+    sleeper: OnceLock<Thread>,
+}
+
+impl Wake {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Make the calling thread the sleeper (the first call wins: the main
+    /// lcore, which is the process's main thread for the engine's life).
+    pub fn register(&self) {
+        let _ = self.sleeper.set(thr::current());
+    }
+
+    /// After queueing work: wake the sleeper if it is asleep (or about to
+    /// be). An awake sleeper costs a fence and a load.
+    #[inline]
+    pub fn kick(&self) {
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::Relaxed) {
+            if let Some(t) = self.sleeper.get() {
+                t.unpark();
+            }
+        }
+    }
+
+    /// Sleep up to `nap`, or until a [`kick`](Self::kick); not at all when
+    /// `pending` (work queued) says so after the flag is up. Called by the
+    /// registered thread; without one it is a plain sleep.
+    pub fn sleep(&self, nap: Duration, pending: impl Fn() -> bool) {
+        if self.sleeper.get().is_none() {
+            return plain_sleep(nap);
+        }
+        self.sleeping.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        if !pending() {
+            park(nap);
+        }
+        self.sleeping.store(false, Ordering::Relaxed);
+    }
+
+    /// The protocol without the second look (for the model check only: it
+    /// must find the lost wakeup this makes possible).
+    #[cfg(loom)]
+    pub fn sleep_without_recheck(&self, nap: Duration) {
+        self.sleeping.store(true, Ordering::Relaxed);
+        park(nap);
+        self.sleeping.store(false, Ordering::Relaxed);
+    }
+}
+
+#[cfg(not(loom))]
+fn park(nap: Duration) {
+    thr::park_timeout(nap);
+}
+
+/// loom has no timed park: a sleep that nothing wakes is a deadlock.
+#[cfg(loom)]
+fn park(_nap: Duration) {
+    thr::park();
+}
+
+#[cfg(not(loom))]
+fn plain_sleep(nap: Duration) {
+    thr::sleep(nap);
+}
+
+#[cfg(loom)]
+fn plain_sleep(_nap: Duration) {
+    thr::yield_now();
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    #[test]
+    fn a_kick_ends_a_long_sleep_early() {
+        let w = Arc::new(Wake::new());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let w2 = Arc::clone(&w);
+        let t = std::thread::spawn(move || {
+            w2.register();
+            tx.send(()).unwrap();
+            let t0 = Instant::now();
+            w2.sleep(Duration::from_secs(30), || false);
+            t0.elapsed()
+        });
+        rx.recv().unwrap();
+        // Kick until the sleeper is asleep and woken (a kick before its flag
+        // is up finds nobody to wake).
+        while !t.is_finished() {
+            w.kick();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(t.join().unwrap() < Duration::from_secs(30));
+    }
+
+    #[test]
+    fn pending_work_means_no_sleep_and_no_sleeper_means_a_plain_one() {
+        let w = Wake::new();
+        let t0 = Instant::now();
+        w.sleep(Duration::from_millis(1), || true);
+        assert!(
+            t0.elapsed() >= Duration::from_millis(1),
+            "unregistered: slept"
+        );
+        w.register();
+        let t0 = Instant::now();
+        w.sleep(Duration::from_secs(30), || true);
+        assert!(t0.elapsed() < Duration::from_secs(30));
+    }
+}

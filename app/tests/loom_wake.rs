@@ -1,0 +1,60 @@
+//! loom model of the main lcore's sleep and a sender's kick (`udpdemux::wake`,
+//! the real code). In the model a park has no timeout, so a lost wakeup
+//! leaves the sleeper parked forever, which loom reports as a deadlock.
+//!
+//!   RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+//!     cargo test -p udpdemux --release --test loom_wake
+#![cfg(loom)]
+
+use std::time::Duration;
+
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+
+use udpdemux::wake::Wake;
+
+const NAP: Duration = Duration::from_millis(5);
+
+/// Two senders each queue one frame (the ring: a counter) and kick; the
+/// sleeper takes frames and sleeps whenever it found none, until it has
+/// both. `sleep` is the sleeper's way to nap.
+fn model(sleep: fn(&Wake, &AtomicUsize)) {
+    loom::model(move || {
+        let wake = Arc::new(Wake::new());
+        let ring = Arc::new(AtomicUsize::new(0));
+        wake.register();
+        // Not joined: loom's join waits on the thread's park token, which a
+        // kick may have left set (std keeps them apart); the model still
+        // runs every thread to its end.
+        for _ in 0..2 {
+            let (wake, ring) = (Arc::clone(&wake), Arc::clone(&ring));
+            thread::spawn(move || {
+                ring.fetch_add(1, Ordering::Release);
+                wake.kick();
+            });
+        }
+        let mut taken = 0;
+        while taken < 2 {
+            let n = ring.swap(0, Ordering::Acquire);
+            if n == 0 {
+                sleep(&wake, &ring);
+            }
+            taken += n;
+        }
+        assert_eq!(ring.load(Ordering::Relaxed), 0);
+    });
+}
+
+#[test]
+fn no_kick_is_lost() {
+    model(|wake, ring| wake.sleep(NAP, || ring.load(Ordering::Relaxed) > 0));
+}
+
+/// The model finds the lost wakeup when the sleeper does not look at the
+/// ring again after raising its flag.
+#[test]
+#[should_panic(expected = "deadlock")]
+fn without_the_second_look_a_kick_is_lost() {
+    model(|wake, _| wake.sleep_without_recheck(NAP));
+}
