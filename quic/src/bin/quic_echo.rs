@@ -61,7 +61,9 @@ struct Args {
     attach: Option<String>,
     /// The engine's `engine.idle_sleep_us`: its RX lcore sleeps through
     /// gaps up to this long, leaving the CPU to quinn (0: poll without pause).
-    #[arg(long, default_value_t = 100)]
+    /// Only for the engine this process starts (an attached engine has its
+    /// own config; `--kernel` has none).
+    #[arg(long, default_value_t = 100, conflicts_with_all = ["attach", "kernel"])]
     idle_sleep_us: u32,
 }
 
