@@ -429,13 +429,27 @@ pub struct RingSink {
     hist: Arc<Histogram>,
     /// `latency::inverse` of TSC cycles per µs.
     us_inv: u64,
+    /// The socket's sleeping reader, if one registered (an application's
+    /// poller thread): woken after an enqueue, as `sk_data_ready` wakes a
+    /// kernel socket's reader. Unregistered, a kick is one load.
+    wake: Arc<crate::wake::Wake>,
 }
 
 impl RingSink {
     /// A sink into `ring` recording into `hist` (`us_inv`: `latency::inverse`
-    /// of TSC cycles per µs).
-    pub fn new(ring: Arc<MbufRing>, hist: Arc<Histogram>, us_inv: u64) -> Self {
-        Self { ring, hist, us_inv }
+    /// of TSC cycles per µs), kicking `wake` after each enqueue.
+    pub fn new(
+        ring: Arc<MbufRing>,
+        hist: Arc<Histogram>,
+        us_inv: u64,
+        wake: Arc<crate::wake::Wake>,
+    ) -> Self {
+        Self {
+            ring,
+            hist,
+            us_inv,
+            wake,
+        }
     }
 }
 
@@ -457,6 +471,9 @@ impl Sink<MbufMeta> for RingSink {
         // none is on a stage (the contract); the ring takes the prefix it
         // holds, the rest stay the caller's.
         let done = unsafe { self.ring.enqueue_raw(&objs[..n]) };
+        if done > 0 {
+            self.wake.kick();
+        }
         // Packets of one RX burst share its stamp: one histogram update per
         // run of equal stamps (usually one per burst), not per datagram.
         let now = eal::rdtsc();

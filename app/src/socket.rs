@@ -104,6 +104,9 @@ pub struct Socket {
     /// DPDK's 2560 per process, and `MAX_SOCKETS` rings take most of
     /// them), freed with the socket.
     zone: std::sync::OnceLock<dpdk_sys::mp::AtomicZone>,
+    /// The in-process reader that sleeps until datagrams arrive (see
+    /// [`Socket::wait_for_datagrams`]); RX lcores kick it after each enqueue.
+    rx_wake: Arc<crate::wake::Wake>,
     /// The NUMA socket of the ring (and of the client zone).
     numa: i32,
     /// What clients consumed, as folded from the zone (main lcore only).
@@ -241,7 +244,13 @@ impl Socket {
         let cycles_per_us = (eal::tsc_hz() / 1_000_000).max(1);
         let stage_latency = Arc::new(Histogram::default());
         let us_inv = crate::latency::inverse(cycles_per_us);
-        let sink = RingSink::new(Arc::clone(&ring), Arc::clone(&stage_latency), us_inv);
+        let rx_wake = Arc::new(crate::wake::Wake::new());
+        let sink = RingSink::new(
+            Arc::clone(&ring),
+            Arc::clone(&stage_latency),
+            us_inv,
+            Arc::clone(&rx_wake),
+        );
         let rx = RxSocket::new(
             RxSocketParams {
                 nodes,
@@ -275,6 +284,7 @@ impl Socket {
             numa: socket_id,
             client: CachePadded::default(),
             bound_by_client: std::sync::atomic::AtomicU32::new(0),
+            rx_wake,
         })
     }
 
@@ -368,6 +378,25 @@ impl Socket {
         } else {
             false
         }
+    }
+
+    /// Sleep up to `nap`, or until an RX lcore enqueues datagrams, or at
+    /// once when some already wait. For one reader thread of this process,
+    /// the first that calls it (an application's poller: the QUIC adapter's
+    /// thread). A reader that sleeps
+    /// here instead of polling wakes within a scheduler wake-up of the
+    /// datagram's delivery; while it is awake the RX lcores pay a fence and
+    /// a load per delivered burst, and one `futex` wake per burst that
+    /// finds it asleep (light load: the kernel's own cost per datagram).
+    /// False (nothing slept) on a thread that is not that reader.
+    pub fn wait_for_datagrams(&self, nap: std::time::Duration) -> bool {
+        self.rx_wake.register();
+        self.rx_wake.try_sleep(nap, || !self.ring.looks_empty())
+    }
+
+    /// How often an RX lcore woke this socket's sleeping reader.
+    pub fn reader_wakeups(&self) -> u64 {
+        self.rx_wake.unparks()
     }
 
     /// A consumer that keeps up finds the ring empty between most bursts;

@@ -32,6 +32,9 @@ use std::thread::{self as thr, Thread};
 pub struct Wake {
     sleeping: AtomicBool,
     sleeper: OnceLock<Thread>,
+    /// Kicks that found the sleeper asleep and unparked it (a statistic:
+    /// outside the model, as the receive heart's counters are).
+    unparks: std::sync::atomic::AtomicU64,
 }
 
 impl Wake {
@@ -46,23 +49,43 @@ impl Wake {
     }
 
     /// After queueing work: wake the sleeper if it is asleep (or about to
-    /// be). An awake sleeper costs a fence and a load.
+    /// be). An awake sleeper costs a fence and a load; no sleeper (none
+    /// registered yet) one load.
     #[inline]
     pub fn kick(&self) {
+        if self.sleeper.get().is_none() {
+            return;
+        }
         fence(Ordering::SeqCst);
         if self.sleeping.load(Ordering::Relaxed) {
             if let Some(t) = self.sleeper.get() {
                 t.unpark();
+                self.unparks
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         }
     }
 
+    /// How many kicks found the sleeper asleep and woke it.
+    pub fn unparks(&self) -> u64 {
+        self.unparks.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Sleep up to `nap`, or until a [`kick`](Self::kick); not at all when
-    /// `pending` (work queued) says so after the flag is up. Called by the
-    /// registered thread; without one it is a plain sleep.
+    /// `pending` (work queued) says so after the flag is up. On any thread
+    /// but the registered one (or with none) it is a plain sleep.
     pub fn sleep(&self, nap: Duration, pending: impl Fn() -> bool) {
-        if self.sleeper.get().is_none() {
-            return plain_sleep(nap);
+        if !self.try_sleep(nap, pending) {
+            plain_sleep(nap);
+        }
+    }
+
+    /// [`sleep`](Self::sleep) for the registered thread only: false (and
+    /// no sleep) on any other, which then has no one to wake it.
+    pub fn try_sleep(&self, nap: Duration, pending: impl Fn() -> bool) -> bool {
+        match self.sleeper.get() {
+            Some(t) if t.id() == thr::current().id() => {}
+            _ => return false,
         }
         self.sleeping.store(true, Ordering::Relaxed);
         fence(Ordering::SeqCst);
@@ -70,6 +93,7 @@ impl Wake {
             park(nap);
         }
         self.sleeping.store(false, Ordering::Relaxed);
+        true
     }
 
     /// The protocol without the second look (for the model check only: it
@@ -129,6 +153,16 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert!(t.join().unwrap() < Duration::from_secs(30));
+    }
+
+    #[test]
+    fn only_the_registered_thread_sleeps_wakeably() {
+        let w = Arc::new(Wake::new());
+        w.register();
+        let w2 = Arc::clone(&w);
+        let other = std::thread::spawn(move || w2.try_sleep(Duration::from_secs(30), || false));
+        assert!(!other.join().unwrap(), "another thread is not the sleeper");
+        assert!(w.try_sleep(Duration::from_millis(1), || true));
     }
 
     #[test]

@@ -20,10 +20,12 @@
 //! * Wakers: when the ring is empty, `poll_recv` leaves its waker with the
 //!   socket's poller thread and returns `Pending`. The poller (one plain
 //!   thread per socket, not a runtime thread) parks while nobody waits;
-//!   while a task waits it looks at the ring (two loads) and sleeps between
-//!   looks, from 20 µs doubling to 1 ms while it stays empty (to 50 µs
-//!   while datagrams flow: one in the last 10 ms), and wakes the
-//!   task as soon as a datagram is there. So the runtime's threads never
+//!   while a task waits it looks at the ring (two loads) and, in process,
+//!   sleeps until an RX lcore's delivery wakes it (`Socket::
+//!   wait_for_datagrams`); attached, it sleeps between looks, from 20 µs
+//!   doubling to 1 ms while it stays empty (to 50 µs while datagrams flow:
+//!   one in the last 10 ms). It wakes the task as soon as a datagram is
+//!   there. So the runtime's threads never
 //!   spin; an idle socket costs one thread waking at most 1000 times a
 //!   second while a receive is pending (see docs/design.md for why not an
 //!   eventfd from the engine).
@@ -61,6 +63,12 @@ const BACKOFF_MIN: Duration = Duration::from_micros(20);
 const BACKOFF_FLOWING: Duration = Duration::from_micros(50);
 const BACKOFF_MAX: Duration = Duration::from_millis(1);
 const FLOWING: Duration = Duration::from_millis(10);
+/// A poller the engine wakes on delivery (in process) sleeps this long at
+/// most: the timeout is only a safety net (the EAL going away), arrivals
+/// end the sleep. Concurrent handshakes 1.08-1.15x in 5 of 6 alternating
+/// pairs against the 20-50 µs looks, bulk echo within noise
+/// (docs/benchmarks.md).
+const WAKEABLE_NAP: Duration = Duration::from_millis(10);
 
 /// What the adapter saw, for tests and the example's exit line.
 #[derive(Debug, Default)]
@@ -77,6 +85,9 @@ pub struct Stats {
     pub tx_refused: AtomicU64,
     /// Times the poller woke a waiting task.
     pub wakeups: AtomicU64,
+    /// Times an RX lcore woke the sleeping poller on delivery (in process
+    /// only: an attached socket's poller looks with backoff).
+    pub rx_wakes: AtomicU64,
 }
 
 impl Stats {
@@ -84,7 +95,7 @@ impl Stats {
     pub fn json(&self) -> String {
         let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
         format!(
-            r#"{{"rx_ecn":[{},{},{},{}],"rx_metas":{},"rx_too_long":{},"tx_datagrams":{},"tx_refused":{},"wakeups":{}}}"#,
+            r#"{{"rx_ecn":[{},{},{},{}],"rx_metas":{},"rx_too_long":{},"tx_datagrams":{},"tx_refused":{},"wakeups":{},"rx_wakes":{}}}"#,
             n(&self.rx_ecn[0]),
             n(&self.rx_ecn[1]),
             n(&self.rx_ecn[2]),
@@ -93,7 +104,8 @@ impl Stats {
             n(&self.rx_too_long),
             n(&self.tx_datagrams),
             n(&self.tx_refused),
-            n(&self.wakeups)
+            n(&self.wakeups),
+            n(&self.rx_wakes)
         )
     }
 }
@@ -120,6 +132,18 @@ pub trait Backend: Send + Sync + 'static {
     /// GSO-style send (see `udpdemux::api::send_gso`): how many datagrams
     /// were handed over.
     fn send_gso(&self, dst: SocketAddr, buf: &[u8], segment: usize, ecn: u8) -> usize;
+    /// The poller's sleep between looks at an empty ring, `backoff` long,
+    /// unless the backend can be woken when datagrams arrive (then up to
+    /// `WAKEABLE_NAP`, ended by the arrival). True: the sleep was wakeable
+    /// (the backoff need not grow).
+    fn wait(&self, backoff: Duration) -> bool {
+        std::thread::sleep(backoff);
+        false
+    }
+    /// How often the engine woke the poller on delivery (0: it cannot).
+    fn rx_wakes(&self) -> u64 {
+        0
+    }
 }
 
 /// A socket of the engine running in this process.
@@ -154,6 +178,21 @@ impl Backend for Local {
 
     fn send_gso(&self, dst: SocketAddr, buf: &[u8], segment: usize, ecn: u8) -> usize {
         api::send_gso(&self.tx, &self.sock, dst, buf, segment, ecn)
+    }
+
+    /// The RX lcores wake the poller when they deliver (`Socket::
+    /// wait_for_datagrams`): no looks every 20-50 µs, and no wait for one.
+    fn wait(&self, backoff: Duration) -> bool {
+        // The ring's memory goes with the EAL: look only while it is up.
+        if dpdk_sys::eal::is_up() && self.sock.wait_for_datagrams(WAKEABLE_NAP) {
+            return true;
+        }
+        std::thread::sleep(backoff);
+        false
+    }
+
+    fn rx_wakes(&self) -> u64 {
+        self.sock.reader_wakeups()
     }
 }
 
@@ -409,7 +448,10 @@ fn poll_ring<B: Backend>(w: &Wake<B>) {
             continue;
         }
         drop(waiter);
-        std::thread::sleep(backoff);
+        if w.port.wait(backoff) {
+            w.stats.rx_wakes.store(w.port.rx_wakes(), Ordering::Relaxed);
+            continue;
+        }
         let cap = if last_seen.elapsed() < FLOWING {
             BACKOFF_FLOWING
         } else {
