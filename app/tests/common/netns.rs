@@ -64,16 +64,30 @@ pub struct Net {
     pub ns: String,
     pub host: String,
     pub peer: String,
+    /// One namespace (so one `net_af_packet` engine) at a time per test
+    /// binary: DPDK 22.11's af_packet PMD names its `PACKET_FANOUT` group
+    /// `(getpid() ^ ifindex) & 0xffff`, groups are per network namespace,
+    /// and a second engine whose pid and interface XOR to the same id
+    /// (consecutive pids and interface indexes do, easily) fails its probe
+    /// with EINVAL: "could not set PACKET_FANOUT". Two tests of one binary
+    /// run at once and start their engines side by side, so they take
+    /// turns here (CI saw it once, 2026-12-01, in quic_echo.rs).
+    _one_at_a_time: std::sync::MutexGuard<'static, ()>,
 }
+
+static ONE_NET: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Net {
     /// `tag` keeps names apart between test binaries running at once.
     pub fn create(tag: &str, v4: &str, v6: &str) -> Net {
         let pid = std::process::id();
+        // A test that panicked while holding it still released it.
+        let turn = ONE_NET.lock().unwrap_or_else(|p| p.into_inner());
         let net = Net {
             ns: format!("udx{tag}{pid}"),
             host: format!("u{tag}{}a", pid % 100_000),
             peer: format!("u{tag}{}b", pid % 100_000),
+            _one_at_a_time: turn,
         };
         let (ns, host, peer) = (net.ns.as_str(), net.host.as_str(), net.peer.as_str());
         must("ip", &["netns", "add", ns]);
