@@ -75,6 +75,9 @@
 #                    rxcore    --demux-only against --bare and the floors, three rounds
 #                    pipeline  --floor pipeline / pipeline pairs (4 MiB rcvbuf) and the
 #                              pipeline with the default rcvbuf (kernel ratio needs kernel)
+#                    instr     instructions per received datagram on the RX lcore (valgrind's
+#                              callgrind): pipeline, --floor pipeline, --floor pipeline-demux,
+#                              --demux-only; exact, unlike the cross-CPU rates
 #                    client    out-of-process client / in-process pipeline pairs (hugepages only)
 #                    pdump     [capture] pdump on (no capture) / off pairs, a running
 #                              dpdk-dumpcap's cost, Prometheus scraped every 100 ms /
@@ -129,12 +132,12 @@ BASELINE=$TARGET/release/examples/recvmmsg_baseline
 START=$(date +%s)
 FAIL=0
 mkdir -p "$W"
-rm -f "$W"/*.json "$W"/*.log "$W"/*.toml "$W/demux.md"
+rm -f "$W"/*.json "$W"/*.log "$W"/*.toml "$W"/instr-*.txt "$W/demux.md"
 
 log() { echo "bench: $*" >&2; }
 die() { log "error: $*"; exit 2; }
 
-SECTIONS="rate rxcore pipeline client pdump flood flood2 mcast memory memif demux kernel exception send reasm dns quic"
+SECTIONS="rate rxcore pipeline instr client pdump flood flood2 mcast memory memif demux kernel exception send reasm dns quic"
 ONLY=${BENCH_ONLY:-}
 for x in ${ONLY//,/ }; do
   [[ " $SECTIONS " == *" $x "* ]] || die "BENCH_ONLY: unknown section \"$x\" (sections: $SECTIONS)"
@@ -539,6 +542,31 @@ if on pipeline; then
   # What `check` says about the default rcvbuf with this config (one line).
   CHECK_OUT=$("$BIN" check --config "$W/pair-pipedef-1.toml" 2>/dev/null || true)
   PIPEDEF_CHECK=$(grep -m1 -- 'rcvbuf >=' <<<"$CHECK_OUT" || echo "(no rcvbuf warning from this build's check)")
+fi
+
+# 1b'. Instructions per received datagram on the RX lcore (issue 13), counted
+# by callgrind (scripts/instr.sh): the pipeline config without hugepages
+# (valgrind cannot map hugetlbfs as DPDK does) and with a 64 MiB rcvbuf, so
+# that the consumer, which valgrind slows like everything else, never lets
+# a socket fill and the count is the delivery path's. Exact and repeatable:
+# the same binary and config give the same figure within a fraction of a
+# percent, where the cross-CPU rates above swing by half.
+INSTR_RUNS="pipeline:|floor pipeline:--floor pipeline|floor pipeline-demux:--floor pipeline-demux|demux-only:--demux-only"
+if on instr; then
+  if command -v valgrind >/dev/null; then
+    cfg=$(mkcfg instr "$(pcapdev plain64)" numa-queues true 0 "" 67108864)
+    sed -i -e 's/^no_huge = .*/no_huge = true/' -e 's/^memory_mb = .*/memory_mb = 512/' "$cfg"
+    IFS='|' read -ra runs <<<"$INSTR_RUNS"
+    for r in "${runs[@]}"; do
+      label=${r%%:*}; flags=${r#*:}
+      log "run instr ($label, callgrind, 2 s of replay)"
+      # shellcheck disable=SC2086 # the flags, word-split on purpose
+      BIN=$BIN bash scripts/instr.sh "$cfg" -- $flags >"$W/instr-${label// /-}.txt" 2>"$W/instr-${label// /-}.log" ||
+        { log "instr $label failed: $(tail -1 "$W/instr-${label// /-}.log")"; FAIL=1; }
+    done
+  else
+    log "instr: valgrind not installed (bash scripts/setup.sh installs it)"
+  fi
 fi
 
 # 1c. An out-of-process client against the in-process pipeline (issue 16):
@@ -1362,6 +1390,24 @@ if awk -v k="$K64" 'BEGIN { exit !(k > 0) }'; then
 else
   echo "Pipeline / kernel \`recvmmsg\`: the kernel baseline did not run (add \`kernel\` to BENCH_ONLY)."
 fi
+echo
+fi
+if on instr; then
+echo "### Instructions per datagram on the RX lcore (issue 13)"
+echo
+echo "Counted by valgrind's callgrind (\`bash scripts/instr.sh CONFIG [-- flags]\`), per received datagram, for the RX lcore's thread: the pipeline section's config and replay without hugepages and with a 64 MiB rcvbuf (valgrind slows the consumer too; the count is of the delivery path, no drops). Exact and repeatable, unlike the cross-CPU rates above, so it shows what a change to the RX path costs or saves; it says nothing of cache misses, which decide most of the PMD's time here."
+echo
+echo "| run | instructions / datagram | in rx_burst (the PMD) | the rest (ours) | of the floor's |"
+echo "|---|---:|---:|---:|---:|"
+IFS='|' read -ra runs <<<"$INSTR_RUNS"
+FLOOR_I=$(sed -n 's/.*per received datagram: \([0-9]*\) .*/\1/p' "$W/instr-floor-pipeline.txt" 2>/dev/null || true)
+for r in "${runs[@]}"; do
+  label=${r%%:*}; f="$W/instr-${label// /-}.txt"
+  t=$(sed -n 's/.*per received datagram: \([0-9]*\) (rx_burst \([0-9]*\), the rest \([0-9]*\)).*/\1 \2 \3/p' "$f" 2>/dev/null || true)
+  if [ -z "$t" ]; then echo "| $label | - | - | - | - |"; continue; fi
+  read -r a b c <<<"$t"
+  echo "| $label | $a | $b | $c | $( [ -n "$FLOOR_I" ] && ratio "$a" "$FLOOR_I" || echo -) |"
+done
 echo
 fi
 if on client; then

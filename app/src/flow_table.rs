@@ -375,7 +375,7 @@ impl<A: Addr, V: Clone> Family<A, V> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn lookup(
         &self,
         keys: &RandomState,
@@ -925,7 +925,7 @@ pub struct Snapshot<V> {
 impl<V: Clone> Snapshot<V> {
     /// The socket a datagram from `src:sport` to `dst:dport` goes to, or
     /// `None` (no socket; also for mixed families).
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&self, src: IpAddr, sport: u16, dst: IpAddr, dport: u16) -> Option<&V> {
         match (src, dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => self.lookup_v4(s, sport, d, dport),
@@ -935,7 +935,7 @@ impl<V: Clone> Snapshot<V> {
     }
 
     /// [`Snapshot::lookup`] for a parser that already knows the family.
-    #[inline]
+    #[inline(always)]
     pub fn lookup_v4(&self, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> Option<&V> {
         let t = &*self.tables;
         t.v4.lookup(
@@ -949,7 +949,7 @@ impl<V: Clone> Snapshot<V> {
     }
 
     /// [`Snapshot::lookup`] for a parser that already knows the family.
-    #[inline]
+    #[inline(always)]
     pub fn lookup_v6(&self, src: Ipv6Addr, sport: u16, dst: Ipv6Addr, dport: u16) -> Option<&V> {
         let t = &*self.tables;
         t.v6.lookup(

@@ -245,6 +245,30 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
             .mem
             .rmem()
             .saturating_add(q.rmem_alloc.load(Ordering::Relaxed));
+        // The usual group: all of it fits below the pressure mark, so the
+        // per-datagram test below would admit every datagram and condense
+        // none. Say so once, and hand the group on as it is: no copy into
+        // `admitted`, no test per datagram.
+        let mut total = 0usize;
+        for &p in pkts {
+            // SAFETY: each packet is live and ours (the contract).
+            total = total.wrapping_add(unsafe { P::truesize(p) } as usize);
+        }
+        if rmem.checked_add(total).is_some_and(|t| t <= rcvbuf >> 1) {
+            stat::add_shared(&ctr.staged, pkts.len() as u64);
+            // SAFETY: the caller's contract, for every packet of the group:
+            // ours, on no stage or chain, listed once, charged nowhere yet.
+            if unsafe { self.try_deliver_now(q, ctr, pkts, total, to_free) } {
+                return false;
+            }
+            let mut batch = Batch::new();
+            for &p in pkts {
+                // SAFETY: owned, listed once, on no stage (the contract).
+                unsafe { batch.push(p) };
+            }
+            q.rmem_alloc.fetch_add(total, Ordering::Relaxed);
+            return batch.push_onto(&q.stage) == Some(true);
+        }
         let mut admitted = [NonNull::<P>::dangling(); DRAIN_BURST];
         let (mut bytes, mut staged, mut condensed, mut full) = (0usize, 0usize, 0u64, 0u64);
         for &p in pkts {
@@ -288,7 +312,7 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
         let admitted = admitted.get(..staged).unwrap_or(&[]);
         // SAFETY: each admitted packet is ours, on no stage or chain, listed
         // once and charged nowhere yet.
-        if unsafe { self.try_deliver_now(q, ctr, admitted, to_free) } {
+        if unsafe { self.try_deliver_now(q, ctr, admitted, bytes, to_free) } {
             return false;
         }
         let mut batch = Batch::new();

@@ -123,6 +123,7 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
         q: &ProdQueue<P>,
         ctr: &NodeCounters,
         pkts: &[NonNull<P>],
+        bytes: usize,
         to_free: &mut F,
     ) -> bool
     where
@@ -145,7 +146,7 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
             stat::add_exclusive(&self.dstats.lock_acquisitions, 1);
             stat::add_exclusive(&self.dstats.direct, 1);
             // SAFETY: the caller's contract: owned, listed once, on no chain.
-            Some(unsafe { self.deliver_locked(sink, pkts.iter().copied(), snap, rcvbuf) })
+            Some(unsafe { self.deliver_slice(sink, pkts, bytes, snap, rcvbuf) })
         });
         match held.flatten() {
             Some(held) => {
@@ -215,14 +216,64 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
             // SAFETY: as above.
             held.out.delivered += unsafe { self.flush(sink, burst, chunk, &mut held.refused) };
         }
+        self.count_batch(held.out.taken);
+        held
+    }
+
+    /// [`RxSocket::deliver_locked`] for a slice whose truesize total is
+    /// `bytes`: when the whole slice fits the budget and one sink burst, the
+    /// per-packet test (each would pass: every prefix of a slice that fits
+    /// fits) and the copy into the burst array are skipped; otherwise the
+    /// general path decides packet by packet.
+    ///
+    /// # Safety
+    /// As [`RxSocket::deliver_locked`], for the packets of `pkts`, whose
+    /// truesizes add up to `bytes`.
+    #[inline]
+    unsafe fn deliver_slice(
+        &self,
+        sink: &mut S,
+        pkts: &[NonNull<P>],
+        bytes: usize,
+        snap: u32,
+        rcvbuf: usize,
+    ) -> Held<P> {
+        let fits = self
+            .mem
+            .rmem()
+            .checked_add(bytes)
+            .is_some_and(|t| t <= rcvbuf);
+        if !fits || pkts.len() > DRAIN_BURST {
+            // SAFETY: the caller's contract.
+            return unsafe { self.deliver_locked(sink, pkts.iter().copied(), snap, rcvbuf) };
+        }
+        let mut held = Held {
+            out: BatchOutcome::default(),
+            total: bytes,
+            over: Chain::new(),
+            refused: Chain::new(),
+        };
+        for &p in pkts {
+            // SAFETY: owned (the contract).
+            unsafe { P::set_drop_snapshot(p, snap) };
+        }
+        // `pkts.len() <= DRAIN_BURST`.
+        held.out.taken = pkts.len() as u32;
+        // SAFETY: every packet of `pkts` is ours, listed once, on no chain.
+        held.out.delivered = unsafe { self.flush(sink, pkts, bytes, &mut held.refused) };
+        self.count_batch(held.out.taken);
+        held
+    }
+
+    /// One delivery-lock batch of `taken` packets in the socket's stats.
+    #[inline]
+    fn count_batch(&self, taken: u32) {
         let d = &self.dstats;
         stat::add_exclusive(&d.batches, 1);
-        stat::add_exclusive(&d.batch_pkts, u64::from(held.out.taken));
-        if u64::from(held.out.taken) > stat::read(&d.batch_max) {
-            d.batch_max
-                .store(u64::from(held.out.taken), stat::Ordering::Relaxed);
+        stat::add_exclusive(&d.batch_pkts, u64::from(taken));
+        if u64::from(taken) > stat::read(&d.batch_max) {
+            d.batch_max.store(u64::from(taken), stat::Ordering::Relaxed);
         }
-        held
     }
 
     /// Charges and hands one burst to the sink; returns how many it took.
