@@ -385,6 +385,78 @@ impl<A: Addr, V: Clone> Family<A, V> {
         dst: A,
         dport: u16,
     ) -> Option<&V> {
+        self.lookup_keyed(keys, flow, src, sport, dst, dport).0
+    }
+
+    /// [`Family::lookup`], and whether its answer can depend on the
+    /// datagram's source: only when the family has connected sockets or
+    /// the answer is a reuseport group's pick. Otherwise every datagram to
+    /// `dst:dport` gets the same answer (found or not) from this generation.
+    #[inline(always)]
+    fn lookup_keyed(
+        &self,
+        keys: &RandomState,
+        flow: &RandomState,
+        src: A,
+        sport: u16,
+        dst: A,
+        dport: u16,
+    ) -> (Option<&V>, bool) {
+        if self.n_conn_specific + self.n_conn_wild != 0 {
+            return (
+                self.lookup_connected_first(keys, flow, src, sport, dst, dport),
+                true,
+            );
+        }
+        self.lookup_bound(keys, flow, src, sport, dst, dport)
+    }
+
+    /// The unconnected levels alone (bound address, then wildcard), and
+    /// whether the answer is a reuseport pick.
+    #[inline(always)]
+    fn lookup_bound(
+        &self,
+        keys: &RandomState,
+        flow: &RandomState,
+        src: A,
+        sport: u16,
+        dst: A,
+        dport: u16,
+    ) -> (Option<&V>, bool) {
+        if self.n_specific != 0 {
+            let k = BoundKey {
+                local: dst,
+                port: dport,
+            };
+            if let Some(slot) = self.bound.get(keys.hash_one(k), &k) {
+                let picked = matches!(slot, Slot::Group(_));
+                return (Self::pick(slot, flow, src, sport, dst, dport), picked);
+            }
+        }
+        if self.n_wild != 0 {
+            let k = BoundKey {
+                local: A::ANY,
+                port: dport,
+            };
+            if let Some(slot) = self.bound.get(keys.hash_one(k), &k) {
+                let picked = matches!(slot, Slot::Group(_));
+                return (Self::pick(slot, flow, src, sport, dst, dport), picked);
+            }
+        }
+        (None, false)
+    }
+
+    /// Every level in the kernel's order, connected ones first.
+    #[inline(always)]
+    fn lookup_connected_first(
+        &self,
+        keys: &RandomState,
+        flow: &RandomState,
+        src: A,
+        sport: u16,
+        dst: A,
+        dport: u16,
+    ) -> Option<&V> {
         if self.n_conn_specific != 0 {
             let k = ConnKey {
                 local: dst,
@@ -407,25 +479,7 @@ impl<A: Addr, V: Clone> Family<A, V> {
                 return Some(&m.value);
             }
         }
-        if self.n_specific != 0 {
-            let k = BoundKey {
-                local: dst,
-                port: dport,
-            };
-            if let Some(slot) = self.bound.get(keys.hash_one(k), &k) {
-                return Self::pick(slot, flow, src, sport, dst, dport);
-            }
-        }
-        if self.n_wild != 0 {
-            let k = BoundKey {
-                local: A::ANY,
-                port: dport,
-            };
-            if let Some(slot) = self.bound.get(keys.hash_one(k), &k) {
-                return Self::pick(slot, flow, src, sport, dst, dport);
-            }
-        }
-        None
+        self.lookup_bound(keys, flow, src, sport, dst, dport).0
     }
 
     /// Every socket a datagram to group `dst` goes to (module docs,
@@ -934,6 +988,32 @@ impl<V: Clone> Snapshot<V> {
         }
     }
 
+    /// [`Snapshot::lookup`], and whether the answer can depend on the
+    /// datagram's source address and port. When it cannot (no connected
+    /// socket in the family, and no reuseport group answered), every
+    /// datagram to `dst:dport` gets the same answer from this snapshot, so
+    /// a caller may reuse it for the others of a burst without looking up
+    /// again.
+    #[inline(always)]
+    pub fn lookup_keyed(
+        &self,
+        src: IpAddr,
+        sport: u16,
+        dst: IpAddr,
+        dport: u16,
+    ) -> (Option<&V>, bool) {
+        let t = &*self.tables;
+        match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                t.v4.lookup_keyed(&t.keys, &t.flow, u32::from(s), sport, u32::from(d), dport)
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                t.v6.lookup_keyed(&t.keys, &t.flow, u128::from(s), sport, u128::from(d), dport)
+            }
+            _ => (None, true),
+        }
+    }
+
     /// [`Snapshot::lookup`] for a parser that already knows the family.
     #[inline(always)]
     pub fn lookup_v4(&self, src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16) -> Option<&V> {
@@ -1027,6 +1107,59 @@ mod tests {
         t.snapshot()
             .lookup(s.ip(), s.port(), d.ip(), d.port())
             .copied()
+    }
+
+    /// `lookup_keyed` gives `lookup`'s answer, and says it can depend on the
+    /// source exactly when the family has a connected socket or a reuseport
+    /// group answered: what lets the RX loop reuse an answer per destination.
+    #[test]
+    fn lookup_keyed_says_when_the_source_matters() {
+        let keyed = |t: &FlowTable<&'static str>, src: &str, dst: &str| {
+            let (s, d) = (sa(src), sa(dst));
+            let snap = t.snapshot();
+            let (found, by_source) = snap.lookup_keyed(s.ip(), s.port(), d.ip(), d.port());
+            assert_eq!(found.copied(), look(t, src, dst), "{src} -> {dst}");
+            (found.copied(), by_source)
+        };
+        let t = FlowTable::new();
+        assert_eq!(keyed(&t, "198.18.0.9:1000", "198.18.0.1:53"), (None, false));
+        t.insert(Binding::bound(sa("0.0.0.0:53")), "wild").unwrap();
+        t.insert(Binding::bound(sa("198.18.0.1:53")), "specific")
+            .unwrap();
+        t.insert(Binding::bound(sa("198.18.0.1:80")).with_reuseport(), "g1")
+            .unwrap();
+        t.insert(Binding::bound(sa("198.18.0.1:80")).with_reuseport(), "g2")
+            .unwrap();
+        assert_eq!(
+            keyed(&t, "198.18.0.9:1000", "198.18.0.1:53"),
+            (Some("specific"), false)
+        );
+        assert_eq!(
+            keyed(&t, "198.18.0.9:1000", "198.18.0.2:53"),
+            (Some("wild"), false)
+        );
+        assert_eq!(keyed(&t, "198.18.0.9:1000", "198.18.0.1:54"), (None, false));
+        // A reuseport group's answer is a pick by the flow.
+        assert!(keyed(&t, "198.18.0.9:1000", "198.18.0.1:80").1);
+        // The other family is untouched by these.
+        assert_eq!(keyed(&t, "[fd00::9]:1000", "[fd00::1]:53"), (None, false));
+        // One connected socket anywhere in the family: every answer may
+        // depend on the source, found or not.
+        t.insert(
+            Binding::connected(sa("198.18.0.1:5000"), sa("198.18.0.9:1000")),
+            "conn",
+        )
+        .unwrap();
+        assert_eq!(
+            keyed(&t, "198.18.0.9:1000", "198.18.0.1:53"),
+            (Some("specific"), true)
+        );
+        assert_eq!(keyed(&t, "198.18.0.9:1000", "198.18.0.1:54"), (None, true));
+        assert_eq!(
+            keyed(&t, "198.18.0.9:1000", "198.18.0.1:5000"),
+            (Some("conn"), true)
+        );
+        assert_eq!(keyed(&t, "[fd00::9]:1000", "[fd00::1]:53"), (None, false));
     }
 
     #[test]

@@ -258,16 +258,7 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
             stat::add_shared(&ctr.staged, pkts.len() as u64);
             // SAFETY: the caller's contract, for every packet of the group:
             // ours, on no stage or chain, listed once, charged nowhere yet.
-            if unsafe { self.try_deliver_now(q, ctr, pkts, total, to_free) } {
-                return false;
-            }
-            let mut batch = Batch::new();
-            for &p in pkts {
-                // SAFETY: owned, listed once, on no stage (the contract).
-                unsafe { batch.push(p) };
-            }
-            q.rmem_alloc.fetch_add(total, Ordering::Relaxed);
-            return batch.push_onto(&q.stage) == Some(true);
+            return unsafe { self.deliver_or_stage(q, ctr, pkts, total, to_free) };
         }
         let mut admitted = [NonNull::<P>::dangling(); DRAIN_BURST];
         let (mut bytes, mut staged, mut condensed, mut full) = (0usize, 0usize, 0u64, 0u64);
@@ -312,6 +303,29 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
         let admitted = admitted.get(..staged).unwrap_or(&[]);
         // SAFETY: each admitted packet is ours, on no stage or chain, listed
         // once and charged nowhere yet.
+        unsafe { self.deliver_or_stage(q, ctr, admitted, bytes, to_free) }
+    }
+
+    /// An admitted group (truesize total `bytes`) straight into the ring
+    /// when the stage is empty and the lock free, else pushed onto the
+    /// node's stage with one CAS. True when that push elected the caller.
+    ///
+    /// # Safety
+    /// Each packet of `admitted` is live, ours alone, on no stage or chain,
+    /// listed once and charged nowhere yet.
+    #[inline(always)]
+    unsafe fn deliver_or_stage<F>(
+        &self,
+        q: &ProdQueue<P>,
+        ctr: &NodeCounters,
+        admitted: &[NonNull<P>],
+        bytes: usize,
+        to_free: &mut F,
+    ) -> bool
+    where
+        F: FnMut(NonNull<P>, DropReason),
+    {
+        // SAFETY: the caller's contract.
         if unsafe { self.try_deliver_now(q, ctr, admitted, bytes, to_free) } {
             return false;
         }

@@ -40,6 +40,16 @@ struct Held<P> {
 }
 
 impl<P: StagePacket> Held<P> {
+    /// Nothing taken yet; `total` bytes of truesize already counted.
+    fn new(total: usize) -> Held<P> {
+        Held {
+            out: BatchOutcome::default(),
+            total,
+            over: Chain::new(),
+            refused: Chain::new(),
+        }
+    }
+
     /// Frees and counts what the hold refused (outside the critical
     /// section, v3 of the seed).
     fn finish<F>(self, ctr: &NodeCounters, to_free: &mut F) -> BatchOutcome
@@ -174,12 +184,7 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
     where
         I: IntoIterator<Item = NonNull<P>>,
     {
-        let mut held = Held {
-            out: BatchOutcome::default(),
-            total: 0,
-            over: Chain::new(),
-            refused: Chain::new(),
-        };
+        let mut held = Held::new(0);
         let mut buf = [NonNull::<P>::dangling(); DRAIN_BURST];
         let mut n = 0usize;
         let mut chunk = 0usize;
@@ -247,12 +252,7 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
             // SAFETY: the caller's contract.
             return unsafe { self.deliver_locked(sink, pkts.iter().copied(), snap, rcvbuf) };
         }
-        let mut held = Held {
-            out: BatchOutcome::default(),
-            total: bytes,
-            over: Chain::new(),
-            refused: Chain::new(),
-        };
+        let mut held = Held::new(bytes);
         for &p in pkts {
             // SAFETY: owned (the contract).
             unsafe { P::set_drop_snapshot(p, snap) };

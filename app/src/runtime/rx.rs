@@ -306,6 +306,64 @@ impl<'s> Elected<'s> {
     }
 }
 
+/// Destinations of a chunk already looked up, whose answer cannot depend
+/// on the source (`Snapshot::lookup_keyed`): a burst's datagrams mostly go
+/// to a few sockets, and the first to each pays the hash and the probe for
+/// the others. Per chunk, so per snapshot: a reload's new table is never
+/// answered from an old one.
+struct Memo<T> {
+    /// Ports first: one 16-bit compare settles most misses.
+    dports: [u16; MEMO],
+    dsts: [std::net::IpAddr; MEMO],
+    answers: [T; MEMO],
+    /// Slots in use.
+    n: usize,
+    /// The slot the next new destination takes once all are in use (round robin).
+    next: usize,
+}
+
+/// Destinations a [`Memo`] remembers: a scan of this many is cheaper than
+/// one hashed lookup, and more rarely pays on a burst of 32.
+const MEMO: usize = 4;
+
+impl<T: Copy> Memo<T> {
+    #[inline(always)]
+    fn new(none: T) -> Self {
+        Memo {
+            dports: [0; MEMO],
+            dsts: [std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED); MEMO],
+            answers: [none; MEMO],
+            n: 0,
+            next: 0,
+        }
+    }
+
+    #[inline(always)]
+    fn get(&self, dst: std::net::IpAddr, dport: u16) -> Option<T> {
+        for i in 0..self.n.min(MEMO) {
+            if self.dports[i] == dport && self.dsts[i] == dst {
+                return Some(self.answers[i]);
+            }
+        }
+        None
+    }
+
+    #[inline(always)]
+    fn put(&mut self, dst: std::net::IpAddr, dport: u16, answer: T) {
+        let at = if self.n < MEMO {
+            self.n += 1;
+            self.n - 1
+        } else {
+            let at = self.next % MEMO;
+            self.next = at + 1;
+            at
+        };
+        self.dports[at] = dport;
+        self.dsts[at] = dst;
+        self.answers[at] = answer;
+    }
+}
+
 /// One chunk of [`process_burst`].
 ///
 /// # Safety
@@ -442,11 +500,21 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
     // datagram to a group is looked up in pass 4 (every member socket).
     let mut found: [Option<&'s Arc<Socket>>; CHUNK] = [None; CHUNK];
     let mut group = [false; CHUNK];
+    let mut memo = Memo::new(None);
     for ((f, d), g) in found.iter_mut().zip(dgrams).zip(group.iter_mut()) {
         if crate::mcast::is_group(d.dst) {
             *g = true;
         } else {
-            *f = snap.lookup(d.src, d.sport, d.dst, d.dport);
+            *f = match memo.get(d.dst, d.dport) {
+                Some(answer) => answer,
+                None => {
+                    let (answer, by_source) = snap.lookup_keyed(d.src, d.sport, d.dst, d.dport);
+                    if !by_source {
+                        memo.put(d.dst, d.dport, answer);
+                    }
+                    answer
+                }
+            };
         }
     }
     // Pass 3: count, fill the metadata, and group the datagrams by socket
@@ -776,6 +844,38 @@ unsafe fn fan_out_chunk<'s, C: Condense<MbufMeta>>(
         }
         if ignored_n[fam] != 0 {
             mib.ignored_multi[fam].add(ignored_n[fam]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Memo;
+    use std::net::IpAddr;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("test address")
+    }
+
+    #[test]
+    fn memo_answers_only_what_it_was_told_and_forgets_the_oldest() {
+        let mut m = Memo::new(0u32);
+        assert_eq!(m.get(ip("198.18.0.1"), 53), None);
+        m.put(ip("198.18.0.1"), 53, 1);
+        m.put(ip("fd00::1"), 53, 2);
+        assert_eq!(m.get(ip("198.18.0.1"), 53), Some(1));
+        assert_eq!(m.get(ip("fd00::1"), 53), Some(2));
+        // Same port, other address; same address, other port; the other family.
+        assert_eq!(m.get(ip("198.18.0.2"), 53), None);
+        assert_eq!(m.get(ip("198.18.0.1"), 54), None);
+        assert_eq!(m.get(ip("::ffff:198.18.0.1"), 53), None);
+        m.put(ip("198.18.0.3"), 7, 3);
+        m.put(ip("198.18.0.4"), 7, 4);
+        // Full: the next one takes the oldest slot.
+        m.put(ip("198.18.0.5"), 7, 5);
+        assert_eq!(m.get(ip("198.18.0.1"), 53), None);
+        for (a, p, v) in [("fd00::1", 53, 2), ("198.18.0.3", 7, 3), ("198.18.0.4", 7, 4), ("198.18.0.5", 7, 5)] {
+            assert_eq!(m.get(ip(a), p), Some(v), "{a}:{p}");
         }
     }
 }
