@@ -325,6 +325,8 @@ struct Memo<T> {
 /// Destinations a [`Memo`] remembers: a scan of this many is cheaper than
 /// one hashed lookup, and more rarely pays on a burst of 32.
 const MEMO: usize = 4;
+/// Misses in one chunk after which its lookups skip the [`Memo`].
+const MEMO_GIVE_UP: usize = 2 * MEMO;
 
 impl<T: Copy> Memo<T> {
     #[inline(always)]
@@ -501,13 +503,19 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
     let mut found: [Option<&'s Arc<Socket>>; CHUNK] = [None; CHUNK];
     let mut group = [false; CHUNK];
     let mut memo = Memo::new(None);
+    // Traffic spread over many destinations (a big table) would only pay
+    // the memo's scans: after MEMO_GIVE_UP misses in a chunk it is left.
+    let mut misses = 0usize;
     for ((f, d), g) in found.iter_mut().zip(dgrams).zip(group.iter_mut()) {
         if crate::mcast::is_group(d.dst) {
             *g = true;
+        } else if misses >= MEMO_GIVE_UP {
+            *f = snap.lookup(d.src, d.sport, d.dst, d.dport);
         } else {
             *f = match memo.get(d.dst, d.dport) {
                 Some(answer) => answer,
                 None => {
+                    misses += 1;
                     let (answer, by_source) = snap.lookup_keyed(d.src, d.sport, d.dst, d.dport);
                     if !by_source {
                         memo.put(d.dst, d.dport, answer);
