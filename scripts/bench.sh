@@ -549,9 +549,9 @@ fi
 # (valgrind cannot map hugetlbfs as DPDK does) and with a 64 MiB rcvbuf and
 # 16 384-entry rings, so that the consumer, which valgrind slows like
 # everything else, never lets a socket fill and the count is the delivery
-# path's. Exact and repeatable:
-# the same binary and config give the same figure within a fraction of a
-# percent, where the cross-CPU rates above swing by half.
+# path's. Repeatable within about 1% (the PMD's share moves by a few
+# instructions with how valgrind interleaves the lcores), where the
+# cross-CPU rates above swing by half.
 INSTR_RUNS="pipeline:|floor pipeline:--floor pipeline|floor pipeline-demux:--floor pipeline-demux|demux-only:--demux-only"
 if on instr; then
   if command -v valgrind >/dev/null; then
@@ -1399,7 +1399,7 @@ fi
 if on instr; then
 echo "### Instructions per datagram on the RX lcore (issue 13)"
 echo
-echo "Counted by valgrind's callgrind (\`bash scripts/instr.sh CONFIG [-- flags]\`), per received datagram, for the RX lcore's thread: the pipeline section's config and replay without hugepages and with a 64 MiB rcvbuf (valgrind slows the consumer too; the count is of the delivery path, no drops). Exact and repeatable, unlike the cross-CPU rates above, so it shows what a change to the RX path costs or saves; it says nothing of cache misses, which decide most of the PMD's time here."
+echo "Counted by valgrind's callgrind (\`bash scripts/instr.sh CONFIG [-- flags]\`), per received datagram, for the RX lcore's thread: the pipeline section's config and replay without hugepages and with a 64 MiB rcvbuf and 16 384-entry rings (valgrind slows the consumer too; the count is of the delivery path, no drops). Repeatable within about 1%, unlike the cross-CPU rates above, so it shows what a change to the RX path costs or saves; it says nothing of cache misses, which decide most of the PMD's time here."
 echo
 echo "| run | instructions / datagram | in rx_burst (the PMD) | the rest (ours) | of the floor's |"
 echo "|---|---:|---:|---:|---:|"
