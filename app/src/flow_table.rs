@@ -423,27 +423,27 @@ impl<A: Addr, V: Clone> Family<A, V> {
         dst: A,
         dport: u16,
     ) -> (Option<&V>, bool) {
-        if self.n_specific != 0 {
-            let k = BoundKey {
-                local: dst,
-                port: dport,
-            };
-            if let Some(slot) = self.bound.get(keys.hash_one(k), &k) {
-                let picked = matches!(slot, Slot::Group(_));
-                return (Self::pick(slot, flow, src, sport, dst, dport), picked);
-            }
+        let slot = self
+            .bound_at(keys, self.n_specific, dst, dport)
+            .or_else(|| self.bound_at(keys, self.n_wild, A::ANY, dport));
+        match slot {
+            Some(slot) => (
+                Self::pick(slot, flow, src, sport, dst, dport),
+                matches!(slot, Slot::Group(_)),
+            ),
+            None => (None, false),
         }
-        if self.n_wild != 0 {
-            let k = BoundKey {
-                local: A::ANY,
-                port: dport,
-            };
-            if let Some(slot) = self.bound.get(keys.hash_one(k), &k) {
-                let picked = matches!(slot, Slot::Group(_));
-                return (Self::pick(slot, flow, src, sport, dst, dport), picked);
-            }
+    }
+
+    /// The unconnected binding on `local:port`, if its level (`n` bindings)
+    /// is not empty: an empty level is skipped without hashing.
+    #[inline(always)]
+    fn bound_at(&self, keys: &RandomState, n: usize, local: A, port: u16) -> Option<&Slot<V>> {
+        if n == 0 {
+            return None;
         }
-        (None, false)
+        let k = BoundKey { local, port };
+        self.bound.get(keys.hash_one(k), &k)
     }
 
     /// Every level in the kernel's order, connected ones first.
