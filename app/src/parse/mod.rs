@@ -384,10 +384,10 @@ pub fn parse_into<'o>(
     hints: Offload,
     out: &'o mut std::mem::MaybeUninit<Datagram>,
 ) -> Result<&'o mut Datagram, ParseError> {
-    if let Some(d) = fast_path::parse_common(frame, hints) {
-        return Ok(out.write(d));
+    match fast_path::parse_common_into(frame, hints, out) {
+        Ok(d) => Ok(d),
+        Err(out) => parse_general(frame, hints, out),
     }
-    parse_general(frame, hints, out)
 }
 
 /// [`parse_into`] for every frame the fast path did not take: VLAN tags,
