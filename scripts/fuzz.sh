@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Fuzz every cargo-fuzz target (parse, demux, control, reload, reasm).
 #
-#   scripts/fuzz.sh [SECS]         bounded run: SECS seconds each (CI: 30; the long runs are in docs/testing.md)
+#   scripts/fuzz.sh [SECS]         bounded run: SECS seconds each (CI: 20; the long runs are in docs/testing.md)
+#   scripts/fuzz.sh --build        install cargo-fuzz if missing and build every
+#                                  target, nothing run (scripts/test.sh does this
+#                                  beside the single-threaded loom models)
 #   scripts/fuzz.sh --long [RUNS]  each target until it has done RUNS
 #                                  executions (default 10 000 000; bounded by
 #                                  FUZZ_LONG_MAX_SECS per target, default 3600),
@@ -27,6 +30,14 @@ corpus_args() {
   echo "fuzz/corpus/$1"
   if [ -d "fuzz/seeds/$1" ]; then echo "fuzz/seeds/$1"; fi
 }
+
+if [ "${1:-}" = "--build" ]; then
+  # One cargo invocation for every target: the library and its
+  # dependencies are built once, the targets linked side by side.
+  if [ -z "${FUZZ_TARGETS:-}" ]; then exec cargo fuzz build --fuzz-dir fuzz; fi
+  for t in $TARGETS; do cargo fuzz build --fuzz-dir fuzz "$t"; done
+  exit 0
+fi
 
 if [ "${1:-}" != "--long" ]; then
   SECS=${1:-60}

@@ -42,15 +42,37 @@ limit "${T_TEST:-45}" cargo test --workspace
 
 if [ -f app/tests/loom_stage.rs ]; then
   step "loom model check of the stage/election/drain protocol and the main lcore's wake-up"
-  # One test at a time: two models at once on two CPUs took longer than
-  # both in a row (loom_stage: 290 s with two test threads, 167 s with one,
-  # on the 2-CPU VM; loom maps a coroutine stack per modelled thread).
-  RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2} \
-    limit "${T_LOOM:-30}" cargo test -p udpdemux --release --test loom_stage --test loom_wake -- --test-threads=1
+  # The `loom` profile (Cargo.toml): optimised where the models spend
+  # their time, no LTO, dependencies that are only linked unoptimised.
+  loom() {
+    RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2} \
+      limit "${T_LOOM:-30}" cargo test -p udpdemux --profile loom --test loom_stage --test loom_wake "$@"
+  }
+  loom --no-run
+  # One model at a time: two at once on two CPUs took longer than both in
+  # a row (loom_stage: 290 s with two test threads, 167 s with one, on the
+  # 2-CPU VM; loom maps a coroutine stack per modelled thread). The other
+  # CPU builds the fuzz targets meanwhile: the models are deterministic
+  # (no timing in them), so sharing the machine cannot fail them.
+  fuzz_build=""
+  if [ -d fuzz ]; then
+    echo "(building the fuzz targets beside the models: target/fuzz-build.log)"
+    mkdir -p target
+    timeout -k 30 "${T_FUZZ:-20}m" bash scripts/fuzz.sh --build >target/fuzz-build.log 2>&1 &
+    fuzz_build=$!
+  fi
+  loom -- --test-threads=1
 fi
 
 if [ -d fuzz ]; then
   step "fuzz the parser and demux (${FUZZ_SECS:-20} s per target)"
+  if [ -n "${fuzz_build:-}" ]; then
+    if ! wait "$fuzz_build"; then
+      tail -n 40 target/fuzz-build.log >&2
+      echo "=== the fuzz targets did not build (target/fuzz-build.log)" >&2
+      exit 1
+    fi
+  fi
   limit "${T_FUZZ:-20}" bash scripts/fuzz.sh "${FUZZ_SECS:-20}"
 fi
 
