@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz every cargo-fuzz target (parse, demux, control, reload, reasm).
 #
-#   scripts/fuzz.sh [SECS]         bounded run: SECS seconds each (CI: 20; the long runs are in docs/testing.md)
+#   scripts/fuzz.sh [SECS]         bounded run: SECS seconds each (CI: 12; the long runs are in docs/testing.md)
 #   scripts/fuzz.sh --build        install cargo-fuzz if missing and build every
 #                                  target, nothing run (scripts/test.sh does this
 #                                  beside the single-threaded loom models)

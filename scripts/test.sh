@@ -65,7 +65,7 @@ if [ -f app/tests/loom_stage.rs ]; then
 fi
 
 if [ -d fuzz ]; then
-  step "fuzz the parser and demux (${FUZZ_SECS:-20} s per target)"
+  step "fuzz the parser and demux (${FUZZ_SECS:-12} s per target)"
   if [ -n "${fuzz_build:-}" ]; then
     if ! wait "$fuzz_build"; then
       tail -n 40 target/fuzz-build.log >&2
@@ -73,7 +73,7 @@ if [ -d fuzz ]; then
       exit 1
     fi
   fi
-  limit "${T_FUZZ:-20}" bash scripts/fuzz.sh "${FUZZ_SECS:-20}"
+  limit "${T_FUZZ:-20}" bash scripts/fuzz.sh "${FUZZ_SECS:-12}"
 fi
 
 step "all tests passed"
