@@ -317,14 +317,7 @@ impl MbufMeta {
     /// Starts loading the metadata's cache line (no effect on correctness).
     #[inline(always)]
     pub fn prefetch(m: *mut RawMbuf) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch is a hint: it never faults, whatever the address.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(mbuf::priv_area(m) as *const i8);
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = m;
+        dpdk_sys::prefetch::prefetch0(mbuf::priv_area(m));
     }
 
     /// The mbuf a metadata block belongs to.

@@ -281,7 +281,7 @@ fn bulk_load_is_one_publication() {
 #[test]
 fn lookups_at_every_table_size_find_their_socket() {
     // The figures are printed for whoever runs it (--release for meaningful
-    // ones; debug hashbrown is ~50x slower); what is asserted is that every
+    // ones; a debug build is ~50x slower); what is asserted is that every
     // lookup of an existing binding, from any source, found that binding's
     // socket and no other, in tables up to a million sockets next to a
     // wildcard one.

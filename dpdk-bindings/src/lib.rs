@@ -40,6 +40,7 @@ pub mod mp;
 pub mod os;
 pub mod pdump;
 pub mod port;
+pub mod prefetch;
 pub mod ring;
 pub mod secondary;
 pub mod telemetry;

@@ -502,6 +502,13 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
     // datagram to a group is looked up in pass 4 (every member socket).
     let mut found: [Option<&'s Arc<Socket>>; CHUNK] = [None; CHUNK];
     let mut group = [false; CHUNK];
+    // A big table's slots are mostly not in cache: ask for every
+    // datagram's first, so their misses overlap instead of queueing.
+    if snap.prefetch_pays() {
+        for d in dgrams {
+            snap.prefetch(d.dst, d.dport);
+        }
+    }
     let mut memo = Memo::new(None);
     // Traffic spread over many destinations (a big table) would only pay
     // the memo's scans: after MEMO_GIVE_UP misses in a chunk it is left.
