@@ -983,6 +983,7 @@ impl<V: Clone + Send + Sync + 'static> FlowTable<V> {
     }
 }
 
+/// One generation of the table as a reader sees it.
 pub struct Snapshot<V> {
     tables: Guard<Arc<Tables<V>>>,
 }
