@@ -1,8 +1,6 @@
 //! loom model of the real stage/election/drain/release code (not a copy).
 //!
-//! Run (from the workspace root):
-//!   RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-//!     cargo test -p udpdemux --release --test loom_stage
+//! Run: `bash scripts/loom.sh` (from the workspace root).
 //! `LOOM_MAX_PREEMPTIONS` overrides the default preemption bound of 2.
 //!
 //! Three producers on two nodes (two share node 0, so one can be elected

@@ -2,8 +2,8 @@
 //! the real code). In the model a park has no timeout, so a lost wakeup
 //! leaves the sleeper parked forever, which loom reports as a deadlock.
 //!
-//!   RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-//!     cargo test -p udpdemux --release --test loom_wake
+//! Run: `bash scripts/loom.sh` (from the workspace root; it checks both
+//! loom models).
 #![cfg(loom)]
 
 use std::time::Duration;
