@@ -3,7 +3,7 @@
 # (app/tests/loom_stage.rs) and the main lcore's wake-up (app/tests/loom_wake.rs).
 #
 #   scripts/loom.sh                      build and check every model
-#   scripts/loom.sh --no-run             build only (scripts/prebuild.sh)
+#   scripts/loom.sh --no-run             build only (scripts/test.sh, before the models run)
 #   scripts/loom.sh -- --test-threads=1  one model at a time (scripts/test.sh)
 #
 # Its own target dir (`--cfg loom` changes every crate) and its own `loom`

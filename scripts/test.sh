@@ -27,43 +27,6 @@ command -v rustfmt >/dev/null || { echo "test: rustfmt missing: rustup component
 limit 5 cargo fmt --all --check
 if [ -d fuzz ]; then (cd fuzz && limit 5 cargo fmt --check); fi
 
-# The loom models and the fuzz targets build in the background from here on
-# (scripts/prebuild.sh, at idle priority: SCHED_IDLE runs only on CPU time
-# the build, clippy and the tests leave unused, about a fifth of the tests
-# step on two CPUs), and are killed with everything they started if a step
-# fails.
-pre=target/prebuild
-mkdir -p "$pre"
-rm -f "$pre"/*.rc
-if chrt -i 0 true 2>/dev/null; then idle=(chrt -i 0); else idle=(nice -n 19); fi
-setsid "${idle[@]}" bash scripts/prebuild.sh &
-prebuild=$!
-fuzz_run=""
-cleanup() {
-  kill -- -"$prebuild" 2>/dev/null || true
-  if [ -n "$fuzz_run" ]; then kill -- -"$fuzz_run" 2>/dev/null || true; fi
-}
-trap cleanup EXIT
-# Waits for a background build's exit status; on failure shows its log.
-prebuilt() {
-  local name=$1
-  while [ ! -f "$pre/$name.rc" ]; do
-    if ! kill -0 "$prebuild" 2>/dev/null && [ ! -f "$pre/$name.rc" ]; then
-      echo "=== the background build of $name stopped without a status ($pre/$name.log)" >&2
-      return 1
-    fi
-    sleep 1
-  done
-  local rc
-  rc=$(cat "$pre/$name.rc")
-  if [ "$rc" != 0 ]; then
-    tail -n 40 "$pre/$name.log" >&2
-    [ "$rc" = 124 ] && echo "=== TIMEOUT: the background build of $name" >&2
-    echo "=== the $name build failed (exit $rc, $pre/$name.log)" >&2
-    return 1
-  fi
-}
-
 step "build"
 limit "${T_BUILD:-30}" cargo build --workspace --all-targets
 
@@ -77,40 +40,36 @@ step "tests (cargo test --workspace: unit, proptest, EAL-backed subprocess tests
 export QUIC_ECHO_BYTES="${QUIC_ECHO_BYTES:-2097152}"
 limit "${T_TEST:-45}" cargo test --workspace
 
-# From here on the two last steps share the machine: the loom models run one
-# at a time on one CPU (two at once on two CPUs took longer than both in a
-# row: loom_stage 290 s with two test threads, 167 s with one; loom maps a
-# coroutine stack per modelled thread), and the other CPU finishes the fuzz
-# build and then fuzzes, each target on one CPU as it would alone. The models
-# have no timing in them, so sharing the machine cannot fail them.
-if [ -d fuzz ]; then
-  mkdir -p target
-  setsid bash -c "while [ ! -f '$pre/fuzz.rc' ] && kill -0 $prebuild 2>/dev/null; do sleep 1; done
-    [ \"\$(cat '$pre/fuzz.rc' 2>/dev/null)\" = 0 ] || exit 0
-    timeout -k 30 '${T_FUZZ:-20}m' bash scripts/fuzz.sh '${FUZZ_SECS:-12}'" >target/fuzz-run.log 2>&1 &
-  fuzz_run=$!
-fi
-
 if [ -f app/tests/loom_stage.rs ]; then
   step "loom model check of the stage/election/drain protocol and the main lcore's wake-up"
-  if [ ! -f "$pre/loom.rc" ]; then echo "(waiting for the background build: $pre/loom.log)"; fi
-  prebuilt loom
-  if [ -n "$fuzz_run" ]; then echo "(the fuzz targets build and fuzz beside the models: target/fuzz-run.log)"; fi
-  limit "${T_LOOM:-30}" bash scripts/loom.sh -- --test-threads=1
+  # scripts/loom.sh: the `loom` profile and target dir.
+  loom() { limit "${T_LOOM:-30}" bash scripts/loom.sh "$@"; }
+  loom --no-run
+  # One model at a time: two at once on two CPUs took longer than both in
+  # a row (loom_stage: 290 s with two test threads, 167 s with one, on the
+  # 2-CPU VM; loom maps a coroutine stack per modelled thread). The other
+  # CPU builds the fuzz targets meanwhile: the models are deterministic
+  # (no timing in them), so sharing the machine cannot fail them.
+  fuzz_build=""
+  if [ -d fuzz ]; then
+    echo "(building the fuzz targets beside the models: target/fuzz-build.log)"
+    mkdir -p target
+    timeout -k 30 "${T_FUZZ:-20}m" bash scripts/fuzz.sh --build >target/fuzz-build.log 2>&1 &
+    fuzz_build=$!
+  fi
+  loom -- --test-threads=1
 fi
 
 if [ -d fuzz ]; then
   step "fuzz the parser and demux (${FUZZ_SECS:-12} s per target)"
-  prebuilt fuzz
-  rc=0
-  wait "$fuzz_run" || rc=$?
-  fuzz_run=""
-  cat target/fuzz-run.log
-  if [ "$rc" != 0 ]; then
-    [ "$rc" = 124 ] && echo "=== TIMEOUT after ${T_FUZZ:-20} min: scripts/fuzz.sh" >&2
-    echo "=== the fuzzers failed (exit $rc)" >&2
-    exit "$rc"
+  if [ -n "${fuzz_build:-}" ]; then
+    if ! wait "$fuzz_build"; then
+      tail -n 40 target/fuzz-build.log >&2
+      echo "=== the fuzz targets did not build (target/fuzz-build.log)" >&2
+      exit 1
+    fi
   fi
+  limit "${T_FUZZ:-20}" bash scripts/fuzz.sh "${FUZZ_SECS:-12}"
 fi
 
 step "all tests passed"
