@@ -366,6 +366,31 @@ impl<T: Copy> Memo<T> {
     }
 }
 
+/// No memo tag (an answer looked up past the memo, or one that depends on
+/// the source), and no group yet for a tag.
+const NO_TAG: u8 = u8::MAX;
+
+/// The group of `sock` among the first `ng` of `groups`, added when new.
+/// Most chunks hold few sockets, often runs of one: the last group first,
+/// then the others (at most CHUNK compares).
+#[inline(always)]
+fn group_index<'s>(
+    groups: &mut [Option<&'s Arc<Socket>>; CHUNK],
+    ng: &mut usize,
+    sock: &'s Arc<Socket>,
+) -> usize {
+    let same = |s: &Option<&Arc<Socket>>| s.is_some_and(|s| Arc::ptr_eq(s, sock));
+    if let Some(last) = ng.checked_sub(1).filter(|&l| same(&groups[l])) {
+        return last;
+    }
+    if let Some(g) = groups[..*ng].iter().position(same) {
+        return g;
+    }
+    groups[*ng] = Some(sock);
+    *ng += 1;
+    *ng - 1
+}
+
 /// One chunk of [`process_burst`].
 ///
 /// # Safety
@@ -509,25 +534,33 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
             snap.prefetch(d.dst, d.dport);
         }
     }
-    let mut memo = Memo::new(None);
+    // Each memorised answer carries a tag, the serial of its lookup in the
+    // chunk, which pass 3 maps to the answer's socket group once: the
+    // datagrams answered from the memo find their group without a scan.
+    let mut memo = Memo::new((None, NO_TAG));
+    let mut tags = [NO_TAG; CHUNK];
     // Traffic spread over many destinations (a big table) would only pay
     // the memo's scans: after MEMO_GIVE_UP misses in a chunk it is left.
     let mut misses = 0usize;
-    for ((f, d), g) in found.iter_mut().zip(dgrams).zip(group.iter_mut()) {
+    for (((f, d), g), t) in found.iter_mut().zip(dgrams).zip(group.iter_mut()).zip(tags.iter_mut()) {
         if crate::mcast::is_group(d.dst) {
             *g = true;
         } else if misses >= MEMO_GIVE_UP {
             *f = snap.lookup(d.src, d.sport, d.dst, d.dport);
         } else {
-            *f = match memo.get(d.dst, d.dport) {
+            (*f, *t) = match memo.get(d.dst, d.dport) {
                 Some(answer) => answer,
                 None => {
+                    // misses < MEMO_GIVE_UP <= u8::MAX: a serial per lookup.
+                    let tag = misses as u8;
                     misses += 1;
                     let (answer, by_source) = snap.lookup_keyed(d.src, d.sport, d.dst, d.dport);
-                    if !by_source {
-                        memo.put(d.dst, d.dport, answer);
+                    if by_source {
+                        (answer, NO_TAG)
+                    } else {
+                        memo.put(d.dst, d.dport, (answer, tag));
+                        (answer, tag)
                     }
-                    answer
                 }
             };
         }
@@ -545,6 +578,7 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
     let (mut ng, mut nk) = (0usize, 0usize);
     let mut mc = [0u8; CHUNK];
     let mut nmc = 0usize;
+    let mut tag_group = [NO_TAG; MEMO_GIVE_UP];
     for (i, ((f, d), &m)) in found.iter().zip(dgrams).zip(&mbufs).enumerate() {
         let fam = d.family.index();
         if group[i] {
@@ -588,21 +622,17 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
             unsafe { free.push(m) };
             continue;
         }
-        // Most chunks hold few sockets, often runs of one: try the last
-        // group first, then the others (at most CHUNK compares).
-        let g = match ng.checked_sub(1) {
-            Some(last) if groups[last].is_some_and(|s| Arc::ptr_eq(s, sock)) => last,
-            _ => match groups[..ng]
-                .iter()
-                .position(|s| s.is_some_and(|s| Arc::ptr_eq(s, sock)))
-            {
-                Some(g) => g,
-                None => {
-                    groups[ng] = Some(sock);
-                    ng += 1;
-                    ng - 1
-                }
-            },
+        // A memorised answer's group is known after its first datagram;
+        // the others search (last group first: runs of one socket).
+        let g = match tag_group.get_mut(usize::from(tags[i])) {
+            Some(&mut g) if g != NO_TAG => usize::from(g),
+            Some(slot) => {
+                let g = group_index(&mut groups, &mut ng, sock);
+                // g < ng <= CHUNK = 32.
+                *slot = g as u8;
+                g
+            }
+            None => group_index(&mut groups, &mut ng, sock),
         };
         group_len[g] += 1;
         group_of[nk] = g as u8;
