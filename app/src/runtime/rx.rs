@@ -595,6 +595,7 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
     // Datagrams in, and of them IPv6: two registers, where an array
     // indexed by family is a load and a store per datagram.
     let (mut in_all, mut in_v6) = (0u64, 0u64);
+    const _: () = assert!(parse::Family::V6.index() == 1);
     let mut no_ports = [0u64; 2];
     let (demux_only, mut demux_freed) = (shared.mode == Mode::DemuxOnly, 0u64);
     let mut groups: [Option<&'s Arc<Socket>>; CHUNK] = [None; CHUNK];
@@ -631,7 +632,6 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
         };
         in_all += 1;
         in_v6 += fam as u64;
-        const _: () = assert!(parse::Family::V6.index() == 1);
         // Untagged only: what we send carries no VLAN tag. The main lcore
         // checks the rest (on-link source, unicast MAC).
         if let Some(h) = heard.as_deref_mut() {
@@ -948,7 +948,7 @@ mod tests {
         let v4 = u32::from_ne_bytes([198, 18, 0, 1]);
         let same_bytes = std::net::Ipv6Addr::from(u128::from(v4).to_ne_bytes());
         assert_eq!(m.get(MemoKey::of(IpAddr::V6(same_bytes), 53)), None);
-        // An unused slot answers nothing, even for the key it is filled with.
+        // An unused slot answers nothing, not even the all-zero key (0.0.0.0:0).
         assert_eq!(Memo::new(7u32).get(MemoKey { addr: 0, port_family: 0 }), None);
     }
 
