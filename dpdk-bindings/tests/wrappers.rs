@@ -202,6 +202,37 @@ fn wrappers_against_real_eal() {
     }
     drop(mr); // frees what is left in it
     burst.clear();
+
+    // The next-slot hint `prefetch_enqueue` reads: where the last raw
+    // enqueue left the head, at the address DPDK put that slot, through a
+    // wrap of the ring.
+    let mr = MbufRing::create("test_hint", 4, 0, ring::SP_ENQ).unwrap();
+    assert_eq!(mr.next_slot().0, 0);
+    let mut taken: Vec<*mut mbuf::RawMbuf> = Vec::new();
+    for round in 0..5u32 {
+        let mut raw = [std::ptr::null_mut(); 2];
+        mp.alloc_bulk(&mut raw).unwrap();
+        // SAFETY: two live mbufs of our own, handed to the ring.
+        let done = unsafe { mr.enqueue_raw(&raw) };
+        assert_eq!(done, 2, "room for two: the last round's were taken out");
+        let (head, at) = mr.next_slot();
+        assert_eq!(head, 2 * (round + 1));
+        // SAFETY: `at` is the slot after the two just stored, inside the
+        // ring's 4 slots; the one before it holds the second mbuf.
+        let last = unsafe { *at.offset(if head % 4 == 0 { 3 } else { -1 }) };
+        assert_eq!(last, raw[1], "the slot layout DPDK uses");
+        mr.prefetch_enqueue();
+        let mut out: MbufBurst<2> = MbufBurst::new();
+        assert_eq!(mr.dequeue(&mut out, 2), 2);
+        taken.extend(out.take_raw());
+    }
+    let mut fl = mbuf::FreeList::default();
+    for m in taken {
+        // SAFETY: each came out of the ring once and is ours.
+        unsafe { fl.push(m) };
+    }
+    drop(fl);
+    drop(mr);
     assert_eq!(
         mp.in_use(),
         0,

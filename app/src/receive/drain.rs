@@ -234,7 +234,7 @@ impl<P: PacketMeta, S: Sink<P>> RxSocket<P, S> {
     /// # Safety
     /// As [`RxSocket::deliver_locked`], for the packets of `pkts`, whose
     /// truesizes add up to `bytes`.
-    #[inline]
+    #[inline(always)]
     unsafe fn deliver_slice(
         &self,
         sink: &mut S,

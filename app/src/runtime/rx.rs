@@ -411,6 +411,9 @@ fn group_index<'s>(
     }
     groups[*ng] = Some(sock);
     *ng += 1;
+    // The group's enqueue comes at the end of this pass: its ring slots,
+    // which the consumer read last, are asked for now (see `prefetch_enqueue`).
+    sock.ring.prefetch_enqueue();
     *ng - 1
 }
 
