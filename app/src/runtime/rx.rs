@@ -412,7 +412,9 @@ fn group_index<'s>(
     groups[*ng] = Some(sock);
     *ng += 1;
     // The group's enqueue comes at the end of this pass: its ring slots,
-    // which the consumer read last, are asked for now (see `prefetch_enqueue`).
+    // which the consumer read last, are asked for now (see `prefetch_enqueue`;
+    // a memoised socket's were asked for in pass 2 already, and a second
+    // ask for lines on their way costs a few instructions).
     sock.ring.prefetch_enqueue();
     *ng - 1
 }
@@ -582,6 +584,12 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>>(
                     let tag = misses as u8;
                     misses += 1;
                     let (answer, by_source) = snap.lookup_keyed(d.src, d.sport, d.dst, d.dport);
+                    // The first datagram of this chunk to the socket: its
+                    // ring's lines are asked for here, a pass before the
+                    // group's enqueue (see `prefetch_enqueue`).
+                    if let Some(sock) = answer {
+                        sock.ring.prefetch_enqueue();
+                    }
                     if by_source {
                         (answer, NO_TAG)
                     } else {
