@@ -268,13 +268,17 @@ impl Client {
             pid: std::process::id(),
         }
         .encode();
-        let accepted = mp::request_sync(client_proto::ACTION, req.as_bytes(), REQUEST_TIMEOUT)
-            .map_err(|e| e.to_string())
-            .and_then(|rep| {
-                client_proto::parse_reply(&rep)
-                    .map(|_| ())
-                    .map_err(|(_, r)| r)
-            });
+        // An engine still starting has no handler yet: the EAL then logs its
+        // own line about the missing reply, and the error below says it all
+        // in one line, so the EAL's goes to the debug log.
+        let capture = Capture::start_with(|l| log::debug!("EAL: {l}"));
+        let reply = mp::request_sync(client_proto::ACTION, req.as_bytes(), REQUEST_TIMEOUT);
+        drop(capture.map(Capture::finish));
+        let accepted = reply.map_err(|e| e.to_string()).and_then(|rep| {
+            client_proto::parse_reply(&rep)
+                .map(|_| ())
+                .map_err(|(_, r)| r)
+        });
         if let Err(reason) = accepted {
             return Err(AttachError::NotAccepted {
                 prefix: file_prefix.into(),
