@@ -232,6 +232,12 @@ impl Drop for Lease {
     }
 }
 
+/// Where a client sends the EAL's log lines while it captures them: the
+/// debug log, not stderr (its errors are one line of its own).
+fn eal_line_to_debug(l: &str) {
+    log::debug!("EAL: {l}");
+}
+
 impl Client {
     /// Attach to the engine running with `eal.file_prefix = file_prefix`.
     pub fn attach(file_prefix: &str) -> Result<Client, AttachError> {
@@ -244,7 +250,7 @@ impl Client {
         let (slot, lcore) = take_slot(file_prefix, &runtime_dir)?;
         let args = eal_args(file_prefix, lcore);
         // The EAL's log explains a failure only while it initialises.
-        let capture = Capture::start_with(|l| log::debug!("EAL: {l}"));
+        let capture = Capture::start_with(eal_line_to_debug);
         let res = SecondaryEal::init(&args);
         let lines = capture.map(Capture::finish).unwrap_or_default();
         let eal = match res {
@@ -271,7 +277,7 @@ impl Client {
         // An engine still starting has no handler yet: the EAL then logs its
         // own line about the missing reply, and the error below says it all
         // in one line, so the EAL's goes to the debug log.
-        let capture = Capture::start_with(|l| log::debug!("EAL: {l}"));
+        let capture = Capture::start_with(eal_line_to_debug);
         let reply = mp::request_sync(client_proto::ACTION, req.as_bytes(), REQUEST_TIMEOUT);
         drop(capture.map(Capture::finish));
         let accepted = reply.map_err(|e| e.to_string()).and_then(|rep| {

@@ -234,11 +234,6 @@ struct NextSlot {
 }
 
 impl MbufRing {
-    /// Ask for the ring slots (for writing) and the consumer's tail that
-    /// the next [`MbufRing::enqueue_raw`] will touch, from where the last
-    /// one left the head: for a producer that knows it will enqueue here a
-    /// few hundred nanoseconds from now. A hint only: another producer may
-    /// have moved the head since, and then other lines are fetched.
     /// Where the last [`MbufRing::enqueue_raw`] left the producer head,
     /// and the address of that slot: what [`MbufRing::prefetch_enqueue`]
     /// asks for (exposed so that a test can hold it to the ring's layout).
@@ -247,6 +242,12 @@ impl MbufRing {
         (head, self.ring.slot(head, self.next.mask).cast())
     }
 
+    /// Ask for the ring slots (for writing) and the ring's head and tail
+    /// lines (for reading) that the next [`MbufRing::enqueue_raw`] will
+    /// touch, from where the last one left the head: for a producer that
+    /// knows it will enqueue here a few hundred nanoseconds from now. A
+    /// hint only: another producer may have moved the head since, and then
+    /// other lines are fetched.
     #[inline(always)]
     pub fn prefetch_enqueue(&self) {
         let head = self.next.head.load(std::sync::atomic::Ordering::Relaxed);
