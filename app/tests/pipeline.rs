@@ -336,6 +336,80 @@ fn floor_frees_every_frame_unclassified() {
     assert!(!o.status.success(), "--floor and --bare are one mode each");
 }
 
+/// `run --floor rte-hash` (DPDK's `rte_hash` in place of the checksums
+/// floor's port table): it finds every bound destination, the configured
+/// sockets' and the filler's, and only those. The engine's own lookup
+/// (`--demux-only` on the same replay) is the oracle: the floor's misses are
+/// its datagrams without a socket.
+#[test]
+fn rte_hash_floor_finds_exactly_the_bound_destinations() {
+    let d = scratch("floor-rte-hash");
+    // Filler bindings i = 0, 1, 4 975, 59 975, 59 976 and 59 999 of 60 000
+    // (198.19.0.1's first and last port, the next address, the last
+    // binding), the configured sockets of both families, the port after the
+    // last binding and two addresses nothing binds.
+    let dsts = [
+        "198.19.0.1:1024",
+        "198.19.0.1:1025",
+        "198.19.0.1:60999",
+        "198.19.0.2:1024",
+        "198.19.0.1:5999",
+        "198.19.0.2:1047",
+        "198.18.1.1:53",
+        "[fd00::1]:53",
+        "[fd00::2]:5000",
+        "198.19.0.2:1048",
+        "198.19.1.1:1024",
+        "[fd00::9]:53",
+    ];
+    let mut spec = String::from("seed = 5\ncount = 2000\nsize = 64\nflows = 4\n");
+    for a in dsts {
+        spec.push_str(&format!("\n[[dst]]\naddr = \"{a}\"\n"));
+    }
+    let gen_cfg = write(&d, "spread.toml", &spec);
+    let pcap = d.join("spread.pcap");
+    let o = run(&[
+        "gen",
+        "--config",
+        gen_cfg.to_str().unwrap(),
+        "--out",
+        pcap.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "gen: {}", stderr(&o));
+    let m: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("spread.pcap.json")).unwrap())
+            .unwrap();
+    let unbound = ["198.19.0.2:1048", "198.19.1.1:1024", "[fd00::9]:53"]
+        .iter()
+        .map(|a| n(&m["per_dst"][a]))
+        .sum::<u64>();
+    assert!(
+        unbound > 0 && unbound < n(&m["frames"]),
+        "the replay has both kinds"
+    );
+    let text = std::fs::read_to_string(default_cfg("floor-rte-hash-cfg", "numa-queues"))
+        .unwrap()
+        .replace(
+            &format!("rx_pcap={}", repo_file("conf/default.pcap").display()),
+            &format!("rx_pcap={}", pcap.display()),
+        )
+        .replace("[engine]\n", "[engine]\nfiller_sockets = 60000\n");
+    let cfg = write(&d, "floor.toml", &text);
+    let j = run_ok_json(&cfg, &["--floor", "rte-hash"]);
+    assert_eq!(j["rx_packets"], m["frames"]);
+    assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
+    assert_eq!(
+        j["floor_no_socket"].as_u64().unwrap(),
+        unbound,
+        "misses are the unbound destinations"
+    );
+    assert_eq!(j["lookups"], 0, "the engine's table is not used");
+    assert_eq!(j["hot_path_allocations"], 0);
+    let e = run_ok_json(&cfg, &["--demux-only"]);
+    let no_ports = n(&e["udp"]["UdpNoPorts"]) + n(&e["udp"]["Udp6NoPorts"]);
+    assert_eq!(no_ports, unbound, "the engine's lookup agrees");
+}
+
 /// `run --floor pipeline` (the denominator of the pipeline's ratio): every
 /// frame ends in a socket's ring, a full ring, or "no socket"; the consumers
 /// take everything put in the rings; nothing is classified, looked up or

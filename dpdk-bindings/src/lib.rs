@@ -30,6 +30,7 @@ mod ffi {
 
 pub mod eal;
 pub mod error;
+pub mod hash;
 pub mod hugepage_alloc;
 pub mod inflight;
 pub mod lcore;

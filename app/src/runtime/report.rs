@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use dpdk_sys::Port;
 
-use super::shared::{Shared, SocketEntry};
+use super::shared::{Floor, Mode, Shared, SocketEntry};
 use crate::counters::UdpMib;
 use crate::latency;
 use crate::parse::Reason;
@@ -430,6 +430,13 @@ fn summarize_inner(
             if rx_packets != floor_offered + floor_no_socket {
                 problems.push(format!(
                     "pipeline floor: received {rx_packets} but put {floor_offered} in rings (or found them full) and freed {floor_no_socket} without a socket"
+                ));
+            }
+        } else if shared.mode == Mode::Floor(Floor::RteHash) {
+            // Its misses, counted among the frames received.
+            if floor_offered != 0 || floor_no_socket > rx_packets {
+                problems.push(format!(
+                    "--floor rte-hash: {floor_offered} frames put in rings, {floor_no_socket} misses of {rx_packets} received"
                 ));
             }
         } else if floor_offered + floor_no_socket != 0 {

@@ -43,7 +43,14 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     let mut small = me.small.lock().unwrap_or_else(|p| p.into_inner()).take();
     // `run --floor` (a benchmark reference, `bench::floor`): its tables are
     // built here, since the loop below must not allocate.
-    let mut floor = RxFloor::new(shared, mode);
+    let mut floor = match RxFloor::new(shared, mode, me.lcore) {
+        Ok(f) => f,
+        Err(e) => {
+            log::error!("lcore {}: {e}", me.lcore);
+            super::signals::request_stop();
+            return 1;
+        }
+    };
     // Sources heard in datagrams, reported to the neighbour table (`heard`).
     let mut heard = shared.send.as_ref().and_then(|t| {
         t.heard

@@ -241,6 +241,11 @@ pub enum Floor {
     Minimal,
     /// The same plus the IPv4 header and UDP checksums in software.
     Checksums,
+    /// The same with DPDK's `rte_hash` (destination address and port, one
+    /// table per family, `rte_hash_lookup_bulk_data` per burst) over every
+    /// binding in place of the port table: a DPDK-native lookup at the
+    /// table's size.
+    RteHash,
     /// The minimal cross-core pipeline (see `pipeline_floor`): destination
     /// port, port-indexed table per family, per-socket `enqueue_burst` into
     /// the delivery rings; the consumers dequeue, read `pkt_len`, free.

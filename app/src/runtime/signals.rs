@@ -19,6 +19,12 @@ pub fn stop_requested() -> bool {
     STOP.load(Ordering::SeqCst)
 }
 
+/// Stop the engine as a signal would: for a worker lcore that cannot go on
+/// (its error is logged; its non-zero return fails the run at teardown).
+pub fn request_stop() {
+    STOP.store(true, Ordering::SeqCst);
+}
+
 /// True once per SIGHUP.
 pub fn take_reload() -> bool {
     RELOAD.swap(false, Ordering::SeqCst)

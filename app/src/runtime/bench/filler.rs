@@ -14,12 +14,7 @@ use crate::runtime::shared::Shared;
 /// (198.19.0.0/16, ports 1024..60999) that all deliver to it, published in
 /// one table update.
 pub(crate) fn add(shared: &Shared, n: u32) -> Result<(), RegistryError> {
-    const PORTS: u32 = 59_976;
-    let addr = |i: u32| {
-        let ip =
-            std::net::Ipv4Addr::from(u32::from(std::net::Ipv4Addr::new(198, 19, 0, 1)) + i / PORTS);
-        std::net::SocketAddr::new(ip.into(), 1024 + (i % PORTS) as u16)
-    };
+    let addr = binding_addr;
     let conf: SocketConf = toml::from_str(&format!(
         "name = \"filler\"\nlocal = \"{}\"\nhandler = \"count\"\n",
         addr(0)
@@ -39,6 +34,13 @@ pub(crate) fn add(shared: &Shared, n: u32) -> Result<(), RegistryError> {
     log::info!("filler: {n} bindings in 198.19.0.0/16 deliver to socket filler");
     *shared.filler_handles.lock().expect("filler lock") = handles;
     Ok(())
+}
+
+/// The address of the filler's binding `i` (0: the socket's own).
+pub(crate) fn binding_addr(i: u32) -> std::net::SocketAddr {
+    const PORTS: u32 = 59_976;
+    let ip = std::net::Ipv4Addr::from(u32::from(std::net::Ipv4Addr::new(198, 19, 0, 1)) + i / PORTS);
+    std::net::SocketAddr::new(ip.into(), 1024 + (i % PORTS) as u16)
 }
 
 /// The extra bindings, taken for teardown to remove (the `filler` socket's

@@ -2,6 +2,9 @@
 //!
 //! - `minimal` and `checksums` (`floor_burst`): a lower bound for the RX
 //!   core, against which `--demux-only` is read;
+//! - `rte-hash` ([`HashFloor`]): `checksums` with DPDK's own exact-match
+//!   table in place of the port-indexed one, what the lookup of a big
+//!   table costs a DPDK application here;
 //! - `pipeline`, `pipeline-checksums` and `pipeline-demux` ([`PipelineFloor`]): the minimal
 //!   cross-core pipeline, against which the whole pipeline is read.
 //!
@@ -9,6 +12,7 @@
 //! burst; the engine's own modes have none.
 use dpdk_sys::MbufBurst;
 
+use super::hash_floor::{HashFloor, HashFloorError};
 use super::pipeline_floor::{checksums_verify, fixed_dport, Choose, PipelineFloor};
 use crate::counters::Counter;
 use crate::meta::MbufMeta;
@@ -19,18 +23,21 @@ use crate::runtime::shared::{Floor, Mode, Shared};
 pub enum RxFloor {
     /// `--floor minimal|checksums`: the port-indexed demux table.
     Port { ports: Vec<u32>, checksums: bool },
+    /// `--floor rte-hash`: the bindings in `rte_hash`.
+    Hash(HashFloor),
     /// `--floor pipeline|pipeline-checksums|pipeline-demux`.
     Pipeline(PipelineFloor),
 }
 
 impl RxFloor {
-    /// The state `mode` needs, if it is a floor (allocates: call it before
-    /// the loop, which must not).
-    pub fn new(shared: &Shared, mode: Mode) -> Option<RxFloor> {
+    /// The state `mode` needs, if it is a floor, for RX lcore `lcore`
+    /// (allocates: call it before the loop, which must not).
+    pub fn new(shared: &Shared, mode: Mode, lcore: u32) -> Result<Option<RxFloor>, HashFloorError> {
         let Mode::Floor(f) = mode else {
-            return None;
+            return Ok(None);
         };
-        Some(match f {
+        Ok(Some(match f {
+            Floor::RteHash => RxFloor::Hash(HashFloor::new(shared, lcore)?),
             Floor::Minimal | Floor::Checksums => RxFloor::Port {
                 // The floor's demux table, indexed by destination port.
                 ports: (0..=u32::from(u16::MAX)).collect(),
@@ -41,12 +48,13 @@ impl RxFloor {
                 RxFloor::Pipeline(PipelineFloor::new(shared, Choose::PortChecked))
             }
             Floor::PipelineDemux => RxFloor::Pipeline(PipelineFloor::new(shared, Choose::Demux)),
-        })
+        }))
     }
 
     /// One received burst, all of whose mbufs are ours: each ends freed
     /// (or, in the pipeline floors, in a socket's delivery ring). Frames
-    /// no socket takes in the pipeline floors are counted in `no_socket`.
+    /// no socket takes in the pipeline floors and in `rte-hash` are counted
+    /// in `no_socket`.
     #[inline]
     pub fn burst(
         &mut self,
@@ -58,6 +66,10 @@ impl RxFloor {
         match self {
             RxFloor::Port { ports, checksums } => {
                 floor_burst(bufs, ports, *checksums);
+                bufs.clear();
+            }
+            RxFloor::Hash(h) => {
+                no_socket.add(h.burst(bufs));
                 bufs.clear();
             }
             RxFloor::Pipeline(pf) => {
