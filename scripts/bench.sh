@@ -531,6 +531,11 @@ if "$BIN" run --help | grep -Eq -- '^ *- pipeline-demux:|possible values:.*\bpip
 # validation any engine must do on a port without checksum offload).
 FLOOR_CSUM=false
 if "$BIN" run --help | grep -Eq -- '^ *- pipeline-checksums:|possible values:.*\bpipeline-checksums\b'; then FLOOR_CSUM=true; fi
+# `--floor pipeline-rte-hash`: the checksums, then DPDK's rte_hash on the
+# destination address and port choosing the ring (a DPDK-native exact-match
+# demux, next to the engine's parser and table in pipeline-demux).
+FLOOR_HASH=false
+if "$BIN" run --help | grep -Eq -- '^ *- pipeline-rte-hash:|possible values:.*\bpipeline-rte-hash\b'; then FLOOR_HASH=true; fi
 if on pipeline; then
   [ "$FLOOR_PIPE" = true ] || log "run --floor pipeline: not in this build (pipeline runs only)"
   for k in $(seq "$PAIRS"); do
@@ -539,6 +544,9 @@ if on pipeline; then
     fi
     if [ "$FLOOR_CSUM" = true ]; then
       engine "pair-floorcs-$k" "$(mkcfg "pair-floorcs-$k" "$(pcapdev plain64)" numa-queues true 0 "" "$RCVBUF_BIG")" "$SECS" --floor pipeline-checksums
+    fi
+    if [ "$FLOOR_HASH" = true ]; then
+      engine "pair-floorhash-$k" "$(mkcfg "pair-floorhash-$k" "$(pcapdev plain64)" numa-queues true 0 "" "$RCVBUF_BIG")" "$SECS" --floor pipeline-rte-hash
     fi
     if [ "$FLOOR_DEMUX" = true ]; then
       engine "pair-floordx-$k" "$(mkcfg "pair-floordx-$k" "$(pcapdev plain64)" numa-queues true 0 "" "$RCVBUF_BIG")" "$SECS" --floor pipeline-demux
@@ -1353,14 +1361,14 @@ fi
 if on pipeline; then
 echo "### The pipeline against its reference: \`run --floor pipeline\` (issue 13)"
 echo
-echo "\`run --floor pipeline\` is the minimal cross-core pipeline: the RX lcore reads the UDP destination port at a fixed offset and puts the mbuf into that socket's delivery ring; the socket's consumer dequeues in bursts, reads \`pkt_len\` and frees in bulk. \`run --floor pipeline-demux\` is the same with the engine's own parser (headers validated; checksums in software, since \`net_pcap\` sets no offload flags) and flow-table lookup choosing the ring: what any validating early demux pays here before staging and accounting. \`run --floor pipeline-checksums\` is the port floor plus the IPv4 header and UDP checksums verified in software: validation alone, with no parser or hash. Same config, lcores and consumers as the pipeline: RX lcore 1 on CPU 1, every consumer on the main lcore on CPU 0, the plain 64-byte replay to 4 sockets (\`$SPEC --flood-share 0\`), \`rcvbuf = $RCVBUF_BIG\` on every socket. $PAIRS alternating rounds (floor, floor with checksums, floor with demux, pipeline); Mpps delivered = datagrams put into the sockets' delivery rings per second. Cross-CPU figures are bimodal on this machine (see the notes in docs/benchmarks.md): read the median and the spread, not one round."
+echo "\`run --floor pipeline\` is the minimal cross-core pipeline: the RX lcore reads the UDP destination port at a fixed offset and puts the mbuf into that socket's delivery ring; the socket's consumer dequeues in bursts, reads \`pkt_len\` and frees in bulk. \`run --floor pipeline-demux\` is the same with the engine's own parser (headers validated; checksums in software, since \`net_pcap\` sets no offload flags) and flow-table lookup choosing the ring: what any validating early demux pays here before staging and accounting. \`run --floor pipeline-checksums\` is the port floor plus the IPv4 header and UDP checksums verified in software: validation alone, with no parser or hash. \`run --floor pipeline-rte-hash\` verifies the same checksums and then chooses the ring with DPDK's \`rte_hash\` on the destination address and port (bulk lookups per burst, one table per family): a DPDK-native exact-match demux. Same config, lcores and consumers as the pipeline: RX lcore 1 on CPU 1, every consumer on the main lcore on CPU 0, the plain 64-byte replay to 4 sockets (\`$SPEC --flood-share 0\`), \`rcvbuf = $RCVBUF_BIG\` on every socket. $PAIRS alternating rounds (floor, floor with checksums, floor with rte_hash, floor with demux, pipeline); Mpps delivered = datagrams put into the sockets' delivery rings per second. Cross-CPU figures are bimodal on this machine (see the notes in docs/benchmarks.md): read the median and the spread, not one round."
 echo
-FR=(); PD=(); PDD=(); XR=(); PXR=(); CR=()
-echo "| round | floor pipeline Mpps delivered | floor pipeline-checksums Mpps delivered | floor pipeline-demux Mpps delivered | pipeline Mpps received | pipeline Mpps delivered | floor-demux / floor | pipeline / floor | pipeline / floor-demux | pipeline drops by reason | floor drops by reason |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
+FR=(); PD=(); PDD=(); XR=(); PXR=(); CR=(); HR=(); PHR=()
+echo "| round | floor pipeline Mpps delivered | floor pipeline-checksums Mpps delivered | floor pipeline-rte-hash Mpps delivered | floor pipeline-demux Mpps delivered | pipeline Mpps received | pipeline Mpps delivered | floor-demux / floor | pipeline / floor | pipeline / floor-demux | pipeline drops by reason | floor drops by reason |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
 for k in $(seq "$PAIRS"); do
   P=$(delivered_mpps "pair-pipe-$k"); PD+=("$(fmt "$P")")
-  F=-; X=-; R=-; RX=-; RPX=-; C=-
+  F=-; X=-; R=-; RX=-; RPX=-; C=-; H=-
   if [ "$FLOOR_PIPE" = true ]; then
     F=$(floor_delivered_mpps "pair-floor-$k"); R=$(ratio "$P" "$F"); [ "$R" = - ] || FR+=("$R")
   fi
@@ -1372,7 +1380,11 @@ for k in $(seq "$PAIRS"); do
     C=$(floor_delivered_mpps "pair-floorcs-$k")
     [ "$F" = - ] || { RC=$(ratio "$C" "$F"); [ "$RC" = - ] || CR+=("$RC"); }
   fi
-  echo "| $k | $( [ "$F" = - ] && echo 'not in this build' || fmt "$F") | $( [ "$C" = - ] && echo 'not in this build' || fmt "$C") | $( [ "$X" = - ] && echo 'not in this build' || fmt "$X") | $(fmt "$(mpps "pair-pipe-$k")") | $(fmt "$P") | $RX | $R | $RPX | $(drops "pair-pipe-$k") | $( [ "$FLOOR_PIPE" = true ] && drops "pair-floor-$k" || echo -) |"
+  if [ "$FLOOR_HASH" = true ]; then
+    H=$(floor_delivered_mpps "pair-floorhash-$k"); RPH=$(ratio "$P" "$H"); [ "$RPH" = - ] || PHR+=("$RPH")
+    [ "$F" = - ] || { RH=$(ratio "$H" "$F"); [ "$RH" = - ] || HR+=("$RH"); }
+  fi
+  echo "| $k | $( [ "$F" = - ] && echo 'not in this build' || fmt "$F") | $( [ "$C" = - ] && echo 'not in this build' || fmt "$C") | $( [ "$H" = - ] && echo 'not in this build' || fmt "$H") | $( [ "$X" = - ] && echo 'not in this build' || fmt "$X") | $(fmt "$(mpps "pair-pipe-$k")") | $(fmt "$P") | $RX | $R | $RPX | $(drops "pair-pipe-$k") | $( [ "$FLOOR_PIPE" = true ] && drops "pair-floor-$k" || echo -) |"
 done
 echo
 if [ "$FLOOR_PIPE" = true ]; then
@@ -1384,6 +1396,10 @@ if [ "$FLOOR_PIPE" = true ]; then
   if [ "$FLOOR_CSUM" = true ] && [ ${#CR[@]} -gt 0 ]; then
     CRM=$(median "${CR[@]}")
     echo "Validation alone (floor pipeline-checksums / floor pipeline): median **${CRM}**, spread $(spread "${CR[@]}"). Any engine that verifies checksums on this port (\`net_pcap\` sets no offload flags) delivers at most this fraction of the floor, so the 0.8 goal is $( awk -v r="$CRM" 'BEGIN{print (r < 0.8) ? "out of reach of a validating pipeline here" : "within reach"}')."
+  fi
+  if [ "$FLOOR_HASH" = true ] && [ ${#HR[@]} -gt 0 ]; then
+    HRM=$(median "${HR[@]}")
+    echo "Checksums and a DPDK-native exact-match lookup (floor pipeline-rte-hash / floor pipeline): median **${HRM}**, spread $(spread "${HR[@]}"): an engine that validates only the checksums and looks the destination up in \`rte_hash\` delivers this fraction of the floor, so the 0.8 goal is $( awk -v r="$HRM" 'BEGIN{print (r < 0.8) ? "out of reach of a pipeline that verifies the checksums and demuxes with rte_hash here" : "within reach of one"}'). The pipeline (full parse, lookup, staging, accounting, delivery) against it: median **$(median "${PHR[@]}")**, spread $(spread "${PHR[@]}")."
   fi
 else
   echo "Pipeline / floor pipeline: \`run --floor pipeline\` is not in this build (\`udpdemux run --help\` lists no such floor): no ratio. Pipeline delivered: median $(fmt "$(median "${PD[@]}")") Mpps, spread $(spread "${PD[@]}")."

@@ -260,6 +260,10 @@ pub enum Floor {
     /// staging and accounting, so the pipeline's ratio can be split into
     /// the mandatory part and its own.
     PipelineDemux,
+    /// The same pipeline with the IPv4 header and UDP checksums verified in
+    /// software, then DPDK's `rte_hash` (as `rte-hash`) choosing the ring:
+    /// what a DPDK-native exact-match demux pays before the ring.
+    PipelineRteHash,
 }
 
 impl Mode {
@@ -268,7 +272,12 @@ impl Mode {
     pub fn is_pipeline_floor(self) -> bool {
         matches!(
             self,
-            Mode::Floor(Floor::Pipeline | Floor::PipelineChecksums | Floor::PipelineDemux)
+            Mode::Floor(
+                Floor::Pipeline
+                    | Floor::PipelineChecksums
+                    | Floor::PipelineDemux
+                    | Floor::PipelineRteHash
+            )
         )
     }
 }

@@ -5,7 +5,8 @@
 //! - `rte-hash` ([`HashFloor`]): `checksums` with DPDK's own exact-match
 //!   table in place of the port-indexed one, what the lookup of a big
 //!   table costs a DPDK application here;
-//! - `pipeline`, `pipeline-checksums` and `pipeline-demux` ([`PipelineFloor`]): the minimal
+//! - `pipeline`, `pipeline-checksums`, `pipeline-demux` and
+//!   `pipeline-rte-hash` ([`PipelineFloor`]): the minimal
 //!   cross-core pipeline, against which the whole pipeline is read.
 //!
 //! The RX loop builds one [`RxFloor`] before it polls and hands it every
@@ -25,7 +26,7 @@ pub enum RxFloor {
     Port { ports: Vec<u32>, checksums: bool },
     /// `--floor rte-hash`: the bindings in `rte_hash`.
     Hash(HashFloor),
-    /// `--floor pipeline|pipeline-checksums|pipeline-demux`.
+    /// `--floor pipeline|pipeline-checksums|pipeline-demux|pipeline-rte-hash`.
     Pipeline(PipelineFloor),
 }
 
@@ -43,11 +44,16 @@ impl RxFloor {
                 ports: (0..=u32::from(u16::MAX)).collect(),
                 checksums: f == Floor::Checksums,
             },
-            Floor::Pipeline => RxFloor::Pipeline(PipelineFloor::new(shared, Choose::Port)),
+            Floor::Pipeline => RxFloor::Pipeline(PipelineFloor::new(shared, Choose::Port, lcore)?),
             Floor::PipelineChecksums => {
-                RxFloor::Pipeline(PipelineFloor::new(shared, Choose::PortChecked))
+                RxFloor::Pipeline(PipelineFloor::new(shared, Choose::PortChecked, lcore)?)
             }
-            Floor::PipelineDemux => RxFloor::Pipeline(PipelineFloor::new(shared, Choose::Demux)),
+            Floor::PipelineDemux => {
+                RxFloor::Pipeline(PipelineFloor::new(shared, Choose::Demux, lcore)?)
+            }
+            Floor::PipelineRteHash => {
+                RxFloor::Pipeline(PipelineFloor::new(shared, Choose::RteHash, lcore)?)
+            }
         }))
     }
 

@@ -110,22 +110,42 @@ impl HashFloor {
         Ok(HashFloor { v4, v6 })
     }
 
-    /// One burst: keys gathered per family, each family's looked up in
-    /// `rte_hash_lookup_bulk_data` calls of at most 64, ids written back.
-    /// How many frames found no binding (or had no key at the fixed offsets).
+    /// One burst: each frame's socket id (bit 31: a checksum failed) into
+    /// its metadata. How many frames found no binding (or had no key at
+    /// the fixed offsets).
     #[inline]
     pub fn burst(&self, bufs: &mut MbufBurst<MAX_BURST>) -> u64 {
+        let mut ids = [0u32; MAX_BURST];
+        let misses = self.ids(bufs, &mut ids);
+        for (i, &id) in ids.iter().enumerate().take(bufs.len()) {
+            let Some(m) = bufs.get_mut(i) else {
+                break;
+            };
+            // Our mbuf, from an engine pool (private area of PRIV_SIZE).
+            if let Some(meta) = MbufMeta::view_mut(m) {
+                meta.socket = id;
+            }
+        }
+        misses
+    }
+
+    /// Each frame's socket id into `ids` (0: none; bit 31: a checksum
+    /// failed): keys gathered per family, each family's looked up in
+    /// `rte_hash_lookup_bulk_data` calls of at most 64. How many frames
+    /// found no binding.
+    #[inline]
+    pub fn ids(&self, bufs: &mut MbufBurst<MAX_BURST>, ids: &mut [u32; MAX_BURST]) -> u64 {
         let (mut at, mut misses) = (0, 0);
         while at < bufs.len() {
             let end = (at + LOOKUP_BULK_MAX).min(bufs.len());
-            misses += self.chunk(bufs, at, end);
+            misses += self.chunk(bufs, at, end, &mut ids[at..end]);
             at = end;
         }
         misses
     }
 
     #[inline(always)]
-    fn chunk(&self, bufs: &mut MbufBurst<MAX_BURST>, begin: usize, end: usize) -> u64 {
+    fn chunk(&self, bufs: &mut MbufBurst<MAX_BURST>, begin: usize, end: usize, ids: &mut [u32]) -> u64 {
         let mut k4: [KeyV4; LOOKUP_BULK_MAX] = [[0; 16]; LOOKUP_BULK_MAX];
         let mut k6: [KeyV6; LOOKUP_BULK_MAX] = [[0; 32]; LOOKUP_BULK_MAX];
         // Burst index of each key, and the checksum verdict of each frame.
@@ -153,7 +173,7 @@ impl HashFloor {
                 n6 += 1;
             }
         }
-        let mut ids = [0u32; LOOKUP_BULK_MAX];
+        ids.fill(0);
         let mut values = [0u64; LOOKUP_BULK_MAX];
         let hits = self.v4.lookup_bulk(&k4[..n4], &mut values);
         let mut found = u64::from(hits.count_ones());
@@ -169,14 +189,8 @@ impl HashFloor {
                 ids[usize::from(i)] = values[k] as u32;
             }
         }
-        for i in begin..end {
-            let Some(m) = bufs.get_mut(i) else {
-                break;
-            };
-            // Our mbuf, from an engine pool (private area of PRIV_SIZE).
-            if let Some(meta) = MbufMeta::view_mut(m) {
-                meta.socket = ids[i - begin] | bad[i - begin];
-            }
+        for (id, &b) in ids.iter_mut().zip(&bad) {
+            *id |= b;
         }
         (end - begin) as u64 - found
     }

@@ -26,6 +26,12 @@
 //! so the pipeline's ratio splits into what any such engine pays here and
 //! what staging and accounting add.
 //!
+//! `run --floor pipeline-rte-hash` verifies the checksums as
+//! `pipeline-checksums` does, then chooses the ring with DPDK's `rte_hash`
+//! (`hash_floor`: the destination address and port, bulk lookups per
+//! burst): what a DPDK-native exact-match demux pays here, next to the
+//! engine's parser and table in `pipeline-demux`.
+//!
 //! The tables are built once, when the RX lcore starts, from the sockets
 //! configured then: sockets added or removed later (SIGHUP, the API) are
 //! not seen, and the floor cannot tell apart two sockets of one family on
@@ -36,6 +42,7 @@ use std::mem::MaybeUninit;
 
 use dpdk_sys::{MbufBurst, MbufRef};
 
+use super::hash_floor::{HashFloor, HashFloorError};
 use crate::counters::Counter;
 use crate::flow_table::Snapshot;
 use crate::handlers::CONSUME_BURST;
@@ -59,6 +66,9 @@ pub enum Choose {
     PortChecked,
     /// `pipeline-demux`: the engine's parser and flow table.
     Demux,
+    /// `pipeline-rte-hash`: the checksums, then DPDK's `rte_hash` over the
+    /// bindings (`hash_floor`).
+    RteHash,
 }
 
 /// One socket's share of the current burst.
@@ -80,6 +90,8 @@ pub struct PipelineFloor {
     /// enqueue and atomic counters; one: single-producer, plain adds.
     shared_rings: bool,
     choose: Choose,
+    /// `pipeline-rte-hash`'s tables.
+    hash: Option<HashFloor>,
     /// Socket id -> index + 1 (0: not a socket the floor knows), for the
     /// lookup's result.
     by_id: Box<[u32]>,
@@ -88,7 +100,11 @@ pub struct PipelineFloor {
 impl PipelineFloor {
     /// Build the tables from the sockets registered now (allocates: call it
     /// before the loop).
-    pub fn new(shared: &Shared, choose: Choose) -> PipelineFloor {
+    pub fn new(shared: &Shared, choose: Choose, lcore: u32) -> Result<PipelineFloor, HashFloorError> {
+        let hash = match choose {
+            Choose::RteHash => Some(HashFloor::new(shared, lcore)?),
+            _ => None,
+        };
         let socks: Vec<Arc<Socket>> = shared
             .sockets
             .load()
@@ -127,7 +143,7 @@ impl PipelineFloor {
             })
             .collect();
         let touched = vec![0u32; socks.len()].into_boxed_slice();
-        PipelineFloor {
+        Ok(PipelineFloor {
             socks,
             v4,
             v6,
@@ -136,8 +152,9 @@ impl PipelineFloor {
             ntouched: 0,
             shared_rings: shared.rx.len() > 1,
             choose,
+            hash,
             by_id,
-        }
+        })
     }
 
     /// The socket index a frame goes to: by the parser and the flow table
@@ -174,9 +191,23 @@ impl PipelineFloor {
     ) {
         // One snapshot per burst, as the pipeline takes.
         let snap = (self.choose == Choose::Demux).then(|| shared.table.snapshot());
+        // `pipeline-rte-hash`: the whole burst's ids first, in bulk lookups.
+        let mut ids = [0u32; MAX_BURST];
+        if let Some(h) = &self.hash {
+            h.ids(bufs, &mut ids);
+        }
         let mut missed = 0u64;
-        for m in bufs.drain() {
-            let Some(i) = self.socket_of(m.view(), snap.as_ref()) else {
+        for (k, m) in bufs.drain().enumerate() {
+            let found = match &self.hash {
+                // Bit 31: a checksum failed (no socket, as pipeline-checksums).
+                Some(_) => self
+                    .by_id
+                    .get(ids[k] as usize)
+                    .and_then(|i| i.checked_sub(1))
+                    .map(|i| i as usize),
+                None => self.socket_of(m.view(), snap.as_ref()),
+            };
+            let Some(i) = found else {
                 missed += 1;
                 free.push_mbuf(m);
                 continue;
