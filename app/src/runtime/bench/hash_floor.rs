@@ -63,17 +63,15 @@ pub struct HashFloorError(dpdk_sys::DpdkError);
 impl HashFloor {
     /// Tables of the bindings registered now (allocates: call it before the loop).
     pub fn new(shared: &Shared, lcore: u32) -> Result<HashFloor, HashFloorError> {
-        let socks: Vec<(IpAddr, u16, u32)> = shared
-            .sockets
-            .load()
+        let entries = shared.sockets.load();
+        let socks: Vec<(IpAddr, u16, u32)> = entries
             .iter()
             .map(|e| (e.sock.conf.local.ip(), e.sock.conf.local.port(), e.sock.id))
             .collect();
-        let filler = socks
+        let filler = entries
             .iter()
-            .zip(shared.sockets.load().iter())
-            .find(|(_, e)| e.sock.name() == "filler")
-            .map(|(s, _)| s.2);
+            .find(|e| e.sock.name() == "filler")
+            .map(|e| e.sock.id);
         // The filler's own binding is among the sockets; these are the rest.
         let extra = filler.map_or(0, |_| {
             shared

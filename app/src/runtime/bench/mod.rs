@@ -2,7 +2,7 @@
 //! receive path: they exist so `scripts/bench.sh` can measure the engine
 //! against them, and nothing in a normal run depends on them.
 //!
-//! - [`floor`]: `run --floor minimal|checksums|rte-hash|pipeline|pipeline-checksums|pipeline-demux`,
+//! - [`floor`]: `run --floor minimal|checksums|rte-hash|pipeline|pipeline-checksums|pipeline-demux|pipeline-rte-hash`,
 //!   the lower bounds an RX core (and a cross-core pipeline) is read
 //!   against. The RX loop ([`super::rx`]) and the consumers
 //!   ([`super::consumer`]) only dispatch here when [`super::shared::Mode`]
@@ -10,7 +10,7 @@
 //! - [`hash_floor`]: `run --floor rte-hash`, the checksums floor with
 //!   DPDK's `rte_hash` as its table: what a DPDK-native lookup costs at the
 //!   table's size.
-//! - [`pipeline_floor`]: the two pipeline floors' RX side and consumer side.
+//! - [`pipeline_floor`]: the pipeline floors' RX side and consumer side.
 //! - [`filler`]: `engine.filler_sockets`, a million-entry flow table for
 //!   the demux benchmarks (bindings that all deliver to one socket).
 //!
