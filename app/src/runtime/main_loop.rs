@@ -22,6 +22,11 @@ use crate::starvation::Sampler;
 /// few µs, so timers fire within a millisecond or so).
 pub const MAIN_CHECK_POLLS: u32 = 64;
 
+/// The main lcore's nap when it has nothing to do: its timers (stats,
+/// signals, the neighbour table's) are checked this often, and an
+/// in-process sender's frames end it early (`crate::wake`).
+const IDLE_NAP: Duration = Duration::from_millis(5);
+
 /// Seconds between two `malloc_trim`s on the main lcore: often enough that
 /// a soak's RSS does not drift, rare enough to cost nothing measurable (a
 /// trim of the engine's small heaps takes microseconds).
@@ -88,12 +93,16 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
     // again at once rather than sleep (a sender's next burst comes within
     // microseconds, and the rings would fill while this lcore slept).
     let mut tx_busy_until = 0u64;
-    // ... unless `engine.idle_sleep_us` says the CPU is shared: then it
-    // sleeps through the gaps between the sender's bursts as RX lcores do,
+    // ... unless `engine.idle_sleep_us` says the CPU is shared: then,
     // for longer after the last send (a QUIC sender's flights come a round
-    // trip apart, often more than a millisecond on a loaded machine, and a
-    // 5 ms nap then stalls the flow: 0.19x to 0.45x of the kernel's bulk
-    // throughput in the QUIC benchmark).
+    // trip apart, often more than a millisecond on a loaded machine), it
+    // naps after a few empty passes, and the nap is the long one: the
+    // sender's next frames end it (`crate::wake`), so its length costs no
+    // latency, while RX-style short naps doubling up to the cap armed a
+    // timer each, about seven per gap between flights (on a VM each arm
+    // is a hypervisor exit: 8% of both CPUs' samples in the QUIC handshake
+    // benchmark, which went from 0.57-0.62 to 0.73-0.76 of the kernel's
+    // rate without them).
     let mut tx_backoff = IdleBackoff::new(shared.idle_sleep_us, super::idle::MAIN_SPIN_POLLS);
     // Its naps end when a sender queues frames (`crate::wake`).
     if let Some(tx) = shared.send.as_ref() {
@@ -128,13 +137,13 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
             // An in-process sender is busy: poll again at once, as an lcore
             // does (a yield here hands the CPU to any other runnable task
             // for a whole time slice, and the TX ring fills meanwhile).
-            if let Some(nap) = tx_backoff.idle() {
-                nap_until_sent(&shared, nap);
+            if tx_backoff.idle().is_some() {
+                nap_until_sent(&shared, IDLE_NAP);
             }
         } else {
             // Nothing to consume here: the main lcore only keeps time (and
             // wakes for a sender's frames: `wake`).
-            nap_until_sent(&shared, Duration::from_millis(5));
+            nap_until_sent(&shared, IDLE_NAP);
         }
         clients::serve(&shared);
         // send_burst's and the clients' TX rings into the main lcore's TX
