@@ -1585,6 +1585,10 @@ pub struct SendSummary {
     pub heard_suppressed: u64,
     /// Held in the neighbour table or the ring when the summary was taken.
     pub in_flight: u64,
+    /// The main lcore's naps while it drains this path, and those of them
+    /// an in-process sender's frames ended (`crate::wake`).
+    pub main_naps: u64,
+    pub main_naps_ended_by_send: u64,
 }
 
 impl SendSummary {
@@ -1617,6 +1621,8 @@ impl SendSummary {
             client_freed: tx.client_freed.load(Ordering::Relaxed),
             neigh: t.stats,
             in_flight: t.held() as u64 + u64::from(tx.ring.count()),
+            main_naps: tx.wake.parks(),
+            main_naps_ended_by_send: tx.wake.unparks(),
         }
     }
 

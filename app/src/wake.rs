@@ -35,6 +35,8 @@ pub struct Wake {
     /// Kicks that found the sleeper asleep and unparked it (a statistic:
     /// outside the model, as the receive heart's counters are).
     unparks: std::sync::atomic::AtomicU64,
+    /// Times the sleeper parked (the same kind of statistic).
+    parks: std::sync::atomic::AtomicU64,
 }
 
 impl Wake {
@@ -71,6 +73,11 @@ impl Wake {
         self.unparks.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// How many times the sleeper parked (each a timer armed for its nap).
+    pub fn parks(&self) -> u64 {
+        self.parks.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Sleep up to `nap`, or until a [`kick`](Self::kick); not at all when
     /// `pending` (work queued) says so after the flag is up. On any thread
     /// but the registered one (or with none) it is a plain sleep.
@@ -91,6 +98,8 @@ impl Wake {
         fence(Ordering::SeqCst);
         if !pending() {
             park(nap);
+            self.parks
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         self.sleeping.store(false, Ordering::Relaxed);
         true
