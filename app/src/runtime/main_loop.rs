@@ -101,7 +101,7 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
     // latency, while RX-style short naps doubling up to the cap armed a
     // timer each, about seven per gap between flights (on a VM each arm
     // is a hypervisor exit: 8% of both CPUs' samples in the QUIC handshake
-    // benchmark, which went from 0.57-0.62 to 0.73-0.76 of the kernel's
+    // benchmark, which went from 0.57-0.62 to 0.72-0.76 of the kernel's
     // rate without them).
     let mut tx_backoff = IdleBackoff::new(shared.idle_sleep_us, super::idle::MAIN_SPIN_POLLS);
     // Its naps end when a sender queues frames (`crate::wake`).
