@@ -115,6 +115,8 @@ pub fn counters(s: &Summary) -> Counters {
             ("UdpDemuxNeighHeardDropped", t.heard_dropped),
             ("UdpDemuxNeighHeardIgnored", t.heard_ignored),
             ("UdpDemuxNeighHeardSuppressed", t.heard_suppressed),
+            ("UdpDemuxMainNaps", t.main_naps),
+            ("UdpDemuxMainNapsEndedBySend", t.main_naps_ended_by_send),
         ] {
             out.push((name.into(), v));
         }

@@ -546,6 +546,8 @@ pub fn render(s: &Summary, x: &Extra) -> String {
             o.counter(name, help, &[], v);
         }
         o.gauge("udpdemux_neigh_entries", "Neighbour table entries", &[], n.entries);
+        o.counter("udpdemux_main_naps_total", "Main lcore naps while it drains the send path (each arms a timer)", &[], t.main_naps);
+        o.counter("udpdemux_main_naps_ended_by_send_total", "Main lcore naps an in-process sender's frames ended", &[], t.main_naps_ended_by_send);
     }
     for (port, xs) in &x.ports {
         for (k, v) in xs {
