@@ -95,6 +95,19 @@ pub struct LoopStats {
     pub floor_no_socket: Counter,
 }
 
+/// What an lcore's loop took of its thread (`runtime::thread_time`): wall
+/// time, CPU time, and the kernel's context switches, written once when
+/// the loop ends by the loop's own thread.
+#[derive(Debug, Default)]
+pub struct ThreadStats {
+    pub wall_us: Counter,
+    pub cpu_us: Counter,
+    /// Switches the thread asked for (sleeps, blocking calls).
+    pub voluntary: Counter,
+    /// Switches the scheduler imposed: another task took the CPU.
+    pub involuntary: Counter,
+}
+
 /// A consumer lcore's loop counters.
 #[derive(Debug, Default)]
 pub struct ConsumerLoopStats {

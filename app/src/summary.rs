@@ -46,6 +46,9 @@ pub struct Summary {
     pub nodes: Vec<NodeSummary>,
     pub lcores: Vec<LcoreSummary>,
     pub consumers: Vec<ConsumerSummary>,
+    /// What the main lcore's loop took of its thread (stats, signals,
+    /// the send path, and the consumers of sockets no consumer lcore takes).
+    pub main_lcore: ThreadSummary,
     pub ports: Vec<PortSummary>,
     /// The small-buffer cache, summed over RX lcores.
     pub small_cache: SmallCacheSummary,
@@ -223,6 +226,53 @@ pub struct ConsumerSummary {
     pub polls: u64,
     pub idle_polls: u64,
     pub datagrams: u64,
+    pub thread: ThreadSummary,
+}
+
+/// An lcore loop's share of its CPU (`runtime::thread_time`): its wall
+/// time, the CPU time its thread got, the difference, and the kernel's
+/// context switches. With no voluntary switches (a loop that never
+/// sleeps) `off_cpu_ms` is the time other tasks took from it.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ThreadSummary {
+    pub wall_ms: f64,
+    pub cpu_ms: f64,
+    pub off_cpu_ms: f64,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+}
+
+impl ThreadSummary {
+    pub fn of(t: &counters::ThreadStats) -> ThreadSummary {
+        let (wall, cpu) = (t.wall_us.get(), t.cpu_us.get());
+        ThreadSummary {
+            wall_ms: wall as f64 / 1e3,
+            cpu_ms: cpu as f64 / 1e3,
+            // getrusage counts in µs, the wall clock in ns: a loop on its
+            // CPU throughout can read a few µs more CPU than wall time.
+            off_cpu_ms: wall.saturating_sub(cpu) as f64 / 1e3,
+            voluntary_switches: t.voluntary.get(),
+            involuntary_switches: t.involuntary.get(),
+        }
+    }
+
+    /// Preempted for a share of the loop worth a warning: switched out by
+    /// the scheduler and off its CPU for 1% of the loop or more, in a loop
+    /// that mostly did not sleep (fewer voluntary switches than imposed
+    /// ones), so that the time off CPU is the preemptions'.
+    pub fn preempted(&self) -> bool {
+        self.involuntary_switches > 0
+            && self.voluntary_switches < self.involuntary_switches
+            && self.off_cpu_ms >= self.wall_ms / 100.0
+    }
+
+    /// One line for the exit summary.
+    pub fn line(&self) -> String {
+        format!(
+            "on CPU {:.1} of {:.1} ms (off {:.1} ms), switched out {} times by the scheduler, {} voluntarily",
+            self.cpu_ms, self.wall_ms, self.off_cpu_ms, self.involuntary_switches, self.voluntary_switches
+        )
+    }
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -235,6 +285,7 @@ pub struct LcoreSummary {
     pub idle_sleeps: u64,
     pub busy_cycles: u64,
     pub queues: Vec<QueueSummary>,
+    pub thread: ThreadSummary,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -272,6 +323,31 @@ pub(crate) fn print_histograms(s: &Summary) {
     }
 }
 
+/// One warning line per lcore whose loop was preempted for 1% of its
+/// time or more ([`ThreadSummary::preempted`]): drops that came while it
+/// was off its CPU are the machine's doing, and the fix is the operator's.
+pub fn preemption_warnings(s: &Summary) -> Vec<String> {
+    let rx = s.lcores.iter().map(|l| (format!("lcore {} (rx)", l.lcore), &l.thread));
+    let cons = s
+        .consumers
+        .iter()
+        .map(|c| (format!("lcore {} (consumer)", c.lcore), &c.thread));
+    let main = std::iter::once(("the main lcore".to_string(), &s.main_lcore));
+    rx.chain(cons)
+        .chain(main)
+        .filter(|(_, t)| t.preempted())
+        .map(|(who, t)| {
+            format!(
+                "{who} was off its CPU {:.1} ms of {:.1} ({:.1}%), switched out {} times by the scheduler: other tasks share its CPU, and while it is off its sockets fill (rcvbuf_full) or its RX queues overflow; give the lcores CPUs of their own (isolcpus=, or a cpuset other tasks stay out of)",
+                t.off_cpu_ms,
+                t.wall_ms,
+                100.0 * t.off_cpu_ms / t.wall_ms.max(1e-9),
+                t.involuntary_switches
+            )
+        })
+        .collect()
+}
+
 pub(crate) fn print_summary(s: &Summary) {
     println!(
         "summary: {:.2} s, rx_packets {} rx_bytes {} ({} pps), strategy {}, hot-path allocations {}",
@@ -289,7 +365,12 @@ pub(crate) fn print_summary(s: &Summary) {
                 l.lcore, l.node, q.port, q.queue, q.packets, q.bytes, q.bursts
             );
         }
+        println!("  lcore {} (rx) thread: {}", l.lcore, l.thread.line());
     }
+    for c in &s.consumers {
+        println!("  lcore {} (consumer) thread: {}", c.lcore, c.thread.line());
+    }
+    println!("  main lcore thread: {}", s.main_lcore.line());
     let udp: Vec<String> = s
         .udp
         .iter()

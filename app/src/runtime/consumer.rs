@@ -36,6 +36,7 @@ pub fn consumer_loop(shared: &Shared, idx: Option<usize>) -> i32 {
     drop(shared.sockets.load());
     let mut d = Consumer::new(shared, idx);
     let st = idx.map(|i| &shared.consumers[i].stats);
+    let clock = super::thread_time::LoopClock::start();
     let _hot = HotSection::enter();
     let (mut polls, mut idle, mut dgrams) = (0u64, 0u64, 0u64);
     let flush = |polls: &mut u64, idle: &mut u64, dgrams: &mut u64| {
@@ -59,6 +60,9 @@ pub fn consumer_loop(shared: &Shared, idx: Option<usize>) -> i32 {
         }
         if stopping && n == 0 {
             flush(&mut polls, &mut idle, &mut dgrams);
+            if let Some(i) = idx {
+                clock.stop(&shared.consumers[i].thread);
+            }
             return 0;
         }
     }

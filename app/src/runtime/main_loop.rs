@@ -57,6 +57,7 @@ pub struct MainLcore<'a> {
 /// signal flags are read. No system clock per poll.
 pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
     let shared = Arc::clone(m.shared);
+    let clock = super::thread_time::LoopClock::start();
     let hz = shared.tsc_hz.max(1);
     let ms_ticks = (hz / 1000).max(1);
     let interval_ticks = m
@@ -290,6 +291,7 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
     }
     // The engine leaves its groups as the kernel does when its sockets close.
     reporter.leave_all(&shared, eal::rdtsc());
+    clock.stop(&shared.main_thread);
 }
 
 /// One starvation sample (main lcore): the RX pools' free counts

@@ -27,3 +27,5 @@ pub mod signals;
 pub mod steer;
 pub mod teardown;
 pub mod telemetry;
+/// Each lcore loop's CPU time and context switches (preemption on shared CPUs).
+pub mod thread_time;

@@ -13,6 +13,7 @@ use crate::latency;
 use crate::parse::Reason;
 use crate::receive::accounting::DropReason;
 use crate::summary::{
+    ThreadSummary,
     ClientsSummary, ConsumerSummary, LcoreSummary, NodeSummary, PortSummary, QueueSummary, SmallCacheSummary,
     SocketSummary, Summary,
 };
@@ -134,6 +135,7 @@ fn summarize_inner(
                     bursts: s.bursts.get(),
                 })
                 .collect(),
+            thread: ThreadSummary::of(&l.thread),
         })
         .collect();
     let rx_packets: u64 = lcores
@@ -310,6 +312,7 @@ fn summarize_inner(
             polls: c.stats.polls.get(),
             idle_polls: c.stats.idle_polls.get(),
             datagrams: c.stats.datagrams.get(),
+            thread: ThreadSummary::of(&c.thread),
         })
         .collect();
 
@@ -523,6 +526,7 @@ fn summarize_inner(
         nodes,
         lcores,
         consumers,
+        main_lcore: ThreadSummary::of(&shared.main_thread),
         ports: port_summaries,
         small_cache: SmallCacheSummary {
             enabled: shared

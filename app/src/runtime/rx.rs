@@ -65,6 +65,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
         .and_then(|s| s.ring(idx));
     // `engine.idle_sleep_us`: sleep through gaps in traffic (`idle`).
     let mut backoff = IdleBackoff::new(shared.idle_sleep_us, super::idle::SPIN_POLLS);
+    let clock = super::thread_time::LoopClock::start();
     let _hot = HotSection::enter();
     while !shared.stop.load(Ordering::Relaxed) {
         let mut worked = false;
@@ -166,6 +167,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     }
     me.quiescent.add(1);
     drop(_hot);
+    clock.stop(&me.thread);
     // Hand the cache back for teardown's check.
     *me.small.lock().unwrap_or_else(|p| p.into_inner()) = small;
     0

@@ -257,6 +257,7 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
         burst: cfg.engine.burst,
         idle_sleep_us: cfg.engine.idle_sleep_us,
         tsc_hz: eal::tsc_hz(),
+        main_thread: Default::default(),
         strategy: cfg.engine.strategy,
         table: FlowTable::new(),
         sockets: ArcSwap::from_pointee(Vec::new()),
@@ -474,6 +475,7 @@ fn plan_rx_lcores(cfg: &Config, port_ids: &[u16]) -> (Vec<u32>, Vec<RxLcore>) {
             reasm_stats: CachePadded::default(),
             reasm_deadline: Default::default(),
             steer: CachePadded::default(),
+            thread: Default::default(),
         });
     }
     (node_ids, rx_lcores)

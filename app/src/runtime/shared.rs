@@ -97,6 +97,8 @@ pub struct Shared {
     /// `engine.idle_sleep_us`: RX lcores' longest sleep when idle (0: none).
     pub idle_sleep_us: u32,
     pub tsc_hz: u64,
+    /// What the main lcore's loop took of its thread: CPU time, preemptions.
+    pub main_thread: counters::ThreadStats,
     pub strategy: Strategy,
     /// Early demux: the RX lcores' view of the sockets.
     pub table: FlowTable<Arc<Socket>>,
@@ -178,6 +180,8 @@ pub struct RxLcore {
     /// Fragments sent to their owner lcore, refused, and taken from this
     /// lcore's steering ring.
     pub steer: CachePadded<super::steer::SteerStats>,
+    /// What the loop took of its thread: CPU time, preemptions.
+    pub thread: counters::ThreadStats,
 }
 
 /// A consumer lcore and the sockets it was given by name (empty: any).
@@ -191,6 +195,8 @@ pub struct ConsumerLcore {
     /// polls with: once it reaches a generation, the lcore no longer reads
     /// rings an older registry gave it (a client's open waits for this).
     pub seen_gen: counters::Counter,
+    /// What the loop took of its thread: CPU time, preemptions.
+    pub thread: counters::ThreadStats,
 }
 
 impl ConsumerLcore {
@@ -201,6 +207,7 @@ impl ConsumerLcore {
             stats: CachePadded::default(),
             tx_queue: None,
             seen_gen: Default::default(),
+            thread: Default::default(),
         }
     }
 }

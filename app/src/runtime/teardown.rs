@@ -152,6 +152,9 @@ pub fn stop(mut t: Stopping<'_>) -> Result<Summary, EngineError> {
     for p in t.ports.iter_mut() {
         p.stop()?;
     }
+    for w in crate::summary::preemption_warnings(&summary) {
+        log::warn!("{w}");
+    }
     match t.stats_format {
         StatsFormat::Text => print_summary(&summary),
         StatsFormat::Nstat => {
