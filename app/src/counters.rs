@@ -86,7 +86,8 @@ pub struct LoopStats {
     pub idle_polls: Counter,
     /// Sleeps after a run of empty polls (`engine.idle_sleep_us`).
     pub idle_sleeps: Counter,
-    /// TSC cycles spent in iterations that received something (busy time).
+    /// TSC cycles from each poll that received something to the next poll's
+    /// return (busy time, as DPDK's lcore poll busyness counts it).
     pub busy_cycles: Counter,
     /// Heap allocations made by this lcore's thread while in its loop (must stay 0).
     pub hot_allocs: Counter,
