@@ -52,6 +52,34 @@ pub fn us_of(cycles: u64, inv: u64) -> u64 {
     ((cycles as u128 * inv as u128) >> 64) as u64
 }
 
+/// The TSC at which the calling thread's current RX burst returned from
+/// `rx_burst` (0 on threads outside an RX lcore's loop). The stage histogram measures a datagram's
+/// wait until the burst that put it in its delivery ring began, read here:
+/// a TSC read of its own at each socket group's enqueue waited for the
+/// enqueue's stores to lines the consumer's CPU holds, 5% of the
+/// pipeline's rate (14 alternating pairs). A datagram put in the ring by
+/// the burst it arrived in counts 0 µs.
+pub mod burst_clock {
+    use std::cell::Cell;
+
+    thread_local! {
+        static AT: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// The RX loop, as a burst begins (`tsc` its stamp), and with 0 when
+    /// it leaves.
+    #[inline(always)]
+    pub fn set(tsc: u64) {
+        AT.with(|c| c.set(tsc));
+    }
+
+    /// The current burst's start, or `None` outside a burst.
+    #[inline(always)]
+    pub fn get() -> Option<u64> {
+        Some(AT.with(Cell::get)).filter(|&t| t != 0)
+    }
+}
+
 impl Histogram {
     /// Record one sample of `cycles` TSC ticks, scaled with [`inverse`].
     #[inline(always)]
@@ -130,6 +158,18 @@ pub fn render(title: &str, b: &[u64; BUCKETS]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The clock is the calling thread's: another thread (a teardown's
+    /// drain on the main lcore) sees none and reads the TSC itself.
+    #[test]
+    fn burst_clock_is_per_thread_and_zero_is_none() {
+        assert_eq!(burst_clock::get(), None);
+        burst_clock::set(12_345);
+        assert_eq!(burst_clock::get(), Some(12_345));
+        assert_eq!(std::thread::spawn(burst_clock::get).join().unwrap(), None);
+        burst_clock::set(0);
+        assert_eq!(burst_clock::get(), None);
+    }
 
     #[test]
     fn buckets_match_bpftrace() {

@@ -415,7 +415,8 @@ impl PacketMeta for MbufMeta {
 
 /// A socket's delivery ring (an `rte_ring` of mbufs, single producer: the
 /// delivery lock serialises its producers) as the receive heart's [`Sink`].
-/// It records the stage-to-delivery latency, under the delivery lock.
+/// It records the stage-to-delivery latency (to the start of the burst
+/// that delivers: `latency::burst_clock`), under the delivery lock.
 #[derive(Debug)]
 pub struct RingSink {
     ring: Arc<MbufRing>,
@@ -479,7 +480,9 @@ impl Sink<MbufMeta> for RingSink {
         }
         // Packets of one RX burst share its stamp: one histogram update per
         // run of equal stamps (usually one per burst), not per datagram.
-        let now = eal::rdtsc();
+        // Measured to the start of this RX lcore's burst (`burst_clock`);
+        // another thread (a teardown's drain) reads the TSC.
+        let now = crate::latency::burst_clock::get().unwrap_or_else(eal::rdtsc);
         let mut i = 0;
         while i < done {
             let t = stamps[i];

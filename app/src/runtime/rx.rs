@@ -94,6 +94,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
                 me.lstats.busy_cycles.add(t0 - busy_since);
             }
             busy_since = t0;
+            crate::latency::burst_clock::set(t0);
             // Stamp before counting, so the main lcore never sees packets without a stamp.
             me.last_rx_tsc.set(t0);
             let mut bytes = 0u64;
@@ -136,6 +137,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
             me.steer.taken.add(n as u64);
             let t0 = eal::rdtsc();
             me.last_rx_tsc.set(t0);
+            crate::latency::burst_clock::set(t0);
             let raw = bufs.take_raw();
             // In runs of one port: the burst path takes one port at a time.
             let mut at = 0;
@@ -180,6 +182,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     if busy_since != 0 {
         me.lstats.busy_cycles.add(eal::rdtsc() - busy_since);
     }
+    crate::latency::burst_clock::set(0);
     me.quiescent.add(1);
     drop(_hot);
     clock.stop(&me.thread);
