@@ -53,12 +53,12 @@ pub fn us_of(cycles: u64, inv: u64) -> u64 {
 }
 
 /// The TSC at which the calling thread's current RX burst returned from
-/// `rx_burst` (0 on threads outside an RX lcore's loop). The stage histogram measures a datagram's
-/// wait until the burst that put it in its delivery ring began, read here:
-/// a TSC read of its own at each socket group's enqueue waited for the
-/// enqueue's stores to lines the consumer's CPU holds, 5% of the
-/// pipeline's rate (14 alternating pairs). A datagram put in the ring by
-/// the burst it arrived in counts 0 µs.
+/// `rx_burst` (0 on threads outside an RX lcore's loop). The stage
+/// histogram measures a datagram's wait until the burst that put it in its
+/// delivery ring began, read here: a TSC read of its own at each socket
+/// group's enqueue waited for the enqueue's stores to lines the consumer's
+/// CPU holds, 4.5% of the pipeline's rate (alternating pairs). A datagram
+/// put in the ring by the burst it arrived in counts 0 µs.
 pub mod burst_clock {
     use std::cell::Cell;
 
