@@ -1625,21 +1625,21 @@ for k in $(seq "$F2_RUNS"); do
     f="f2-$st-$k"; u="f2u-$st-$k"
     row=$(jq -r '
       def lrx($l): ([(.lcores // [])[] | select(.lcore == $l) | .queues[].packets] | add // 0);
-      (.seconds // 0) as $s | if $s <= 0 then "0 0 0 0 0 0 0 0" else
+      (.seconds // 0) as $s | if $s <= 0 then "0 0 0 0 0 0 0 0 0" else
       ((.sockets // []) | map(select(.name == "victim")) | first // {}) as $v
       | [lrx(1) / $s / 1e6, lrx(2) / $s / 1e6, ($v.delivered // 0) / $s, ($v.delivery_lock_acquisitions // 0) / $s,
          ($v.busylock_acquisitions // 0) / $s,
          (if ($v.delivery_lock_acquisitions // 0) > 0 then $v.delivered / $v.delivery_lock_acquisitions else 0 end),
-         ([(.sockets // [])[] | select(.name != "victim") | .delivered] | add // 0) / $s, $s] | map(tostring) | join(" ") end' "$(jf "$f")")
-    read -r l1 l2 vd lk bl per od sec <<<"$row"
+         ([(.sockets // [])[] | select(.name != "victim") | .delivered] | add // 0) / $s, $s,
+         (.main_lcore.cpu_ms // 0)] | map(tostring) | join(" ") end' "$(jf "$f")")
+    read -r l1 l2 vd lk bl per od sec cpu <<<"$row"
     vdr=$(sock "$f" victim '.drops | to_entries | map(select(.value > 0) | "\(.key) \(.value)") | if length == 0 then "0" else join(", ") end')
     fs=$(share "$f"); us=$(share "$u")
     ch=$(awk -v a="$fs" -v b="$us" 'BEGIN { printf "%+.2f", a - b }')
     bk=$(jq -r '.books_balanced // false' "$(jf "$f")")/$(jq -r '.books_balanced // false' "$(jf "$u")")
     F2VD[$st]+="$vd "; F2CH[$st]+="$ch "; F2OS[$st]+="$fs "; F2US[$st]+="$us "; F2LK[$st]+="$lk "; F2BK[$st]+="$bk "
     # The victim's datagrams per second of CPU its consumer (the main lcore) got.
-    F2VC[$st]+="$(jq -r '((.sockets // []) | map(select(.name == "victim")) | first // {}) as $v
-      | (.main_lcore.cpu_ms // 0) as $c | if $c > 0 then ($v.delivered // 0) / ($c / 1000) else 0 end' "$(jf "$f")") "
+    F2VC[$st]+="$(awk -v v="$vd" -v s="$sec" -v c="$cpu" 'BEGIN { print (c > 0) ? v * s / (c / 1000) : 0 }') "
     echo "| $k | $st | $(fmt "$l1") / $(fmt "$l2") | $(awk -v v="$vd" 'BEGIN { printf "%.0f", v }') | ${vdr:-?} | $(awk -v v="$lk" 'BEGIN { printf "%.0f", v }') | $(awk -v v="$bl" 'BEGIN { printf "%.0f", v }') | $(fmt "$per") | $(awk -v v="$od" 'BEGIN { printf "%.0f", v }') | ${fs}% | ${us}% | $ch pp | $( [ "$bk" = true/true ] && echo yes || echo "**NO** (flood/unbound: $bk)") |"
   done
 done
