@@ -34,7 +34,7 @@ use dpdk_sys::MbufBurst;
 use crate::config::SocketConf;
 pub use crate::gro::Coalesced;
 use crate::handlers::addrs;
-use crate::meta::MbufMeta;
+use crate::meta::DgramMeta;
 use crate::parse::{Datagram, Family};
 use crate::runtime::engine::Engine;
 use crate::runtime::error::EngineError;
@@ -232,7 +232,7 @@ impl<R: Release> Drop for RecvBatch<R> {
 pub struct Received<'a> {
     m: dpdk_sys::MbufRef<'a>,
     frame: &'a [u8],
-    meta: &'a MbufMeta,
+    meta: DgramMeta,
     d: Datagram,
 }
 
@@ -241,8 +241,8 @@ impl<'a> Received<'a> {
     /// was set at RX), borrowed for as long as the view. Also how
     /// `udpdemux-client` reads the mbufs it takes from a delivery ring.
     pub fn of(m: dpdk_sys::MbufRef<'a>) -> Option<Received<'a>> {
-        let (frame, meta) = (m.data(), MbufMeta::view(m)?);
-        let d = crate::handlers::datagram_of_mbuf(m, meta)?;
+        let (frame, meta) = (m.data(), crate::meta::dgram(m));
+        let d = crate::handlers::datagram_of_mbuf(m, &meta)?;
         Some(Received { m, frame, meta, d })
     }
     /// The UDP payload, when it lies in one buffer: always, except for a
@@ -319,7 +319,7 @@ impl<'a> Received<'a> {
     }
     /// The DPDK port it arrived on.
     pub fn port(&self) -> u16 {
-        self.meta.port
+        self.m.port()
     }
 }
 

@@ -1,76 +1,80 @@
-//! What travels with a packet: its mbuf's private area and one dynfield.
+//! What travels with a packet: one dynfield in its mbuf's second cache
+//! line, and the stage link in its private area.
 //!
-//! The RX lcore fills both once, right after parsing and the early-demux
-//! lookup; accounting, the stage link, delivery and the consumer read them
-//! and never parse or look up again (the kernel keeps `skb->sk` for the same
+//! The RX lcore fills the dynfield once, right after parsing and the
+//! early-demux lookup; accounting, delivery and the consumer read it and
+//! never parse or look up again (the kernel keeps `skb->sk` for the same
 //! reason).
 //!
+//! * [`DgramMeta`], in a registered dynfield (`rte_mbuf_dynfield_register_offset`,
+//!   the last 24 bytes of the mbuf's second cache line, [`DGRAM_OFFSET`]): the RX TSC, the socket, the
+//!   offsets, the payload length, the family, the drop count at delivery
+//!   (`SO_RXQ_OVFL`). 24 bytes of the 36 the second line has free. What it
+//!   does not hold is in the mbuf already: the port (`m->port`, which
+//!   [`MbufMeta::init`] sets), the truesize (`buf_len` plus the constant
+//!   [`MBUF_OVERHEAD`], exactly what RX charges) and the payload offset
+//!   (the UDP header's end).
 //! * [`MbufMeta`], in the pool's private area (the mbuf's third cache line):
-//!   the stage link, the socket, the offsets, the port. The engine creates
-//!   every pool its ports receive into, and 64 bytes there hold more than
-//!   the 36 spare bytes of dynfield space. RX-side code (staging, the
-//!   drainer) and the handlers that need offsets (echo, pcap, the API) read it.
-//! * [`HotMeta`], in a registered dynfield (`rte_mbuf_dynfield_register`,
-//!   inside the mbuf's second cache line): only what the consumer's count
-//!   path needs besides the first line, the payload length and the RX TSC.
-//!   The truesize is not stored for it at all: it is `buf_len` (first line)
-//!   plus the constant [`MBUF_OVERHEAD`], exactly what RX charges.
+//!   the stage's intrusive link, touched only when a socket group is staged
+//!   (another RX lcore holds the socket's delivery lock, or its stage is
+//!   not empty).
 //!
 //! And the mbuf's side of the receive heart's traits: [`MbufMeta`] as its
 //! `StagePacket` and `PacketMeta`, [`RingSink`] (the socket's `rte_ring`)
 //! as its `Sink`, and [`free_closed_stages`], the mbufs' `to_free` for a
 //! closed socket's stages.
 //!
-//! # Why the second line, and not a free field of the first
+//! # Why the second line
 //!
-//! The first line has 8 bytes that are free once RX has read them (the
-//! `hash` union). They would hold the payload length and only 32 bits of
-//! TSC, which wrap in about a second at this machine's clock: a consumer
-//! throttled by `consume_rate_pps` behind a 4096-entry ring waits longer
-//! than that, and its latency histogram would alias. The `hash` union is also
-//! the PMD's (RSS hash, FDIR id) and the eventdev's (`txadapter`) field, so
-//! reusing it would be a convention nobody else knows. The second line is
-//! read by the consumer anyway: `rte_pktmbuf_free_bulk` loads `m->next`
-//! (and `rte_pktmbuf_prefree_seg` may clear it), so reading 10 more bytes of
-//! it costs nothing. On the RX side the PMDs this project runs on
-//! (`net_pcap`, `net_af_packet`, `net_memif`, `net_ring`, `net_null`) take
-//! their mbufs with `rte_pktmbuf_alloc`, whose `rte_pktmbuf_reset` writes
-//! `next` and `tx_offload` in that line for every packet, so writing the
-//! dynfield there adds no line either. (A vector PMD that rearms only the
-//! first line would leave line 1 clean; there the dynfield costs a write
-//! to line 1 but still saves the private area's line on the consumer.)
+//! The PMD has just written both of the mbuf's lines (the PMDs this project
+//! runs on, `net_pcap`, `net_af_packet`, `net_memif`, `net_ring`,
+//! `net_null`, take their mbufs with `rte_pktmbuf_alloc`, whose
+//! `rte_pktmbuf_reset` writes `next` and `tx_offload` in the second line
+//! for every packet), and the consumer's `rte_pktmbuf_free_bulk` reads both
+//! (`m->next` is in the second). The metadata there adds no line on either
+//! side. Until 2026-12-03 everything but the RX TSC and the payload length
+//! lived in the private area, a third line per datagram that the RX lcore
+//! wrote (and prefetched at the start of each burst, since it arrived cold
+//! from the pool) and the drainer wrote again (the drop count): with the
+//! private area out of the per-datagram path the pipeline delivered 1.12x
+//! (12 alternating 2 s pairs on the benchmark's pipeline config, 10 above
+//! 1; a scratch build that skipped those writes). The first line has 8
+//! bytes that are free once RX has read them (the `hash` union), but they
+//! are the PMD's (RSS hash, FDIR id) and the eventdev's field, so reusing
+//! them would be a convention nobody else knows. (A vector PMD that rearms
+//! only the first line would leave the second clean; there the dynfield
+//! costs a write to it, still one line fewer than the private area.)
 //!
 //! # Cache lines one datagram moves between the RX CPU and the consumer's CPU
 //!
 //! Count handler, `numa-queues`, one RX lcore, a consumer on the other CPU.
 //! "Moves" means: written on one side, then read or written on the other.
 //!
-//! | line | before | after |
-//! |---|---|---|
-//! | mbuf line 0 (`buf_addr` .. `pool`) | RX (PMD) writes, consumer reads (`refcnt`, `pool`, `ol_flags` in free) | same: 1 line, now also `buf_len` for the truesize |
-//! | mbuf line 1 (`next` .. dynfields) | RX (`rte_pktmbuf_reset`) writes `next`; consumer reads it in free | same line, now also the [`HotMeta`] dynfield: still 1 line |
-//! | private area ([`MbufMeta`]) | RX writes; consumer read truesize, payload_len, rx_tsc: 1 line | RX writes, the count consumer never reads it: 0 lines (echo, pcap and the API still read it) |
-//! | frame data (first data line) | RX reads (parse, on its own CPU, after the PMD wrote it there): the consumer never touches it with `count`: 0 lines | same: 0 |
-//! | ring slot | RX drainer writes 8 B, consumer reads: 1/8 line per datagram | same |
-//! | mempool ring slot (the buffer's way back) | consumer's cache flush writes 8 B, RX's refill reads: 1/8 line | same |
-//! | socket counters | drainer writes `delivered`; consumer writes `consumed`, release deficit (rcvbuf/4 batching): per burst, not per datagram | same |
+//! | line | who touches it |
+//! |---|---|
+//! | mbuf line 0 (`buf_addr` .. `pool`) | RX (PMD) writes; consumer reads `refcnt`, `pool`, `ol_flags` in free and `buf_len` for the truesize: 1 line |
+//! | mbuf line 1 (`next` .. dynfields) | RX (`rte_pktmbuf_reset`, then [`DgramMeta`]) writes; consumer reads `next` in free and the dynfield: 1 line |
+//! | private area ([`MbufMeta`]) | nobody, unless the group is staged (then RX writes the link and reads it back): 0 lines |
+//! | frame data | RX reads (parse, on its own CPU, after the PMD wrote it there); the count consumer never touches it: 0 lines |
+//! | ring slot | RX drainer writes 8 B, consumer reads: 1/8 line per datagram |
+//! | mempool ring slot (the buffer's way back) | consumer's cache flush writes 8 B, RX's refill reads: 1/8 line |
+//! | socket counters | drainer writes `delivered`; consumer writes `consumed`, release deficit (rcvbuf/4 batching): per burst, not per datagram |
 //!
 //! Then the buffers come back: the consumer's `rte_pktmbuf_free_bulk` puts
 //! them into its own lcore's mempool cache, and when that cache overflows
 //! into the pool's ring the RX lcore's next `rx_burst` allocates them again:
-//! mbuf lines 0 and 1 move back (the PMD writes them); the private area
-//! never left the RX CPU's cache with the count handler, so it does not.
-//! Per datagram: 3 lines + 1/4 before (lines 0, 1, private area, the two
-//! ring slots), 2 lines + 1/4 after.
+//! mbuf lines 0 and 1 move back (the PMD writes them). Per datagram: 2
+//! lines + 1/4 (before 2026-12-01 the consumer also read the private area:
+//! 3 + 1/4).
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicPtr;
 use std::sync::Arc;
 
 use dpdk_sys::mbuf::{self, FreeList, MbufMut, MbufRef, RawMbuf};
 use dpdk_sys::{eal, MbufRing};
 
 use crate::latency::Histogram;
-use crate::parse::{Datagram, Family};
+use crate::parse::{udp, Datagram, Family};
 use crate::receive::drain::DRAIN_BURST;
 use crate::receive::stage::StagePacket;
 use crate::receive::{PacketMeta, RxSocket, Sink};
@@ -109,79 +113,120 @@ pub fn check_pool_truesize(mp: &dpdk_sys::Mempool) -> Result<u32, String> {
     Ok(ours)
 }
 
-/// What the consumer's count path reads besides the mbuf's first line, kept
-/// in a registered dynfield in the mbuf's second line (see the module docs).
+/// What the RX lcore learned of a datagram, kept in a registered dynfield
+/// in the mbuf's second cache line (see the module docs). Every field is
+/// valid for any bits but `family`, which only this module's writers
+/// ([`MbufMeta::init`], [`copy_dgram`]) and DPDK's zeroing of a new pool
+/// (`V4` is 0) ever store.
 #[repr(C, align(8))]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HotMeta {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DgramMeta {
     /// TSC when the RX lcore received the burst.
     pub rx_tsc: u64,
-    /// UDP payload bytes.
+    /// The socket's drop count when the packet's batch was drained (SO_RXQ_OVFL).
+    pub drop_snapshot: u32,
+    /// Early-demux result: the socket's id.
+    pub socket: u32,
+    pub l3_off: u16,
+    pub l4_off: u16,
+    /// UDP payload bytes (every segment of a reassembled datagram).
     pub payload_len: u16,
+    /// The datagram's IP family (one byte).
+    pub family: Family,
+    /// Bit 0 ([`FLAG_CONDENSED`]): copied into a small buffer under pressure.
+    pub flags: u8,
 }
 
-/// Name of the [`HotMeta`] dynfield.
-pub const HOT_DYNFIELD: &str = "udpdemux_hot_meta";
-
-/// Byte offset of [`HotMeta`] in an mbuf. Until [`register_hot`] runs it is
-/// the `hot_fallback` slot of the private area, so an unregistered process
-/// (a test without the engine) stays correct, only slower.
-static HOT_OFFSET: AtomicUsize = AtomicUsize::new(HOT_FALLBACK);
-/// `hot_fallback` is `MbufMeta`'s second field, right after the 8-byte link (repr(C)).
-const HOT_FALLBACK: usize = mbuf::MBUF_SIZE + std::mem::size_of::<AtomicPtr<MbufMeta>>();
-
-/// Register the [`HotMeta`] dynfield (idempotent). Must run after the EAL and
-/// before any RX lcore or consumer starts: the offset is read per packet and
-/// must not change while packets are in flight. The offset is inside
-/// `struct rte_mbuf` (`dynfield_register` checks it).
-pub fn register_hot() -> Result<usize, dpdk_sys::DpdkError> {
-    let off = mbuf::dynfield_register(
-        HOT_DYNFIELD,
-        std::mem::size_of::<HotMeta>(),
-        std::mem::align_of::<HotMeta>(),
-    )?;
-    HOT_OFFSET.store(off, Ordering::Relaxed);
-    if !(64..128).contains(&off) {
-        log::warn!("dynfield {HOT_DYNFIELD} at offset {off}, outside the mbuf's second cache line");
+/// All zero: what a fresh pool's mbufs hold (DPDK zeroes them).
+impl Default for DgramMeta {
+    fn default() -> DgramMeta {
+        DgramMeta {
+            rx_tsc: 0,
+            drop_snapshot: 0,
+            socket: 0,
+            l3_off: 0,
+            l4_off: 0,
+            payload_len: 0,
+            family: Family::V4,
+            flags: 0,
+        }
     }
-    Ok(off)
 }
 
-/// Where [`HotMeta`] lives in `m`.
-#[inline(always)]
-fn hot_ptr(m: *mut RawMbuf) -> *mut HotMeta {
-    mbuf::dynfield(m, HOT_OFFSET.load(Ordering::Relaxed))
-}
-
-/// The consumer's view of a datagram: what [`MbufMeta::init`] (or
-/// [`copy_hot`]) wrote. Of an mbuf RX did not stamp it reads zeroes or a
-/// stale value, never undefined bytes; in the fallback slot of a pool
-/// without the engine's private area, zeroes.
-#[inline(always)]
-pub fn hot(m: MbufRef<'_>) -> HotMeta {
-    let off = HOT_OFFSET.load(Ordering::Relaxed);
-    if off >= mbuf::MBUF_SIZE
-        && mbuf::MBUF_SIZE + usize::from(m.priv_size()) < off + std::mem::size_of::<HotMeta>()
-    {
-        return HotMeta::default();
+impl DgramMeta {
+    /// Where the UDP payload starts: right after the UDP header.
+    #[inline(always)]
+    pub fn payload_off(&self) -> u16 {
+        self.l4_off.saturating_add(udp::HEADER_LEN as u16)
     }
+}
+
+pub const FLAG_CONDENSED: u8 = 1;
+
+/// Name of the [`DgramMeta`] dynfield.
+pub const DGRAM_DYNFIELD: &str = "udpdemux_dgram_meta";
+
+/// Where [`DgramMeta`] is in every mbuf: the last 24 bytes of the second
+/// cache line, inside DPDK's dynamic-field space, registered there by
+/// [`register_dgram_meta`] so that no other library or PMD uses them. A
+/// fixed offset, so that the per-packet code takes the field's address
+/// without loading a registered one (DPDK's `rte_mbuf_dynfield_register`
+/// would choose it at run time); the 12 bytes before it stay free for
+/// others (a timestamp dynfield, 8 bytes 8-aligned, still fits).
+pub const DGRAM_OFFSET: usize = mbuf::MBUF_SIZE - std::mem::size_of::<DgramMeta>();
+const _: () = assert!(DGRAM_OFFSET >= mbuf::DYNFIELD1_OFFSET && DGRAM_OFFSET >= 64);
+const _: () = assert!(DGRAM_OFFSET & (std::mem::align_of::<DgramMeta>() - 1) == 0);
+
+/// Register the [`DgramMeta`] dynfield at [`DGRAM_OFFSET`] (idempotent; in a
+/// secondary process, such as an out-of-process client, it finds the field
+/// the engine registered, and fails if the engine's differs). Must run after
+/// the EAL and before any pool, RX lcore or consumer exists, so that nothing
+/// else takes those bytes. A process that never registers it (a unit test
+/// without the EAL) still reads and writes the same bytes of its mbufs.
+pub fn register_dgram_meta() -> Result<usize, dpdk_sys::DpdkError> {
+    mbuf::dynfield_register_at(
+        DGRAM_DYNFIELD,
+        std::mem::size_of::<DgramMeta>(),
+        std::mem::align_of::<DgramMeta>(),
+        DGRAM_OFFSET,
+    )
+}
+
+/// Where [`DgramMeta`] lives in `m`.
+#[inline(always)]
+fn dgram_ptr(m: *mut RawMbuf) -> *mut DgramMeta {
+    mbuf::dynfield(m, DGRAM_OFFSET)
+}
+
+/// The metadata of a datagram: what [`MbufMeta::init`] (or [`copy_dgram`])
+/// wrote. Of an mbuf RX did not stamp it reads zeroes or a stale value,
+/// never undefined bytes.
+#[inline(always)]
+pub fn dgram(m: MbufRef<'_>) -> DgramMeta {
     // SAFETY: a live mbuf nobody writes meanwhile (the view's contract).
-    // The offset is a registered field inside the struct (8-aligned, of
-    // HotMeta's size), or the fallback slot, inside this mbuf's private area
-    // (checked above). Those bytes are initialised: DPDK zeroes the struct
-    // and the private area when the pool is made, and HotMeta (integers) is
-    // valid for any bits.
-    unsafe { mbuf::dynfield::<HotMeta>(m.as_ptr(), off).read() }
+    // The field lies inside `struct rte_mbuf` (8-aligned: the struct is
+    // cache-aligned), in bytes registered to it. Those bytes are a valid
+    // DgramMeta: DPDK zeroes the struct when the pool is made, and only
+    // this module's writers store there afterwards (see the type).
+    unsafe { dgram_ptr(m.as_ptr()).read() }
 }
 
-/// Copy the [`HotMeta`] of `from` into `to` (a condensed copy of a datagram).
+/// As [`dgram`], to change the metadata, for the mbuf's exclusive user.
+#[inline(always)]
+pub fn dgram_mut(m: MbufMut<'_>) -> &mut DgramMeta {
+    // SAFETY: as in `dgram`, and the use is exclusive (MbufMut's contract)
+    // for the view's whole life, which the reference takes over.
+    unsafe { &mut *dgram_ptr(m.as_ptr()) }
+}
+
+/// Copy the [`DgramMeta`] of `from` into `to` (a condensed copy of a datagram).
 ///
 /// # Safety
-/// Both must be live engine mbufs; the caller owns `to` exclusively.
+/// Both must be live mbufs; the caller owns `to` exclusively.
 #[inline(always)]
-pub unsafe fn copy_hot(from: *mut RawMbuf, to: *mut RawMbuf) {
+pub unsafe fn copy_dgram(from: *mut RawMbuf, to: *mut RawMbuf) {
     // SAFETY: per the contract.
-    unsafe { hot_ptr(to).write(hot_ptr(from).read()) }
+    unsafe { dgram_ptr(to).write(dgram_ptr(from).read()) }
 }
 
 /// The delivery ring of socket `id` (`rte_ring` names are global per
@@ -209,67 +254,23 @@ pub fn lookup_delivery_ring(name: &str) -> Result<MbufRing, dpdk_sys::DpdkError>
     unsafe { MbufRing::lookup(name) }
 }
 
-/// The per-packet metadata. `#[repr(C)]` so its size is checked against
-/// [`PRIV_SIZE`] at compile time.
+/// A packet's private area: the stage's intrusive link.
+/// `NonNull<MbufMeta>` (the private area's address) is the packet as the
+/// receive heart passes it around; `repr(C)` so its size is checked
+/// against [`PRIV_SIZE`] at compile time.
 #[repr(C)]
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct MbufMeta {
     /// The stage's intrusive link (the kernel's `skb->ll_node`).
     link: AtomicPtr<MbufMeta>,
-    /// [`HotMeta`]'s home until [`register_hot`] has run (then unused). Second
-    /// field: `HOT_FALLBACK` depends on it.
-    hot_fallback: HotMeta,
-    /// TSC when the RX lcore received the burst (also in [`HotMeta`]; this
-    /// copy is for RX-side readers and the handlers that read this area anyway).
-    pub rx_tsc: u64,
-    /// Bytes charged to the socket (mbuf struct + private area + data room);
-    /// informational: accounting and the consumer use [`truesize_of`].
-    pub truesize: u32,
-    /// The socket's drop count when the packet's batch was drained (SO_RXQ_OVFL).
-    pub drop_snapshot: u32,
-    /// Early-demux result: the socket's id.
-    pub socket: u32,
-    pub l3_off: u16,
-    pub l4_off: u16,
-    pub payload_off: u16,
-    pub payload_len: u16,
-    /// The datagram's IP family (one byte).
-    pub family: Family,
-    /// Bit 0: copied into a small buffer under pressure.
-    pub flags: u8,
-    /// Port the packet arrived on (echo replies leave through it).
-    pub port: u16,
 }
-
-/// All zero: what a fresh pool's private area holds (DPDK zeroes it).
-impl Default for MbufMeta {
-    fn default() -> MbufMeta {
-        MbufMeta {
-            link: AtomicPtr::new(std::ptr::null_mut()),
-            hot_fallback: HotMeta::default(),
-            rx_tsc: 0,
-            truesize: 0,
-            drop_snapshot: 0,
-            socket: 0,
-            l3_off: 0,
-            l4_off: 0,
-            payload_off: 0,
-            payload_len: 0,
-            family: Family::V4,
-            flags: 0,
-            port: 0,
-        }
-    }
-}
-
-pub const FLAG_CONDENSED: u8 = 1;
 
 const _: () = assert!(std::mem::size_of::<MbufMeta>() <= PRIV_SIZE as usize);
-const _: () = assert!(std::mem::size_of::<HotMeta>() == 16);
+const _: () = assert!(std::mem::size_of::<DgramMeta>() == 24);
 
 impl MbufMeta {
-    /// Where the metadata of `m` is: its private area. Pointer arithmetic;
-    /// dereference it only for a live mbuf of an engine pool.
+    /// Where the private area of `m` is. Pointer arithmetic; dereference it
+    /// only for a live mbuf of an engine pool.
     ///
     /// # Safety
     /// `m` must point at an mbuf (any pointer will not do: the result must
@@ -282,108 +283,35 @@ impl MbufMeta {
         unsafe { NonNull::new_unchecked(mbuf::priv_area(m) as *mut MbufMeta) }
     }
 
-    /// The metadata of a viewed mbuf, or `None` if its pool has no room for
-    /// it (every engine pool has: `priv_size == PRIV_SIZE`).
-    ///
-    /// Reading it is always defined: DPDK zeroes a pool's private areas when
-    /// it makes the pool (all zero is a valid `MbufMeta`), and only this
-    /// module's writers ([`MbufMeta::init`], the small cache's copy, the
-    /// stage link) write them afterwards, always a valid value. An mbuf the
-    /// RX lcore did not fill (a floor's) reads zeroes or a stale value.
-    #[inline(always)]
-    pub fn view(m: MbufRef<'_>) -> Option<&MbufMeta> {
-        if m.priv_size() < PRIV_SIZE {
-            return None;
-        }
-        // SAFETY: the private area holds PRIV_SIZE >= size_of::<MbufMeta>()
-        // bytes right after the (cache-aligned) struct, so it is aligned;
-        // its bytes are a valid MbufMeta (see above), and nobody writes the
-        // mbuf while the view lives (its contract).
-        Some(unsafe { &*(m.priv_area() as *const MbufMeta) })
-    }
-
-    /// As [`MbufMeta::view`], for the mbuf's exclusive user.
-    #[inline(always)]
-    pub fn view_mut(m: MbufMut<'_>) -> Option<&mut MbufMeta> {
-        let v = m.view();
-        if v.priv_size() < PRIV_SIZE {
-            return None;
-        }
-        // SAFETY: as in view, and the use is exclusive (MbufMut's contract)
-        // for the view's whole life, which the reference takes over.
-        Some(unsafe { &mut *(v.priv_area() as *mut MbufMeta) })
-    }
-
-    /// Starts loading the metadata's cache line (no effect on correctness).
-    #[inline(always)]
-    pub fn prefetch(m: *mut RawMbuf) {
-        dpdk_sys::prefetch::prefetch0(mbuf::priv_area(m));
-    }
-
-    /// The mbuf a metadata block belongs to.
+    /// The mbuf a private area belongs to.
     #[inline(always)]
     pub fn mbuf(p: NonNull<MbufMeta>) -> *mut RawMbuf {
         (p.as_ptr() as *mut u8).wrapping_sub(mbuf::MBUF_SIZE) as *mut RawMbuf
     }
 
-    /// Fill the metadata of a freshly received, demuxed datagram.
+    /// Fill the metadata of a freshly received, demuxed datagram: its
+    /// [`DgramMeta`], and the port it came in on (`m->port`: most PMDs set
+    /// it already; a store to the line the PMD just wrote).
     ///
     /// # Safety
     /// `m` must be a live mbuf from a pool with `priv_size >= PRIV_SIZE`, owned by the caller.
     #[inline(always)]
-    pub unsafe fn init(
-        m: *mut RawMbuf,
-        d: &Datagram,
-        socket: u32,
-        truesize: u32,
-        rx_tsc: u64,
-        port: u16,
-    ) {
-        let meta = MbufMeta {
-            link: AtomicPtr::new(std::ptr::null_mut()),
-            hot_fallback: HotMeta::default(),
+    pub unsafe fn init(m: *mut RawMbuf, d: &Datagram, socket: u32, rx_tsc: u64, port: u16) {
+        let meta = DgramMeta {
             rx_tsc,
-            truesize,
             drop_snapshot: 0,
             socket,
             l3_off: d.l3_off,
             l4_off: d.l4_off,
-            payload_off: d.payload_off,
             payload_len: d.payload_len,
             family: d.family,
             flags: 0,
-            port,
         };
-        // SAFETY: per the contract the private area is ours and large enough;
-        // a whole-struct write never reads the uninitialised bytes. The
-        // dynfield is ours too (registered, or the fallback slot just written).
+        // SAFETY: per the contract the mbuf is ours, its DgramMeta too.
         unsafe {
-            std::ptr::write(Self::of(m).as_ptr(), meta);
-            hot_ptr(m).write(HotMeta {
-                rx_tsc,
-                payload_len: d.payload_len,
-            });
+            dgram_ptr(m).write(meta);
+            MbufMut::from_ptr(m).set_port(port);
         }
-    }
-
-    /// The metadata as a reference.
-    ///
-    /// # Safety
-    /// The mbuf must be live, initialised by [`MbufMeta::init`], and not being written by anyone else.
-    #[inline(always)]
-    pub unsafe fn get<'a>(m: *mut RawMbuf) -> &'a MbufMeta {
-        // SAFETY: per the contract.
-        unsafe { &*Self::of(m).as_ptr() }
-    }
-
-    /// Mutable access, for the owner of the packet.
-    ///
-    /// # Safety
-    /// As [`MbufMeta::get`], and the caller owns the packet exclusively.
-    #[inline(always)]
-    pub unsafe fn get_mut<'a>(m: *mut RawMbuf) -> &'a mut MbufMeta {
-        // SAFETY: per the contract.
-        unsafe { &mut *Self::of(m).as_ptr() }
     }
 }
 
@@ -392,7 +320,8 @@ impl MbufMeta {
 unsafe impl StagePacket for MbufMeta {
     #[inline(always)]
     fn link(p: NonNull<Self>) -> *const crate::receive::sync::AtomicPtr<Self> {
-        // SAFETY: p points at an initialised MbufMeta (init ran at RX).
+        // SAFETY: p points at a packet's private area (an MbufMeta, which
+        // DPDK zeroed with the pool: a null link is valid).
         unsafe { &(*p.as_ptr()).link as *const AtomicPtr<MbufMeta> }
     }
 }
@@ -408,8 +337,9 @@ impl PacketMeta for MbufMeta {
     }
     #[inline(always)]
     unsafe fn set_drop_snapshot(p: NonNull<Self>, drops: u32) {
-        // SAFETY: the caller owns a live packet.
-        unsafe { (*p.as_ptr()).drop_snapshot = drops }
+        // SAFETY: the caller owns a live packet of an engine pool: its
+        // DgramMeta (set at RX) is ours to write.
+        unsafe { (*dgram_ptr(Self::mbuf(p))).drop_snapshot = drops }
     }
 }
 
@@ -462,7 +392,7 @@ impl Sink<MbufMeta> for RingSink {
             o.write(MbufMeta::mbuf(*p));
             // SAFETY: the caller still owns the live packet here (the
             // contract), its metadata set at RX; nobody else writes it.
-            t.write(unsafe { p.as_ref() }.rx_tsc);
+            t.write(unsafe { (*dgram_ptr(MbufMeta::mbuf(*p))).rx_tsc });
         }
         // SAFETY: the loop above initialised the first n slots of both.
         let (objs, stamps) = unsafe {
@@ -553,50 +483,78 @@ mod tests {
     }
 
     #[test]
-    fn hot_meta_falls_back_to_the_private_area_and_is_copied() {
-        // No EAL here: the dynfield is not registered, the fallback slot is used.
+    fn dgram_meta_is_in_the_second_line_and_is_copied() {
+        // No EAL here: the field is not registered, its bytes are the same.
         let (mut a, mut b) = (fake(2176), fake(576));
         let (ma, mb) = (ptr(&mut a), ptr(&mut b));
-        let h = HotMeta {
+        let h = DgramMeta {
             rx_tsc: 0x1234_5678_9abc,
+            drop_snapshot: 3,
+            socket: 9,
+            l3_off: 18,
+            l4_off: 58,
             payload_len: 1472,
+            family: Family::V6,
+            flags: FLAG_CONDENSED,
         };
+        assert_eq!(h.payload_off(), 66);
         // SAFETY: live fake mbufs we own; the views end before the next write.
         unsafe {
-            hot_ptr(ma).write(h);
-            assert_eq!(hot(MbufRef::from_ptr(ma)), h);
-            copy_hot(ma, mb);
-            assert_eq!(hot(MbufRef::from_ptr(mb)), h);
+            dgram_ptr(ma).write(h);
+            assert_eq!(dgram(MbufRef::from_ptr(ma)), h);
+            copy_dgram(ma, mb);
+            assert_eq!(dgram(MbufRef::from_ptr(mb)), h);
         }
-        let base = ma as usize;
-        let at = hot_ptr(ma) as usize - base;
-        assert!(
-            at >= mbuf::MBUF_SIZE && at + 16 <= std::mem::size_of::<FakeMbuf>(),
-            "inside the private area"
-        );
-        assert_eq!(at % 8, 0);
-        // Without a private area the fallback reads zeroes, not past the struct.
-        let mut bare = RawMbuf::detached(2176, 0);
-        // SAFETY: only priv_size is read.
-        let v = unsafe { MbufRef::from_ptr(&mut bare) };
-        assert_eq!(hot(v), HotMeta::default());
+        let at = dgram_ptr(ma) as usize - ma as usize;
+        assert_eq!((at, at + 24), (104, mbuf::MBUF_SIZE), "the second line's last 24 bytes");
+        assert!(at >= mbuf::DYNFIELD1_OFFSET, "in DPDK's dynamic-field space");
+        // The private area holds the stage link alone.
+        assert_eq!(std::mem::size_of::<MbufMeta>(), 8);
     }
 
     #[test]
-    fn views_need_the_engine_private_area() {
+    fn init_writes_the_dgram_meta_and_the_port_and_leaves_the_link() {
         let mut f = fake(2176);
         let m = ptr(&mut f);
-        // SAFETY: a fake mbuf with the engine's private area, all zero.
-        let meta = MbufMeta::view(unsafe { MbufRef::from_ptr(m) }).expect("engine pool");
-        assert_eq!((meta.socket, meta.family), (0, Family::V4));
-        // SAFETY: as above, used exclusively here.
-        MbufMeta::view_mut(unsafe { MbufMut::from_ptr(m) })
-            .unwrap()
-            .socket = 7;
+        let frame = crate::parse::build::to_vec(&crate::parse::build::FrameSpec {
+            src_mac: [2, 0, 0, 0, 0, 9],
+            dst_mac: [2, 0, 0, 0, 0, 1],
+            vlans: &[],
+            l3: crate::parse::build::L3Spec::V4 {
+                src: "198.18.0.9".parse().unwrap(),
+                dst: "198.18.0.1".parse().unwrap(),
+                ttl: 64,
+                options: &[],
+                ident: 1,
+                frag: Default::default(),
+            },
+            sport: 4000,
+            dport: 53,
+            payload: b"hello",
+            udp_csum: crate::parse::build::CsumMode::Correct,
+        })
+        .unwrap();
+        let d = crate::parse::parse(&frame, Default::default()).unwrap();
+        // SAFETY: a fake mbuf with the engine's private area, ours alone.
+        unsafe { MbufMeta::init(m, &d, 7, 0xabc, 3) };
         // SAFETY: as above.
-        assert_eq!(unsafe { MbufMeta::get(m) }.socket, 7);
-        let mut bare = RawMbuf::detached(2176, 0);
-        // SAFETY: only priv_size is read.
-        assert!(MbufMeta::view(unsafe { MbufRef::from_ptr(&mut bare) }).is_none());
+        let v = unsafe { MbufRef::from_ptr(m) };
+        let got = dgram(v);
+        assert_eq!(
+            (got.socket, got.rx_tsc, got.l3_off, got.l4_off, got.payload_off(), got.payload_len),
+            (7, 0xabc, d.l3_off, d.l4_off, d.payload_off, 5)
+        );
+        assert_eq!((got.family, got.flags, got.drop_snapshot, v.port()), (Family::V4, 0, 0, 3));
+        // SAFETY: m is a live fake engine mbuf; the link is in its private area.
+        let p = unsafe { MbufMeta::of(m) };
+        // SAFETY: as above: the drainer's write goes to the same place.
+        unsafe { <MbufMeta as PacketMeta>::set_drop_snapshot(p, 41) };
+        assert_eq!(dgram(v).drop_snapshot, 41);
+        // SAFETY: the private area holds an MbufMeta (zeroed above).
+        let link = unsafe { &*<MbufMeta as StagePacket>::link(p) };
+        assert!(link.load(std::sync::atomic::Ordering::Relaxed).is_null(), "init leaves the stage link alone");
+        // SAFETY: as above, used exclusively for this one write.
+        dgram_mut(unsafe { MbufMut::from_ptr(m) }).socket = 8;
+        assert_eq!(dgram(v).socket, 8);
     }
 }

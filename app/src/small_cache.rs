@@ -122,18 +122,13 @@ impl SmallCache {
         dst.set_port(src.port());
         // Both single-segment, the same length.
         dst.data_mut().copy_from_slice(src.data());
-        // SAFETY: m is ours (metadata set at RX) and e is ours alone; the
-        // private areas are distinct and PRIV_SIZE long (engine pools).
+        // SAFETY: m is ours (metadata set at RX) and e is ours alone:
+        // distinct engine mbufs.
         unsafe {
             // The early-demux result and offsets travel with the copy.
-            let from = MbufMeta::get(m);
-            let to = MbufMeta::of(e).as_ptr();
-            std::ptr::copy_nonoverlapping(from as *const MbufMeta, to, 1);
-            // And what the consumer reads from the mbuf's second line.
-            crate::meta::copy_hot(m, e);
-            let saved = from.truesize.saturating_sub(self.truesize);
-            (*to).truesize = self.truesize;
-            (*to).flags |= FLAG_CONDENSED;
+            crate::meta::copy_dgram(m, e);
+            crate::meta::dgram_mut(dst).flags |= FLAG_CONDENSED;
+            let saved = crate::meta::truesize_of(src).saturating_sub(self.truesize);
             st.bytes_saved.add(saved as u64);
             // The delivery's reference; the cache keeps its own.
             mbuf::refcnt_update(e, 1);

@@ -454,7 +454,7 @@ impl Socket {
     /// dequeued burst, for the consumer latency histogram).
     ///
     /// Reads only the mbufs' first two cache lines (`buf_len` for the
-    /// truesize, the [`meta::HotMeta`] dynfield), which the free reads
+    /// truesize, the [`meta::DgramMeta`] dynfield), which the free reads
     /// anyway, never the private area the RX lcore wrote (see `meta`).
     #[inline]
     pub fn consume_at<const N: usize>(&self, ms: &mut MbufBurst<N>, now: u64) {
@@ -465,7 +465,7 @@ impl Socket {
         let mut bytes = 0u64;
         for m in ms.iter() {
             // Engine mbufs from this ring: their dynfield was written at RX.
-            let (ts, h) = (meta::truesize_of(m), meta::hot(m));
+            let (ts, h) = (meta::truesize_of(m), meta::dgram(m));
             truesize += u64::from(ts);
             bytes += u64::from(h.payload_len);
             self.consumer_latency

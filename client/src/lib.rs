@@ -56,7 +56,7 @@ use dpdk_sys::mp::{self, AtomicZone};
 use dpdk_sys::{MbufBurst, MbufRing};
 use udpdemux::api::Release;
 use udpdemux::client_proto::{self, Refusal, Request, Slot};
-use udpdemux::meta::{self, MbufMeta};
+use udpdemux::meta;
 
 /// What [`Client::bind`] takes: the in-process API's own options.
 pub use udpdemux::api::SocketOptions;
@@ -119,6 +119,8 @@ pub enum AttachError {
         path: String,
         reason: String,
     },
+    #[error("the engine on file prefix {prefix:?} keeps its datagram metadata where this client cannot read it ({reason}): run a client built from the engine's version")]
+    Incompatible { prefix: String, reason: String },
     #[error("the engine on file prefix {prefix:?} did not accept this client on lcore {lcore} ({reason}): is it still running, and a udpdemux engine of this version?")]
     NotAccepted {
         prefix: String,
@@ -267,6 +269,15 @@ impl Client {
                 ));
             }
         };
+        // Where the engine keeps each datagram's metadata (an mbuf dynfield
+        // it registered at start): found by name, with its size and
+        // alignment checked against this build's.
+        if let Err(e) = meta::register_dgram_meta() {
+            return Err(AttachError::Incompatible {
+                prefix: file_prefix.into(),
+                reason: format!("mbuf dynfield {}: {e}", meta::DGRAM_DYNFIELD),
+            });
+        }
         // Before any mempool is touched: the engine settles what a dead
         // client left in this lcore's caches before it answers.
         let req = Request::Attach {
@@ -801,7 +812,7 @@ impl<Z: ZoneRef> Release for SharedRelease<Z> {
         let (mut truesize, mut bytes) = (0u64, 0u64);
         for m in bufs.iter() {
             truesize += u64::from(meta::truesize_of(m));
-            bytes += MbufMeta::view(m).map_or(0, |x| u64::from(x.payload_len));
+            bytes += u64::from(meta::dgram(m).payload_len);
         }
         let n = bufs.len() as u64;
         let s = self.zone.slots();

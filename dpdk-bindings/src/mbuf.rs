@@ -903,11 +903,39 @@ pub unsafe fn clone_into(m: *mut RawMbuf, pool: &crate::Mempool) -> Option<NonNu
     NonNull::new(unsafe { ffi::rte_pktmbuf_clone(raw(m), pool.as_ptr()) }.cast())
 }
 
+/// Where the mbuf's reserved dynamic-field space (`dynfield1`) starts:
+/// from there to the struct's end ([`MBUF_SIZE`]) DPDK hands out dynfields.
+pub const DYNFIELD1_OFFSET: usize = std::mem::offset_of!(ffi::rte_mbuf, dynfield1);
+
 /// Register a dynamic mbuf field (`rte_mbuf_dynfield_register`), or find the
 /// one already registered under `name` with the same size and alignment:
 /// its byte offset inside `struct rte_mbuf` (the field lies wholly inside
 /// the struct). Needs an initialised EAL.
 pub fn dynfield_register(name: &str, size: usize, align: usize) -> crate::Result<usize> {
+    dynfield_register_impl(name, size, align, None)
+}
+
+/// [`dynfield_register`] at a chosen byte offset
+/// (`rte_mbuf_dynfield_register_offset`), so that the field's users can
+/// take its address without loading a registered offset. Fails (`EBUSY`)
+/// when those bytes are another field's, and (`EEXIST`) when `name` is
+/// registered elsewhere or with another size or alignment; a secondary
+/// process finds the primary's field this way and cannot register one.
+pub fn dynfield_register_at(
+    name: &str,
+    size: usize,
+    align: usize,
+    offset: usize,
+) -> crate::Result<usize> {
+    dynfield_register_impl(name, size, align, Some(offset))
+}
+
+fn dynfield_register_impl(
+    name: &str,
+    size: usize,
+    align: usize,
+    at: Option<usize>,
+) -> crate::Result<usize> {
     let mut params = ffi::rte_mbuf_dynfield {
         size,
         align,
@@ -923,11 +951,17 @@ pub fn dynfield_register(name: &str, size: usize, align: usize) -> crate::Result
         *d = s as std::os::raw::c_char;
     }
     // SAFETY: params is a valid, NUL-terminated (zeroed tail) descriptor; DPDK copies it.
-    let off = unsafe { ffi::rte_mbuf_dynfield_register(&params) };
+    let off = unsafe {
+        match at {
+            None => ffi::rte_mbuf_dynfield_register(&params),
+            Some(req) => ffi::rte_mbuf_dynfield_register_offset(&params, req),
+        }
+    };
     if off < 0 {
-        return Err(crate::DpdkError::from_errno(format!(
-            "rte_mbuf_dynfield_register({name})"
-        )));
+        return Err(crate::DpdkError::from_errno(match at {
+            None => format!("rte_mbuf_dynfield_register({name})"),
+            Some(req) => format!("rte_mbuf_dynfield_register_offset({name}, {req})"),
+        }));
     }
     let off = off as usize;
     if off + size > MBUF_SIZE {

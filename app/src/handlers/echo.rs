@@ -15,7 +15,6 @@ use dpdk_sys::{port, Mbuf, MbufBurst, MbufRef};
 use super::{datagram_of, TxCtx, CONSUME_BURST};
 use crate::control::Iface;
 use crate::counters::ConsumerStats;
-use crate::meta::MbufMeta;
 use crate::parse::build::{self, ReplyOpts};
 use crate::parse::Datagram;
 
@@ -49,7 +48,7 @@ fn build_reply(m: MbufRef<'_>, iface: &Iface) -> Option<Mbuf> {
         return build_reply_gathered(m, iface);
     }
     let frame = m.data();
-    let d = datagram_of(frame, MbufMeta::view(m)?)?;
+    let d = datagram_of(frame, &crate::meta::dgram(m))?;
     let src = reply_source(&d, iface)?;
     let payload = d.payload(frame)?;
     let len = u16::try_from(build::reply_len(&d, payload.len())).ok()?;
@@ -80,7 +79,7 @@ const GATHER_MAX: usize = crate::send::MTU - 20 - 8;
 /// reply fits one frame: the payload is gathered into one buffer.
 #[cold]
 fn build_reply_gathered(m: MbufRef<'_>, iface: &Iface) -> Option<Mbuf> {
-    let d = crate::handlers::datagram_of_mbuf(m, MbufMeta::view(m)?)?;
+    let d = crate::handlers::datagram_of_mbuf(m, &crate::meta::dgram(m))?;
     if usize::from(d.payload_len) > GATHER_MAX {
         return None;
     }
@@ -126,7 +125,7 @@ fn send_fragmented(
     queue: u16,
 ) -> bool {
     use crate::parse::fragment::{finish_udp_head, sum_parts, Fragmenter};
-    let Some(d) = MbufMeta::view(m).and_then(|meta| crate::handlers::datagram_of_mbuf(m, meta))
+    let Some(d) = crate::handlers::datagram_of_mbuf(m, &crate::meta::dgram(m))
     else {
         return false;
     };
@@ -220,16 +219,15 @@ pub fn echo_burst<const N: usize>(stats: &ConsumerStats, bufs: &MbufBurst<N>, tx
         bufs: MbufBurst::new(),
     };
     for m in bufs.iter() {
-        let Some(port_id) = MbufMeta::view(m).map(|meta| meta.port) else {
-            stats.tx_errors.add(1);
-            continue;
-        };
+        // The port it arrived on (`MbufMeta::init` set it).
+        let port_id = m.port();
         let Some(iface) = tx.ifaces.get(port_id).filter(|i| queue < i.tx_queues) else {
             stats.tx_errors.add(1);
             continue;
         };
         // A reply over the MTU goes as fragments, after what is batched.
-        let whole = MbufMeta::view(m).is_none_or(|meta| fits_one_frame(meta.family, meta.payload_len));
+        let meta = crate::meta::dgram(m);
+        let whole = fits_one_frame(meta.family, meta.payload_len);
         if !whole {
             batch.flush(queue, stats);
             if send_fragmented(m, iface, tx.frag, port_id, queue) {

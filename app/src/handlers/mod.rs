@@ -9,7 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use crate::config::{Handler, SocketConf};
 use crate::control::Ifaces;
-use crate::meta::MbufMeta;
+use crate::meta::DgramMeta;
 use dpdk_sys::MbufRef;
 use crate::parse::ether::{self, EthernetFrame};
 use crate::parse::ipv4::Ipv4Packet;
@@ -76,14 +76,14 @@ pub struct TxCtx<'a> {
 /// Rebuild the parse result of a delivered datagram from its metadata and
 /// frame (the RX lcore validated both; this only re-reads addresses and
 /// ports at the stored offsets). `None` if they disagree.
-pub fn datagram_of(frame: &[u8], meta: &MbufMeta) -> Option<Datagram> {
+pub fn datagram_of(frame: &[u8], meta: &DgramMeta) -> Option<Datagram> {
     datagram_within(frame, frame.len(), meta)
 }
 
 /// [`datagram_of`] for a delivered mbuf of one segment or several (a
 /// reassembled datagram): the headers are in the first segment, the
 /// payload ends within the packet's length.
-pub fn datagram_of_mbuf(m: MbufRef<'_>, meta: &MbufMeta) -> Option<Datagram> {
+pub fn datagram_of_mbuf(m: MbufRef<'_>, meta: &DgramMeta) -> Option<Datagram> {
     datagram_within(m.data(), m.pkt_len() as usize, meta)
 }
 
@@ -102,7 +102,7 @@ pub fn payload_segments<'a>(m: MbufRef<'a>, d: &Datagram) -> impl Iterator<Item 
     })
 }
 
-fn datagram_within(frame: &[u8], total_len: usize, meta: &MbufMeta) -> Option<Datagram> {
+fn datagram_within(frame: &[u8], total_len: usize, meta: &DgramMeta) -> Option<Datagram> {
     let l3 = usize::from(meta.l3_off);
     let l4 = usize::from(meta.l4_off);
     let vlans = l3.checked_sub(ether::HEADER_LEN)? / ether::VLAN_TAG_LEN;
@@ -121,7 +121,7 @@ fn datagram_within(frame: &[u8], total_len: usize, meta: &MbufMeta) -> Option<Da
     let ports = UdpPacket::new_unchecked(frame.get(l4..l4 + udp::field::DST_PORT.end)?);
     // The IP header was read past l3 >= 14: the Ethernet header is there.
     let eth = EthernetFrame::new_checked(frame).ok()?;
-    let payload_end = usize::from(meta.payload_off).checked_add(usize::from(meta.payload_len))?;
+    let payload_end = usize::from(meta.payload_off()).checked_add(usize::from(meta.payload_len))?;
     if payload_end > total_len {
         return None;
     }
@@ -130,7 +130,7 @@ fn datagram_within(frame: &[u8], total_len: usize, meta: &MbufMeta) -> Option<Da
         vlan_count: u8::try_from(vlans).ok()?,
         l3_off: meta.l3_off,
         l4_off: meta.l4_off,
-        payload_off: meta.payload_off,
+        payload_off: meta.payload_off(),
         payload_len: meta.payload_len,
         src,
         dst,
@@ -155,15 +155,15 @@ mod tests {
     use crate::parse::build::{self, CsumMode, FragSpec, FrameSpec, L3Spec};
     use crate::parse::{self, Offload};
 
-    fn meta_of(d: &Datagram) -> MbufMeta {
+    fn meta_of(d: &Datagram) -> DgramMeta {
         // The fields the RX lcore fills (MbufMeta::init writes the same).
-        let mut m = MbufMeta::default();
-        m.l3_off = d.l3_off;
-        m.l4_off = d.l4_off;
-        m.payload_off = d.payload_off;
-        m.payload_len = d.payload_len;
-        m.family = d.family;
-        m
+        DgramMeta {
+            l3_off: d.l3_off,
+            l4_off: d.l4_off,
+            payload_len: d.payload_len,
+            family: d.family,
+            ..DgramMeta::default()
+        }
     }
 
     #[test]

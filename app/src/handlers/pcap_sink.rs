@@ -11,7 +11,6 @@ use dpdk_sys::{eal, MbufBurst};
 
 use super::HandlerError;
 use crate::counters::ConsumerStats;
-use crate::meta::MbufMeta;
 use crate::pcap::{PcapWriter, Written};
 
 pub struct PcapSink {
@@ -73,13 +72,10 @@ impl PcapSink {
     ) {
         let (mut ok, mut refused) = (0u64, 0u64);
         for m in bufs.iter() {
-            let Some(meta) = MbufMeta::view(m) else {
-                refused += 1;
-                continue;
-            };
+            let rx_tsc = crate::meta::dgram(m).rx_tsc;
             match self
                 .w
-                .write_segments(self.ts_ns(meta.rx_tsc), m.pkt_len() as usize, m.segments())
+                .write_segments(self.ts_ns(rx_tsc), m.pkt_len() as usize, m.segments())
             {
                 Ok(Written::Yes) => ok += 1,
                 Ok(Written::LimitReached) => refused += 1,

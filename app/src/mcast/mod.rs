@@ -223,8 +223,8 @@ pub struct FanOut {
     pub nobufs: u64,
 }
 
-/// Hand the datagram `m` (parsed as `d`, received on `port` at `tsc`, of
-/// `truesize`) to every socket `members` visits: clones to all but the
+/// Hand the datagram `m` (parsed as `d`, received on `port` at `tsc`) to
+/// every socket `members` visits: clones to all but the
 /// first, then the original to the first. `enqueue` stages one packet on
 /// one socket (its admission, charge and drop rules). With no member, `m`
 /// comes back (`Err`) for the caller to count and free.
@@ -238,7 +238,6 @@ pub struct FanOut {
 pub unsafe fn fan_out<'s>(
     m: *mut RawMbuf,
     d: &Datagram,
-    truesize: u32,
     tsc: u64,
     port: u16,
     pool: Option<&Mempool>,
@@ -262,7 +261,7 @@ pub unsafe fn fan_out<'s>(
         };
         let c = c.as_ptr();
         // SAFETY: c is ours alone (above); the metadata is its own.
-        unsafe { MbufMeta::init(c, d, sock.id, truesize, tsc, port) };
+        unsafe { MbufMeta::init(c, d, sock.id, tsc, port) };
         sock.multicast.fetch_add(1, Ordering::Relaxed);
         out.copies += 1;
         // SAFETY: c is one of our mbufs.
@@ -273,7 +272,7 @@ pub unsafe fn fan_out<'s>(
     };
     // SAFETY: m is ours (the contract); every clone already holds its
     // reference, so the first member's consumer may free m at once.
-    unsafe { MbufMeta::init(m, d, sock.id, truesize, tsc, port) };
+    unsafe { MbufMeta::init(m, d, sock.id, tsc, port) };
     sock.multicast.fetch_add(1, Ordering::Relaxed);
     out.copies += 1;
     // SAFETY: m is one of our mbufs.
@@ -284,7 +283,8 @@ pub unsafe fn fan_out<'s>(
 /// Members a run is fanned out to at once (their list is kept on the
 /// stack); a larger group takes [`fan_out`], one datagram at a time.
 pub const RUN_MEMBERS: usize = 32;
-/// Datagrams of one run at most (the RX lcore's chunk).
+/// Datagrams of one run at most: the RX lcore cuts longer runs (a chunk of
+/// a large burst holds up to 64) into runs of this many.
 pub const RUN_MAX: usize = 32;
 
 /// [`fan_out`] for a run of datagrams with the same members (one group and
@@ -292,14 +292,15 @@ pub const RUN_MAX: usize = 32;
 /// the source), `members[..]` already visited: each member but the first
 /// gets a clone of every datagram of the run, staged as one batch
 /// (`enqueue` takes the batch), then the first member the originals, as one
-/// batch. `run` lists (mbuf, datagram, truesize); at most [`RUN_MAX`].
+/// batch. `run` lists (mbuf, datagram); at most [`RUN_MAX`], which the
+/// caller keeps to (more would be neither staged nor freed).
 ///
 /// # Safety
 /// As [`fan_out`], for every mbuf of `run` (each listed once); `members`
 /// is not empty.
 #[inline]
 pub unsafe fn fan_out_run<'s>(
-    run: &[(*mut RawMbuf, &Datagram, u32)],
+    run: &[(*mut RawMbuf, &Datagram)],
     tsc: u64,
     port: u16,
     pool: Option<&Mempool>,
@@ -308,10 +309,11 @@ pub unsafe fn fan_out_run<'s>(
 ) -> FanOut {
     let mut out = FanOut::default();
     let mut batch = [NonNull::<MbufMeta>::dangling(); RUN_MAX];
+    debug_assert!(run.len() <= RUN_MAX);
     let run = &run[..run.len().min(RUN_MAX)];
     for &sock in members.iter().flatten().skip(1) {
         let mut n = 0;
-        for &(m, d, truesize) in run {
+        for &(m, d) in run {
             // SAFETY: m is live and ours (the contract); its data is
             // read-only while the clone lives; the clone is a fresh mbuf of
             // an engine pool, ours alone.
@@ -321,7 +323,7 @@ pub unsafe fn fan_out_run<'s>(
             };
             let c = c.as_ptr();
             // SAFETY: c is ours alone (above); the metadata is its own.
-            unsafe { MbufMeta::init(c, d, sock.id, truesize, tsc, port) };
+            unsafe { MbufMeta::init(c, d, sock.id, tsc, port) };
             // n < run.len() <= RUN_MAX.
             // SAFETY: c is one of our mbufs.
             batch[n] = unsafe { MbufMeta::of(c) };
@@ -336,11 +338,11 @@ pub unsafe fn fan_out_run<'s>(
     let Some(&first) = members.iter().flatten().next() else {
         return out;
     };
-    for (slot, &(m, d, truesize)) in batch.iter_mut().zip(run) {
+    for (slot, &(m, d)) in batch.iter_mut().zip(run) {
         // SAFETY: m is ours (the contract); every clone already holds its
         // reference, so the first member's consumer may free m at once.
         unsafe {
-            MbufMeta::init(m, d, first.id, truesize, tsc, port);
+            MbufMeta::init(m, d, first.id, tsc, port);
             *slot = MbufMeta::of(m);
         }
     }

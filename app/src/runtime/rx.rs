@@ -276,14 +276,6 @@ pub unsafe fn process_burst<C: Condense<MbufMeta>>(
     // stay alive until we drop it.
     let snap = shared.table.snapshot();
     let mut elected = Elected::default();
-    // The PMD wrote the mbufs' first two lines and the data; the private
-    // area, where pass 3 writes the metadata, is the one line nobody has
-    // touched since the buffer went round the pool (cold: a store miss per
-    // datagram that the stage's atomics then wait for). Ask for it now, so
-    // it arrives while the burst is parsed and looked up.
-    for &m in bufs {
-        MbufMeta::prefetch(m);
-    }
     if bufs.len() <= CHUNK {
         // SAFETY: the caller's burst, with its contract.
         unsafe {
@@ -705,11 +697,8 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>, const N: usize>(
                 h.offer(port_id, d.src, d.src_mac, tsc);
             }
         }
-        // sizeof(rte_mbuf) + priv_size + buf_len; the struct is in cache from the parse.
-        // SAFETY: ours alone (the contract); a read of two fields.
-        let truesize = unsafe { MbufRef::from_ptr(m) }.truesize();
         // SAFETY: our mbuf, from an engine pool (private area of PRIV_SIZE).
-        unsafe { MbufMeta::init(m, d, sock.id, truesize, tsc, port_id) };
+        unsafe { MbufMeta::init(m, d, sock.id, tsc, port_id) };
         if demux_only {
             demux_freed += 1;
             // SAFETY: ours, given up here.
@@ -890,10 +879,15 @@ unsafe fn fan_out_chunk<'s, C: Condense<MbufMeta>>(
             let fam = d0.family.index();
             // A run: the datagrams that follow to the same group and port
             // have the same members, unless a connected socket of the
-            // family makes them depend on the source.
+            // family makes them depend on the source; at most RUN_MAX (a
+            // chunk of a large burst holds more).
             let mut end = at + 1;
             if !snap.mcast_depends_on_source(d0.dst) {
-                while end < nok && dgrams[ok[end]].dst == d0.dst && dgrams[ok[end]].dport == d0.dport {
+                while end < nok
+                    && end - at < crate::mcast::RUN_MAX
+                    && dgrams[ok[end]].dst == d0.dst
+                    && dgrams[ok[end]].dport == d0.dport
+                {
                     end += 1;
                 }
             }
@@ -913,11 +907,9 @@ unsafe fn fan_out_chunk<'s, C: Condense<MbufMeta>>(
                 }
                 ignored_n[fam] += (end - at) as u64;
             } else if nm <= crate::mcast::RUN_MEMBERS {
-                let mut run = [(std::ptr::null_mut::<RawMbuf>(), d0, 0u32); BIG_CHUNK];
+                let mut run = [(std::ptr::null_mut::<RawMbuf>(), d0); crate::mcast::RUN_MAX];
                 for (slot, &i) in run.iter_mut().zip(&ok[at..end]) {
-                    let m = mbufs[i];
-                    // SAFETY: ours alone (the contract); a read of two fields (or the chain's).
-                    *slot = (m, &dgrams[i], unsafe { MbufRef::from_ptr(m) }.truesize());
+                    *slot = (mbufs[i], &dgrams[i]);
                 }
                 // SAFETY: the run's mbufs are ours, each listed once, given
                 // up; no consumer writes a datagram's data; the clone pool
@@ -939,14 +931,11 @@ unsafe fn fan_out_chunk<'s, C: Condense<MbufMeta>>(
                 // a time, the members visited again for each.
                 for &i in &ok[at..end] {
                     let (m, d) = (mbufs[i], &dgrams[i]);
-                    // SAFETY: ours alone (the contract); a read of two fields (or the chain's).
-                    let truesize = unsafe { MbufRef::from_ptr(m) }.truesize();
                     // SAFETY: as for a run, for this one mbuf.
                     let res = unsafe {
                         crate::mcast::fan_out(
                             m,
                             d,
-                            truesize,
                             tsc,
                             port_id,
                             pool,

@@ -360,12 +360,12 @@ fn send_path(
 /// The mbuf dynfield, before any pool, RX lcore or consumer exists: its
 /// offset is read per packet.
 fn register_dynfield() -> Result<(), EngineError> {
-    let off = crate::meta::register_hot().map_err(|e| {
-        EngineError::Setup(format!("mbuf dynfield {}: {e}", crate::meta::HOT_DYNFIELD))
+    let off = crate::meta::register_dgram_meta().map_err(|e| {
+        EngineError::Setup(format!("mbuf dynfield {}: {e}", crate::meta::DGRAM_DYNFIELD))
     })?;
     log::debug!(
         "mbuf dynfield {} at offset {off}",
-        crate::meta::HOT_DYNFIELD
+        crate::meta::DGRAM_DYNFIELD
     );
     Ok(())
 }

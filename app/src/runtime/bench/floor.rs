@@ -16,7 +16,6 @@ use dpdk_sys::MbufBurst;
 use super::hash_floor::{HashFloor, HashFloorError};
 use super::pipeline_floor::{checksums_verify, fixed_dport, Choose, PipelineFloor};
 use crate::counters::Counter;
-use crate::meta::MbufMeta;
 use crate::runtime::burst::{FreeList, MAX_BURST};
 use crate::runtime::shared::{Floor, Mode, Shared};
 
@@ -113,9 +112,7 @@ fn floor_burst(bufs: &mut MbufBurst<MAX_BURST>, ports: &[u32], checksums: bool) 
         if checksums {
             id |= u32::from(!checksums_verify(data, v4)) << 31;
         }
-        // Our mbuf, from an engine pool (private area of PRIV_SIZE).
-        if let Some(meta) = MbufMeta::view_mut(m) {
-            meta.socket = id;
-        }
+        // Our mbuf (the dynfield, or the private area of an engine pool).
+        crate::meta::dgram_mut(m).socket = id;
     }
 }

@@ -22,7 +22,6 @@ use dpdk_sys::hash::{ExactTable, LOOKUP_BULK_MAX};
 use dpdk_sys::MbufBurst;
 
 use super::pipeline_floor::{checksums_verify, fixed_dport};
-use crate::meta::MbufMeta;
 use crate::runtime::burst::MAX_BURST;
 use crate::runtime::shared::Shared;
 
@@ -120,9 +119,7 @@ impl HashFloor {
                 break;
             };
             // Our mbuf, from an engine pool (private area of PRIV_SIZE).
-            if let Some(meta) = MbufMeta::view_mut(m) {
-                meta.socket = id;
-            }
+            crate::meta::dgram_mut(m).socket = id;
         }
         misses
     }
