@@ -306,3 +306,51 @@ fn large_groups_and_connected_members_get_every_datagram() {
         assert_eq!(j["multicast"]["copies"], n * names.len() as u64, "{tag}");
     }
 }
+
+/// Bursts of 64: one chunk can hold 64 datagrams to one group, longer than
+/// a fan-out run (`mcast::RUN_MAX`, 32). The RX lcore cuts the run, and
+/// every member still gets every datagram, in order, each once.
+#[test]
+fn runs_longer_than_a_run_are_cut_not_lost() {
+    let d = scratch("mcast-long-runs");
+    let input = capture(
+        &d,
+        &["--count", "500", "--seed", "5", "--dst", "239.1.2.3:5000"],
+    );
+    let all = pcap_frames(&input);
+    let n = all.len() as u64;
+    let mut cfg =
+        replay_cfg("mcast-long-runs", &input).replace("[engine]\n", "[engine]\nburst = 64\n");
+    let mut names = Vec::new();
+    for i in 0..3 {
+        let name = format!("r{i}");
+        let file = toml_str(d.join(format!("{name}.pcap")).to_str().unwrap());
+        cfg += &socket_toml(
+            &name,
+            "239.1.2.3:5000",
+            &format!("multicast = \"239.1.2.3\"\nrcvbuf = 4194304\nhandler = \"pcap\"\npcap_file = {file}\n"),
+        );
+        names.push(name);
+    }
+    let j = run_ok_json(&write(&d, "long.toml", &cfg), &[]);
+    assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
+    assert_eq!(j["hot_path_allocations"], 0);
+    assert_eq!(j["rx_packets"], n);
+    // The replay came in bursts of more than a run: a chunk held more
+    // datagrams to the group than `fan_out_run` takes at once.
+    let q = &j["lcores"][0]["queues"][0];
+    let (pkts, bursts) = (
+        q["packets"].as_u64().unwrap(),
+        q["bursts"].as_u64().unwrap(),
+    );
+    assert!(pkts == n && pkts > 32 * bursts, "{q}");
+    for name in &names {
+        let s = socket_named(&j, name);
+        assert_eq!(s["offered"], n, "{name}: {s}");
+        assert_eq!(s["delivered"], n, "{name}: {s}");
+        assert_eq!(s["consumed"], n, "{name}: {s}");
+        let got = pcap_frames(&d.join(format!("{name}.pcap")));
+        assert!(got == all, "{name}: its pcap is not the replay in order");
+    }
+    assert_eq!(j["multicast"]["copies"], 3 * n);
+}
