@@ -486,6 +486,19 @@ pub struct EngineConf {
     /// the application (`runtime::idle`).
     #[serde(default)]
     pub idle_sleep_us: u32,
+    /// Before each burst is processed, RX lcores ask for the cache lines the
+    /// PMD will write into the next burst's mbufs (the top of the lcore's
+    /// mempool cache: the mbuf's two lines and its first two data lines),
+    /// for writing, so that the PMD's stores to buffers the consumer's CPU
+    /// freed do not wait for that CPU (`runtime::rx`).
+    #[serde(default = "d_true")]
+    pub rx_prefetch_ahead: bool,
+    /// Benchmarks: RX lcores turn `rx_prefetch_ahead` on and off every
+    /// 2^27 TSC cycles (about 50 ms) and count what each half received
+    /// (`alternate` in the lcore's exit counters): the two compared in one
+    /// run, under the same load. The pipeline modes only.
+    #[serde(default)]
+    pub rx_prefetch_alternate: bool,
 }
 
 fn d_control_pps() -> u32 {
@@ -514,6 +527,8 @@ impl Default for EngineConf {
             control_burst: d_control_burst(),
             filler_sockets: 0,
             idle_sleep_us: 0,
+            rx_prefetch_ahead: true,
+            rx_prefetch_alternate: false,
         }
     }
 }

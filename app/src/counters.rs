@@ -94,6 +94,9 @@ pub struct LoopStats {
     /// `run --floor pipeline`: frames freed because no socket's port matched
     /// (or the ethertype was neither IPv4 nor IPv6, or the frame too short).
     pub floor_no_socket: Counter,
+    /// `engine.rx_prefetch_alternate`: packets received while the prefetch
+    /// ahead was off, and while it was on.
+    pub alternate: [Counter; 2],
 }
 
 /// What an lcore's loop took of its thread (`runtime::thread_time`): wall

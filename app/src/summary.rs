@@ -286,6 +286,18 @@ pub struct LcoreSummary {
     pub busy_cycles: u64,
     pub queues: Vec<QueueSummary>,
     pub thread: ThreadSummary,
+    /// `engine.rx_prefetch_alternate`: packets received with the prefetch
+    /// ahead off and on, in equal shares of the run's time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alternate: Option<AlternateSummary>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AlternateSummary {
+    pub off: u64,
+    pub on: u64,
+    /// on / off.
+    pub ratio: f64,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]

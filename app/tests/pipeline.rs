@@ -137,6 +137,42 @@ fn idle_sleep_loses_nothing_and_sleeps_when_idle() {
         .all(|l| l["idle_sleeps"] == 0));
 }
 
+/// `engine.rx_prefetch_ahead` is a hint: the replay's books are exact with
+/// it off as with it on (the default), and `rx_prefetch_alternate` counts
+/// every received packet in exactly one of its two halves.
+#[test]
+fn prefetch_ahead_changes_no_count_and_alternate_splits_every_packet() {
+    let m = manifest();
+    for (tag, extra) in [
+        ("ahead-off", "rx_prefetch_ahead = false"),
+        ("ahead-alt", "rx_prefetch_alternate = true"),
+    ] {
+        let cfg = default_cfg(tag, "numa-queues");
+        let text = std::fs::read_to_string(&cfg).unwrap().replace(
+            "stop_when_idle_ms = 500",
+            &format!("stop_when_idle_ms = 500\n{extra}"),
+        );
+        std::fs::write(&cfg, text).unwrap();
+        let j = run_ok_json(&cfg, &[]);
+        assert_eq!(j["rx_packets"], m["frames"], "{tag}: every frame received");
+        assert_eq!(j["books_balanced"], true, "{tag}: {}", j["problems"]);
+        assert_eq!(j["hot_path_allocations"], 0, "{tag}");
+        for (addr, n) in m["per_dst"].as_object().unwrap() {
+            let s = socket(&j, addr);
+            assert_eq!(&s["delivered"], n, "{tag}: {addr} delivered");
+            assert_eq!(&s["consumed"], n, "{tag}: {addr} consumed");
+        }
+        let l = &j["lcores"][0];
+        if tag == "ahead-alt" {
+            let a = &l["alternate"];
+            let (off, on) = (a["off"].as_u64().unwrap(), a["on"].as_u64().unwrap());
+            assert_eq!(off + on, m["frames"].as_u64().unwrap(), "{a}");
+        } else {
+            assert!(l.get("alternate").is_none(), "{l}");
+        }
+    }
+}
+
 #[test]
 fn numa_queues_takes_the_delivery_lock_per_batch_not_per_packet() {
     let j = run_ok_json(&default_cfg("locks", "numa-queues"), &[]);

@@ -85,6 +85,42 @@ impl Mempool {
         }
     }
 
+    /// Starts taking, for writing, the cache lines at `offsets` (bytes from
+    /// each object's start; for a pktmbuf pool the mbuf) of the next `n`
+    /// objects the calling lcore's cache of this pool will hand out: the
+    /// top of that cache's stack, which `rte_mempool_get_bulk` (a PMD's
+    /// refill) takes first. What the cache lacks comes from the pool's
+    /// ring at the allocation and is not asked for. A hint only: nothing is
+    /// taken, and a thread that is not an EAL lcore, or a pool without a
+    /// per-lcore cache, asks for nothing.
+    #[inline]
+    pub fn prefetch_next_allocs(&self, n: usize, offsets: &[usize]) {
+        let Some(lcore) = crate::lcore::current() else {
+            return;
+        };
+        if lcore >= ffi::RTE_MAX_LCORE {
+            return;
+        }
+        let mp = self.raw.as_ptr();
+        // SAFETY: raw is a live pool; `local_cache` is NULL without a cache,
+        // else an array of RTE_MAX_LCORE caches that lives as long as the
+        // pool, and lcore < RTE_MAX_LCORE. The cache is this thread's own
+        // lcore's: only this thread changes its `len` and `objs` (DPDK's
+        // per-lcore caches have one user), so the reads race with nothing;
+        // `len` is clamped to the array. The object pointers are only
+        // prefetched, which never faults and writes nothing.
+        unsafe {
+            if (*mp).cache_size == 0 || (*mp).local_cache.is_null() {
+                return;
+            }
+            let c = (*mp).local_cache.add(lcore as usize);
+            let objs = std::ptr::addr_of!((*c).objs);
+            let len = ((*c).len as usize).min((*objs).len());
+            let top = &(&*objs)[len - n.min(len)..len];
+            crate::prefetch::prefetch_w_each(top.iter().map(|&o| o as *const u8), offsets);
+        }
+    }
+
     /// Free mbufs that the lcores in `lcores` can take: the pool's common
     /// store plus their own caches. `avail` also counts other lcores'
     /// caches, which those lcores alone can allocate from: a pool whose

@@ -44,6 +44,34 @@ pub fn prefetch_w<T>(p: *const T) {
     let _ = p;
 }
 
+/// [`prefetch_w`] of every line at `offsets` from each of `bases`: the
+/// CPU's support is asked once for all of them.
+#[inline(always)]
+pub fn prefetch_w_each(bases: impl Iterator<Item = *const u8>, offsets: &[usize]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if has_prefetchw() {
+            for b in bases {
+                for &o in offsets {
+                    // SAFETY: as in `prefetch_w`: the CPU has PREFETCHW, a
+                    // hint that never faults and writes nothing.
+                    unsafe {
+                        std::arch::asm!("prefetchw [{0}]", in(reg) b.wrapping_add(o), options(nostack, readonly, preserves_flags));
+                    }
+                }
+            }
+        } else {
+            for b in bases {
+                for &o in offsets {
+                    prefetch0(b.wrapping_add(o));
+                }
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (bases, offsets);
+}
+
 /// CPUID's PRFCHW bit (leaf 0x8000_0001, ECX bit 8; Linux's
 /// `3dnowprefetch`), asked once: 0 not yet, 1 absent, 2 present.
 #[cfg(target_arch = "x86_64")]

@@ -136,6 +136,14 @@ fn summarize_inner(
                 })
                 .collect(),
             thread: ThreadSummary::of(&l.thread),
+            alternate: shared.prefetch_ahead.1.then(|| {
+                let [off, on] = [l.lstats.alternate[0].get(), l.lstats.alternate[1].get()];
+                crate::summary::AlternateSummary {
+                    off,
+                    on,
+                    ratio: on as f64 / off.max(1) as f64,
+                }
+            }),
         })
         .collect();
     let rx_packets: u64 = lcores

@@ -194,10 +194,14 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
     register_dynfield()?;
     check_lcores(cfg)?;
     let port_ids = find_ports(cfg)?;
-    let (node_ids, rx_lcores) = plan_rx_lcores(cfg, &port_ids);
+    let (node_ids, mut rx_lcores) = plan_rx_lcores(cfg, &port_ids);
     let consumers = plan_consumers(cfg, rx_lcores.len());
     let main_tx_queue = Some((rx_lcores.len() + consumers.len()) as u16);
     let pools = rx_pools(cfg, &rx_lcores)?;
+    for l in &mut rx_lcores {
+        // A handle that does not free the pool: the engine's does, at teardown.
+        l.rx_pool = Mempool::lookup(&format!("rx_pool_s{}", lcore::socket_id(l.lcore))).ok();
+    }
     let small_pools = small_pools(cfg, &rx_lcores)?;
     let clone_pool = clone_pool(cfg, &rx_lcores)?;
     // Declared before the ports: if setup fails below, the ports close
@@ -256,6 +260,7 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
         consumers,
         burst: cfg.engine.burst,
         idle_sleep_us: cfg.engine.idle_sleep_us,
+        prefetch_ahead: (cfg.engine.rx_prefetch_ahead, cfg.engine.rx_prefetch_alternate),
         tsc_hz: eal::tsc_hz(),
         main_thread: Default::default(),
         strategy: cfg.engine.strategy,
@@ -473,6 +478,7 @@ fn plan_rx_lcores(cfg: &Config, port_ids: &[u16]) -> (Vec<u32>, Vec<RxLcore>) {
                     .then(|| super::frag::LcoreReasm::new(&cfg.reassembly, eal::tsc_hz())),
             ),
             reasm_stats: CachePadded::default(),
+            rx_pool: None,
             reasm_deadline: Default::default(),
             steer: CachePadded::default(),
             thread: Default::default(),

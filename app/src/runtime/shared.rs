@@ -96,6 +96,8 @@ pub struct Shared {
     pub burst: u16,
     /// `engine.idle_sleep_us`: RX lcores' longest sleep when idle (0: none).
     pub idle_sleep_us: u32,
+    /// `engine.rx_prefetch_ahead` and `engine.rx_prefetch_alternate`.
+    pub prefetch_ahead: (bool, bool),
     pub tsc_hz: u64,
     /// What the main lcore's loop took of its thread: CPU time, preemptions.
     pub main_thread: counters::ThreadStats,
@@ -182,6 +184,10 @@ pub struct RxLcore {
     pub steer: CachePadded<super::steer::SteerStats>,
     /// What the loop took of its thread: CPU time, preemptions.
     pub thread: counters::ThreadStats,
+    /// The pool its queues receive into (a handle that does not free it:
+    /// setup's does, after the lcores have stopped), whose next mbufs the
+    /// loop asks for ahead of the PMD (`rx`'s `ALLOC_AHEAD`).
+    pub rx_pool: Option<dpdk_sys::Mempool>,
 }
 
 /// A consumer lcore and the sockets it was given by name (empty: any).
