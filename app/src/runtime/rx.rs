@@ -30,9 +30,10 @@ const ELECTED_MAX: usize = 32;
 /// private area and the headroom. The consumer's free read the struct
 /// lines on its CPU, so each store of the PMD to them waits for that CPU
 /// to give them up; asked for a burst ahead (`engine.rx_prefetch_ahead`),
-/// they arrive while the current burst is parsed and delivered. 1.15x
-/// received in one run on the pipeline's benchmark config (the prefetch
-/// on and off every 2^27 cycles, `engine.rx_prefetch_alternate`).
+/// they arrive while the current burst is parsed and delivered: 1.07-1.16x
+/// received on the pipeline's benchmark config, each figure measured in one
+/// run (the prefetch on and off every 2^27 cycles,
+/// `engine.rx_prefetch_alternate`; 14 runs on an AMD EPYC VM).
 const ALLOC_AHEAD: [usize; 4] = {
     let data = dpdk_sys::mbuf::MBUF_SIZE
         + crate::meta::PRIV_SIZE as usize
