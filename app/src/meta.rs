@@ -36,9 +36,9 @@
 //! lived in the private area, a third line per datagram that the RX lcore
 //! wrote (and prefetched at the start of each burst, since it arrived cold
 //! from the pool) and the drainer wrote again (the drop count): with the
-//! private area out of the per-datagram path the pipeline delivered 1.12x
-//! (12 alternating 2 s pairs on the benchmark's pipeline config, 10 above
-//! 1; a scratch build that skipped those writes). The first line has 8
+//! private area out of the per-datagram path the pipeline delivered 1.08x
+//! (12 pairs of 2 s runs on the benchmark's pipeline config, 9 above 1; a
+//! scratch build that skipped those writes: 1.12x, 10 of 12). The first line has 8
 //! bytes that are free once RX has read them (the `hash` union), but they
 //! are the PMD's (RSS hash, FDIR id) and the eventdev's field, so reusing
 //! them would be a convention nobody else knows. (A vector PMD that rearms
