@@ -26,22 +26,7 @@ pub fn prefetch0<T>(p: *const T) {
 /// read prefetch, which still brings the line in.
 #[inline(always)]
 pub fn prefetch_w<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if has_prefetchw() {
-            // SAFETY: the CPU has PREFETCHW (tested above), a hint: it does
-            // not fault on any address and writes nothing. Rust's
-            // `_MM_HINT_ET0` would compile to PREFETCHT0 unless the whole
-            // build targets `prfchw`, hence the instruction by hand.
-            unsafe {
-                std::arch::asm!("prefetchw [{0}]", in(reg) p, options(nostack, readonly, preserves_flags));
-            }
-        } else {
-            prefetch0(p);
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
+    prefetch_w_each(std::iter::once(p as *const u8), &[0]);
 }
 
 /// [`prefetch_w`] of every line at `offsets` from each of `bases`: the
@@ -53,8 +38,11 @@ pub fn prefetch_w_each(bases: impl Iterator<Item = *const u8>, offsets: &[usize]
         if has_prefetchw() {
             for b in bases {
                 for &o in offsets {
-                    // SAFETY: as in `prefetch_w`: the CPU has PREFETCHW, a
-                    // hint that never faults and writes nothing.
+                    // SAFETY: the CPU has PREFETCHW (tested above), a hint:
+                    // it does not fault on any address and writes nothing.
+                    // Rust's `_MM_HINT_ET0` would compile to PREFETCHT0
+                    // unless the whole build targets `prfchw`, hence the
+                    // instruction by hand.
                     unsafe {
                         std::arch::asm!("prefetchw [{0}]", in(reg) b.wrapping_add(o), options(nostack, readonly, preserves_flags));
                     }
