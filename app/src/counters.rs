@@ -97,6 +97,9 @@ pub struct LoopStats {
     /// `engine.rx_prefetch_alternate`: packets received while the prefetch
     /// ahead was off, and while it was on.
     pub alternate: [Counter; 2],
+    /// `run --alternate-floor`: received by the floor's half and the
+    /// pipeline's, then delivered by each (`bench::alternate::Halves`).
+    pub floor_alternate: [Counter; 4],
 }
 
 /// What an lcore's loop took of its thread (`runtime::thread_time`): wall

@@ -73,6 +73,12 @@ mod cli {
             /// rings, consumers dequeue, read pkt_len and free in bulk.
             #[arg(long, value_enum)]
             floor: Option<Floor>,
+            /// The pipeline and this cross-core floor (pipeline, pipeline-checksums,
+            /// pipeline-demux, pipeline-rte-hash) in turns on the same lcores, every 2^27 TSC
+            /// cycles: both measured in one run (`lcores[].floor_alternate` in the JSON).
+            /// One RX lcore.
+            #[arg(long, value_enum, conflicts_with_all = ["bare", "demux_only", "floor"])]
+            alternate_floor: Option<Floor>,
             /// Interval lines and final counters: text, or nstat-style `name value rate` lines.
             #[arg(long, value_enum, default_value_t = udpdemux::nstat::StatsFormat::Text)]
             stats_format: udpdemux::nstat::StatsFormat,
@@ -137,6 +143,7 @@ mod cli {
                 bare,
                 demux_only,
                 floor,
+                alternate_floor,
                 stats_format,
                 histograms,
             } => (|| -> anyhow::Result<()> {
@@ -153,10 +160,11 @@ mod cli {
                     &RunOptions {
                         duration,
                         stats_json,
-                        mode: match (bare, demux_only, floor) {
-                            (true, _, _) => Mode::Bare,
-                            (_, true, _) => Mode::DemuxOnly,
-                            (_, _, Some(f)) => Mode::Floor(f),
+                        mode: match (bare, demux_only, floor, alternate_floor) {
+                            (true, ..) => Mode::Bare,
+                            (_, true, ..) => Mode::DemuxOnly,
+                            (_, _, Some(f), _) => Mode::Floor(f),
+                            (.., Some(f)) => Mode::Alternate(f),
                             _ => Mode::Pipeline,
                         },
                         config_path: Some(config.clone()),

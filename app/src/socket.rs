@@ -31,6 +31,9 @@ pub struct FloorStats {
     /// Set before the first floor enqueue: the ring holds uncharged mbufs
     /// without metadata, so teardown must not release their truesize.
     active: std::sync::atomic::AtomicBool,
+    /// `run --alternate-floor`: the ring holds the pipeline's charged mbufs
+    /// and the floor's uncharged ones, which carry this dynamic flag.
+    mark: std::sync::atomic::AtomicU64,
 }
 
 impl FloorStats {
@@ -59,6 +62,15 @@ impl FloorStats {
     }
     pub fn active(&self) -> bool {
         self.active.load(Ordering::SeqCst)
+    }
+    /// Before the first floor enqueue of `run --alternate-floor`: the
+    /// floor's mbufs in the ring carry `mark` in their offload flags.
+    pub fn set_mark(&self, mark: u64) {
+        self.mark.store(mark, Ordering::SeqCst);
+    }
+    /// The floor's mark (0: the ring holds no marked mbufs).
+    pub fn mark(&self) -> u64 {
+        self.mark.load(Ordering::SeqCst)
     }
 }
 
@@ -674,8 +686,9 @@ impl Socket {
     pub fn free_ring(&self) -> u64 {
         let mut bufs: MbufBurst<64> = MbufBurst::new();
         let mut total = 0;
-        // The floor's mbufs were never charged.
-        let charged = !self.floor.active();
+        // The floor's mbufs were never charged: all of them with `--floor`,
+        // the marked ones with `--alternate-floor` (mark 0 marks none).
+        let (charged, floor_mark) = (!self.floor.active(), self.floor.mark());
         loop {
             let n = self.dequeue(&mut bufs, 64);
             if n == 0 {
@@ -683,7 +696,7 @@ impl Socket {
             }
             let mut truesize = 0u64;
             if charged {
-                for m in bufs.iter() {
+                for m in bufs.iter().filter(|m| m.ol_flags() & floor_mark == 0) {
                     truesize += u64::from(meta::truesize_of(m));
                 }
             }

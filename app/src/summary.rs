@@ -290,6 +290,25 @@ pub struct LcoreSummary {
     /// ahead off and on, in equal shares of the run's time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alternate: Option<AlternateSummary>,
+    /// `run --alternate-floor`: each half's received and delivered
+    /// datagrams (equal shares of the run's time) and their ratios.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor_alternate: Option<FloorAlternateSummary>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FloorAlternateSummary {
+    /// The floor taking turns with the pipeline (`--alternate-floor`'s value).
+    pub floor: String,
+    pub floor_received: u64,
+    pub floor_delivered: u64,
+    pub pipeline_received: u64,
+    pub pipeline_delivered: u64,
+    /// pipeline_delivered / floor_delivered: the pipeline's rate against
+    /// the floor's, measured in one run.
+    pub delivered_ratio: f64,
+    /// pipeline_received / floor_received.
+    pub received_ratio: f64,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]

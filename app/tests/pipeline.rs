@@ -173,6 +173,97 @@ fn prefetch_ahead_changes_no_count_and_alternate_splits_every_packet() {
     }
 }
 
+/// `run --alternate-floor`: the pipeline and a cross-core floor take turns
+/// on the default replay looped (`infinite_rx`, its malformed frames too),
+/// each mbuf in exactly one place: every received frame in one half, every
+/// delivered one in the half that put it in the ring, the floor's uncharged
+/// mbufs told apart from the pipeline's by the consumer (every socket's
+/// memory back to 0), and nothing allocated on the way.
+#[test]
+fn alternate_floor_counts_every_datagram_in_one_half_and_balances() {
+    for floor in ["pipeline", "pipeline-demux"] {
+        let tag = format!("alt-{floor}");
+        let cfg = default_cfg(&tag, "numa-queues");
+        let text = std::fs::read_to_string(&cfg)
+            .unwrap()
+            .replace("default.pcap\"]", "default.pcap,infinite_rx=1\"]");
+        assert!(text.contains("infinite_rx=1"), "{text}");
+        std::fs::write(&cfg, text).unwrap();
+        let j = run_ok_json(&cfg, &["--duration", "1.5", "--alternate-floor", floor]);
+        assert_eq!(j["books_balanced"], true, "{floor}: {}", j["problems"]);
+        assert_eq!(j["hot_path_allocations"], 0, "{floor}");
+        let a = &j["lcores"][0]["floor_alternate"];
+        assert_eq!(a["floor"], floor, "{a}");
+        let got = |k: &str| a[k].as_u64().unwrap_or_else(|| panic!("{k}: {a}"));
+        for k in [
+            "floor_received",
+            "pipeline_received",
+            "floor_delivered",
+            "pipeline_delivered",
+        ] {
+            assert!(got(k) > 0, "{floor}: both halves had turns: {a}");
+        }
+        assert_eq!(
+            got("floor_received") + got("pipeline_received"),
+            n(&j["rx_packets"]),
+            "{floor}: {a}"
+        );
+        let delivered: u64 = j["sockets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| n(&s["delivered"]))
+            .sum();
+        assert_eq!(
+            got("floor_delivered") + got("pipeline_delivered"),
+            delivered,
+            "{floor}: {a}"
+        );
+        for s in j["sockets"].as_array().unwrap() {
+            assert_eq!(s["consumed"], s["delivered"], "{floor}: {s}");
+            assert_eq!(s["rmem"], 0, "{floor}: memory released: {s}");
+        }
+    }
+}
+
+/// What `--alternate-floor` cannot measure is refused at start with one
+/// line naming the fix: a floor that is not cross-core, and the prefetch's
+/// alternation, which takes turns on the same clock bit.
+#[test]
+fn alternate_floor_refuses_what_it_cannot_measure() {
+    let cfg = default_cfg("alt-refused", "numa-queues");
+    let json = cfg.with_extension("json");
+    let c = cfg.to_str().unwrap();
+    let o = run(&["run", "--config", c, "--alternate-floor", "checksums"]);
+    assert!(!o.status.success());
+    assert!(
+        error_line(&o).contains("takes a cross-core floor"),
+        "{}",
+        stderr(&o)
+    );
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "stop_when_idle_ms = 500",
+        "stop_when_idle_ms = 500\nrx_prefetch_alternate = true",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let o = run(&[
+        "run",
+        "--config",
+        c,
+        "--stats-json",
+        json.to_str().unwrap(),
+        "--alternate-floor",
+        "pipeline",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        error_line(&o).contains("engine.rx_prefetch_alternate = false"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+}
+
 #[test]
 fn numa_queues_takes_the_delivery_lock_per_batch_not_per_packet() {
     let j = run_ok_json(&default_cfg("locks", "numa-queues"), &[]);

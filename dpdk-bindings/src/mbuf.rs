@@ -415,6 +415,14 @@ impl<'a> MbufMut<'a> {
         unsafe { (*self.r()).port = port }
     }
 
+    /// Set `flags` in the offload flags, the others kept (a dynamic flag
+    /// from [`dynflag_register`], for instance).
+    #[inline(always)]
+    pub fn add_ol_flags(&mut self, flags: u64) {
+        // SAFETY: a plain field of a live mbuf we use exclusively.
+        unsafe { (*self.r()).ol_flags |= flags }
+    }
+
     /// Clear the offload flags (RX verdicts mean nothing on TX, and no TX
     /// offload is asked).
     #[inline]
@@ -970,6 +978,32 @@ fn dynfield_register_impl(
         )));
     }
     Ok(off)
+}
+
+/// Register a dynamic mbuf flag (`rte_mbuf_dynflag_register`), or find the
+/// one already registered under `name`: its mask in `ol_flags` (one bit).
+/// Every pktmbuf allocation clears it (`rte_pktmbuf_reset` keeps only
+/// `RTE_MBUF_F_EXTERNAL`), so a flag set on a received mbuf marks that use
+/// of it alone. Needs an initialised EAL.
+pub fn dynflag_register(name: &str) -> crate::Result<u64> {
+    let mut params = ffi::rte_mbuf_dynflag::default();
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.len() >= params.name.len() || bytes.contains(&0) {
+        return Err(crate::DpdkError::Usage(format!(
+            "bad dynflag name {name:?}"
+        )));
+    }
+    for (d, &s) in params.name.iter_mut().zip(bytes) {
+        *d = s as std::os::raw::c_char;
+    }
+    // SAFETY: params is a valid, NUL-terminated (zeroed tail) descriptor; DPDK copies it.
+    let bit = unsafe { ffi::rte_mbuf_dynflag_register(&params) };
+    if !(0..64).contains(&bit) {
+        return Err(crate::DpdkError::from_errno(format!(
+            "rte_mbuf_dynflag_register({name})"
+        )));
+    }
+    Ok(1u64 << bit)
 }
 
 /// A dynamic field of `m` at `offset` (`RTE_MBUF_DYNFIELD`): pointer

@@ -342,10 +342,10 @@ fn open(shared: &Shared, name: &str, pid: u32) -> Result<Opened, Refused> {
         }
         reap(shared, p);
     }
-    if shared.mode.is_pipeline_floor() {
+    if shared.mode.is_pipeline_floor() || shared.floor_mark != 0 {
         return Err((
             Refusal::Other,
-            "the engine runs --floor pipeline: its rings hold uncharged mbufs without metadata".into(),
+            "the engine runs --floor pipeline or --alternate-floor: its rings hold uncharged mbufs without metadata".into(),
         ));
     }
     let zone = e.sock.client_zone().map_err(|err| {

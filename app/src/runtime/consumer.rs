@@ -14,7 +14,7 @@ use std::sync::Arc;
 use dpdk_sys::{eal, MbufBurst};
 
 use super::alloc_guard::HotSection;
-use super::bench::pipeline_floor;
+use super::bench::{alternate, pipeline_floor};
 use super::shared::{ConsumedBy, Shared, SocketEntry};
 use crate::config::Handler;
 use crate::handlers::{self, CONSUME_BURST};
@@ -250,6 +250,12 @@ fn consume_socket_into(
     if limited {
         let c = &e.sock.consumer.rate_credit;
         c.set(c.get().saturating_sub(n as u64));
+    }
+    // `--alternate-floor`: the floor's mbufs go to its own consumer.
+    if shared.floor_mark != 0
+        && alternate::consume_floor_share(&e.sock, bufs, shared.floor_mark) == n
+    {
+        return n;
     }
     match e.sock.handler() {
         Handler::Count | Handler::None => {}

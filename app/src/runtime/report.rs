@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 
 use dpdk_sys::Port;
 
+use clap::ValueEnum as _;
+
 use super::shared::{Floor, Mode, Shared, SocketEntry};
 use crate::counters::UdpMib;
 use crate::latency;
@@ -142,6 +144,18 @@ fn summarize_inner(
                     off,
                     on,
                     ratio: on as f64 / off.max(1) as f64,
+                }
+            }),
+            floor_alternate: super::bench::alternate::floor_of(shared.mode).map(|f| {
+                let [fr, pr, fd, pd] = std::array::from_fn(|i| l.lstats.floor_alternate[i].get());
+                crate::summary::FloorAlternateSummary {
+                    floor: f.to_possible_value().map_or_else(|| format!("{f:?}"), |v| v.get_name().to_string()),
+                    floor_received: fr,
+                    floor_delivered: fd,
+                    pipeline_received: pr,
+                    pipeline_delivered: pd,
+                    delivered_ratio: pd as f64 / fd.max(1) as f64,
+                    received_ratio: pr as f64 / fr.max(1) as f64,
                 }
             }),
         })
@@ -411,15 +425,25 @@ fn summarize_inner(
     if at_exit {
         // The bare loop and the floor free every frame unparsed: their books
         // are rx = freed.
-        if classified != rx_packets && (shared.mode.classifies() || classified != 0) {
-            problems.push(format!("received {rx_packets} but classified {classified}"));
-        }
-        let in_dg = udp["UdpInDatagrams"] + udp["Udp6InDatagrams"];
         // What the pipeline floor put in rings (or found full) did not go through demux.
         let floor_offered: u64 = sockets
             .iter()
             .map(|s| s.floor_delivered + s.floor_ring_full)
             .sum();
+        // `--alternate-floor`: the pipeline's turns classified their frames,
+        // the floor's put theirs in rings or freed them without a socket.
+        let floor_took = match shared.mode {
+            Mode::Alternate(_) => floor_offered + floor_no_socket,
+            _ => 0,
+        };
+        if classified + floor_took != rx_packets && (shared.mode.classifies() || classified != 0) {
+            problems.push(if floor_took != 0 {
+                format!("received {rx_packets} but classified {classified} and the floor's turns took {floor_took}")
+            } else {
+                format!("received {rx_packets} but classified {classified}")
+            });
+        }
+        let in_dg = udp["UdpInDatagrams"] + udp["Udp6InDatagrams"];
         let offered: u64 = sockets.iter().map(|s| s.offered).sum::<u64>() - floor_offered;
         // Fan-out: one datagram, several copies, each offered to its socket.
         let copies = sum(&|m| m.mcast_copies[0].get() + m.mcast_copies[1].get());
@@ -450,7 +474,7 @@ fn summarize_inner(
                     "--floor rte-hash: {floor_offered} frames put in rings, {floor_no_socket} misses of {rx_packets} received"
                 ));
             }
-        } else if floor_offered + floor_no_socket != 0 {
+        } else if floor_offered + floor_no_socket != 0 && !matches!(shared.mode, Mode::Alternate(_)) {
             problems.push(format!(
                 "{floor_offered} frames went through the pipeline floor outside --floor pipeline"
             ));

@@ -7,6 +7,7 @@ use dpdk_sys::mbuf::{MbufBurst, MbufRef, RawMbuf};
 use dpdk_sys::{eal, port, Mbuf};
 
 use super::alloc_guard::HotSection;
+use super::bench::alternate;
 use super::bench::floor::RxFloor;
 use super::burst::{offload_hints, FreeList, MAX_BURST};
 use super::idle::IdleBackoff;
@@ -41,8 +42,9 @@ const ALLOC_AHEAD: [usize; 4] = {
     [0, 64, data, data + 64]
 };
 /// `engine.rx_prefetch_alternate`'s half period: 2^27 TSC cycles, about
-/// 50 ms at 2.5 GHz (many bursts, and well under a run's length).
-const ALTERNATE_SHIFT: u32 = 27;
+/// 50 ms at 2.5 GHz (many bursts, and well under a run's length), the same
+/// turns as `--alternate-floor`'s.
+const ALTERNATE_SHIFT: u32 = alternate::SHIFT;
 
 /// Poll every queue of RX lcore `idx` until the stop flag is set.
 pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
@@ -92,8 +94,13 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     let ahead = me
         .rx_pool
         .as_ref()
-        .filter(|_| (ahead_on || alternate) && matches!(mode, Mode::Pipeline | Mode::DemuxOnly));
+        .filter(|_| {
+            (ahead_on || alternate) && matches!(mode, Mode::Pipeline | Mode::DemuxOnly | Mode::Alternate(_))
+        });
     let mut alternated = [0u64; 2];
+    // `--alternate-floor`: each half's received and delivered datagrams.
+    let turns = matches!(mode, Mode::Alternate(_));
+    let mut halves = alternate::Halves::default();
     let clock = super::thread_time::LoopClock::start();
     let _hot = HotSection::enter();
     // Busy time as DPDK's poll busyness counts it: from a poll that returned
@@ -124,7 +131,14 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
             if alternate {
                 alternated[usize::from(on)] += n as u64;
             }
-            if let Some(p) = ahead.filter(|_| on) {
+            // `--alternate-floor`: the pipeline's turn, or the floor's.
+            let pipeline_turn = !turns || alternate::pipeline_half(t0);
+            if turns {
+                halves.burst(pipeline_turn, n, || {
+                    floor.as_ref().map_or(0, |f| f.delivered_total())
+                });
+            }
+            if let Some(p) = ahead.filter(|_| on && pipeline_turn) {
                 p.prefetch_next_allocs(burst, &ALLOC_AHEAD);
             }
             if busy_since != 0 {
@@ -153,8 +167,21 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
                         heard.as_mut(),
                     )
                 },
+                // SAFETY: as above.
+                Mode::Alternate(_) if pipeline_turn => unsafe {
+                    pipeline_burst(
+                        shared,
+                        me,
+                        q.port,
+                        bufs.take_raw(),
+                        t0,
+                        &mut free,
+                        small.as_mut(),
+                        heard.as_mut(),
+                    )
+                },
                 Mode::Bare => bufs.clear(),
-                Mode::Floor(_) => {
+                Mode::Floor(_) | Mode::Alternate(_) => {
                     if let Some(f) = floor.as_mut() {
                         f.burst(shared, &mut bufs, &mut free, &me.lstats.floor_no_socket);
                     }
@@ -224,6 +251,12 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     drop(_hot);
     for (c, n) in me.lstats.alternate.iter().zip(alternated) {
         c.add(n);
+    }
+    if turns {
+        halves.finish(floor.as_ref().map_or(0, |f| f.delivered_total()));
+        for (c, n) in me.lstats.floor_alternate.iter().zip(halves.received.iter().chain(&halves.delivered)) {
+            c.add(*n);
+        }
     }
     clock.stop(&me.thread);
     // Hand the cache back for teardown's check.

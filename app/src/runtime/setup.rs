@@ -195,6 +195,16 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
     check_lcores(cfg)?;
     let port_ids = find_ports(cfg)?;
     let (node_ids, mut rx_lcores) = plan_rx_lcores(cfg, &port_ids);
+    let floor_mark = super::bench::alternate::setup(
+        mode,
+        rx_lcores.len(),
+        cfg.engine.rx_prefetch_alternate,
+        cfg.sockets
+            .iter()
+            .find(|s| s.handler == crate::config::Handler::None)
+            .map(|s| s.name.as_str()),
+    )
+    .map_err(EngineError::Setup)?;
     let consumers = plan_consumers(cfg, rx_lcores.len());
     let main_tx_queue = Some((rx_lcores.len() + consumers.len()) as u16);
     let pools = rx_pools(cfg, &rx_lcores)?;
@@ -275,6 +285,7 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
         ifaces: crate::control::Ifaces(ifaces),
         main_tx_queue,
         mode,
+        floor_mark,
         pool_watch: Default::default(),
         clients: Default::default(),
         send,

@@ -126,6 +126,10 @@ pub struct Shared {
     pub main_tx_queue: Option<u16>,
     /// What the RX lcores do (`RunOptions::mode`).
     pub mode: Mode,
+    /// `Mode::Alternate`: the dynamic mbuf flag the floor's half sets on
+    /// what it puts in a ring, so consumers and teardown tell its uncharged
+    /// mbufs from the pipeline's (`bench::alternate`); 0 in other modes.
+    pub floor_mark: u64,
     /// The RX pools' free count and time below the low-water mark, as the
     /// main lcore samples them (issue 14: starvation made visible).
     pub pool_watch: crate::starvation::PoolWatch,
@@ -233,6 +237,10 @@ pub enum Mode {
     Bare,
     /// `run --floor`: the least any RX core can do per packet (see `bench::floor`).
     Floor(Floor),
+    /// `run --alternate-floor`: the pipeline and a pipeline floor in turns
+    /// on the same lcores (`bench::alternate`), so the two are compared in
+    /// one run, whatever the host does to its CPUs meanwhile.
+    Alternate(Floor),
 }
 
 impl Mode {
@@ -241,7 +249,7 @@ impl Mode {
     /// pipeline floor's are rx = put in a ring + ring full + no socket
     /// (`summary` checks them separately, with every ring consumed or freed).
     pub fn classifies(self) -> bool {
-        matches!(self, Mode::Pipeline | Mode::DemuxOnly)
+        matches!(self, Mode::Pipeline | Mode::DemuxOnly | Mode::Alternate(_))
     }
 }
 
@@ -283,14 +291,17 @@ impl Mode {
     /// `run --floor pipeline`, `pipeline-checksums` or `pipeline-demux`: RX lcores put
     /// mbufs straight into the delivery rings, consumers only read and free.
     pub fn is_pipeline_floor(self) -> bool {
+        matches!(self, Mode::Floor(f) if f.is_pipeline())
+    }
+}
+
+impl Floor {
+    /// One of the cross-core floors (`pipeline*`): mbufs into the delivery
+    /// rings, consumed on the sockets' consumers.
+    pub fn is_pipeline(self) -> bool {
         matches!(
             self,
-            Mode::Floor(
-                Floor::Pipeline
-                    | Floor::PipelineChecksums
-                    | Floor::PipelineDemux
-                    | Floor::PipelineRteHash
-            )
+            Floor::Pipeline | Floor::PipelineChecksums | Floor::PipelineDemux | Floor::PipelineRteHash
         )
     }
 }

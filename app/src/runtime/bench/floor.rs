@@ -33,8 +33,11 @@ impl RxFloor {
     /// The state `mode` needs, if it is a floor, for RX lcore `lcore`
     /// (allocates: call it before the loop, which must not).
     pub fn new(shared: &Shared, mode: Mode, lcore: u32) -> Result<Option<RxFloor>, HashFloorError> {
-        let Mode::Floor(f) = mode else {
-            return Ok(None);
+        // `--alternate-floor`: the floor's half marks what it enqueues.
+        let (f, mark) = match mode {
+            Mode::Floor(f) => (f, 0),
+            Mode::Alternate(f) => (f, shared.floor_mark),
+            _ => return Ok(None),
         };
         Ok(Some(match f {
             Floor::RteHash => RxFloor::Hash(HashFloor::new(shared, lcore)?),
@@ -43,17 +46,26 @@ impl RxFloor {
                 ports: (0..=u32::from(u16::MAX)).collect(),
                 checksums: f == Floor::Checksums,
             },
-            Floor::Pipeline => RxFloor::Pipeline(PipelineFloor::new(shared, Choose::Port, lcore)?),
+            Floor::Pipeline => RxFloor::Pipeline(PipelineFloor::new(shared, Choose::Port, lcore, mark)?),
             Floor::PipelineChecksums => {
-                RxFloor::Pipeline(PipelineFloor::new(shared, Choose::PortChecked, lcore)?)
+                RxFloor::Pipeline(PipelineFloor::new(shared, Choose::PortChecked, lcore, mark)?)
             }
             Floor::PipelineDemux => {
-                RxFloor::Pipeline(PipelineFloor::new(shared, Choose::Demux, lcore)?)
+                RxFloor::Pipeline(PipelineFloor::new(shared, Choose::Demux, lcore, mark)?)
             }
             Floor::PipelineRteHash => {
-                RxFloor::Pipeline(PipelineFloor::new(shared, Choose::RteHash, lcore)?)
+                RxFloor::Pipeline(PipelineFloor::new(shared, Choose::RteHash, lcore, mark)?)
             }
         }))
+    }
+
+    /// What the pipeline floors' sockets have had put in their rings, by
+    /// the floor and the pipeline (0 for the other floors).
+    pub fn delivered_total(&self) -> u64 {
+        match self {
+            RxFloor::Pipeline(pf) => pf.delivered_total(),
+            _ => 0,
+        }
     }
 
     /// One received burst, all of whose mbufs are ours: each ends freed

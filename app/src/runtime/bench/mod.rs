@@ -11,11 +11,14 @@
 //!   DPDK's `rte_hash` as its table: what a DPDK-native lookup costs at the
 //!   table's size.
 //! - [`pipeline_floor`]: the pipeline floors' RX side and consumer side.
+//! - [`alternate`]: `run --alternate-floor`, the pipeline and one of its
+//!   cross-core floors in turns on the same lcores, the ratio in one run.
 //! - [`filler`]: `engine.filler_sockets`, a million-entry flow table for
 //!   the demux benchmarks (bindings that all deliver to one socket).
 //!
 //! Imports run downward only: this tree stands on `shared`, `burst` and
 //! `registry`; none of them imports it.
+pub mod alternate;
 pub mod filler;
 pub mod floor;
 pub mod hash_floor;

@@ -95,12 +95,20 @@ pub struct PipelineFloor {
     /// Socket id -> index + 1 (0: not a socket the floor knows), for the
     /// lookup's result.
     by_id: Box<[u32]>,
+    /// `--alternate-floor`: the dynamic flag set on every mbuf this floor
+    /// puts in a ring, which the pipeline's halves share (0: `--floor`).
+    mark: u64,
 }
 
 impl PipelineFloor {
     /// Build the tables from the sockets registered now (allocates: call it
     /// before the loop).
-    pub fn new(shared: &Shared, choose: Choose, lcore: u32) -> Result<PipelineFloor, HashFloorError> {
+    pub fn new(
+        shared: &Shared,
+        choose: Choose,
+        lcore: u32,
+        mark: u64,
+    ) -> Result<PipelineFloor, HashFloorError> {
         let hash = match choose {
             Choose::RteHash => Some(HashFloor::new(shared, lcore)?),
             _ => None,
@@ -129,8 +137,14 @@ impl PipelineFloor {
                     s.name()
                 );
             }
-            // Before the first enqueue: teardown must not release what the floor never charged.
-            s.floor.activate();
+            // Before the first enqueue: teardown must not release what the
+            // floor never charged. Alternating with the pipeline, the ring
+            // holds both, and the mark tells them apart instead.
+            if mark == 0 {
+                s.floor.activate();
+            } else {
+                s.floor.set_mark(mark);
+            }
         }
         let max_id = socks.iter().map(|s| s.id as usize).max().unwrap_or(0);
         let mut by_id = vec![0u32; max_id + 1].into_boxed_slice();
@@ -154,6 +168,7 @@ impl PipelineFloor {
             choose,
             hash,
             by_id,
+            mark,
         })
     }
 
@@ -197,7 +212,7 @@ impl PipelineFloor {
             h.ids(bufs, &mut ids);
         }
         let mut missed = 0u64;
-        for (k, m) in bufs.drain().enumerate() {
+        for (k, mut m) in bufs.drain().enumerate() {
             let found = match &self.hash {
                 // Bit 31: a checksum failed (no socket, as pipeline-checksums).
                 Some(_) => self
@@ -212,6 +227,9 @@ impl PipelineFloor {
                 free.push_mbuf(m);
                 continue;
             };
+            if self.mark != 0 {
+                m.view_mut().add_ol_flags(self.mark);
+            }
             let g = &mut self.groups[i];
             if g.pkts.is_empty() {
                 self.touched[self.ntouched] = i as u32;
@@ -239,6 +257,18 @@ impl PipelineFloor {
         if missed != 0 {
             no_socket.add(missed);
         }
+    }
+}
+
+impl PipelineFloor {
+    /// What every socket the floor knows has had put in its delivery ring,
+    /// by the pipeline (`delivered`) and by the floor: read at each turn of
+    /// `--alternate-floor` (every 2^27 cycles, not per burst).
+    pub fn delivered_total(&self) -> u64 {
+        self.socks
+            .iter()
+            .map(|s| s.stats().delivered + s.floor.delivered())
+            .sum()
     }
 }
 
