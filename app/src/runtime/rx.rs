@@ -737,7 +737,12 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>, const N: usize>(
     let mut mc = [0u8; N];
     let mut nmc = 0usize;
     let mut tag_group = [NO_TAG; MEMO_GIVE_UP];
-    for (i, ((f, d), &m)) in found.iter().zip(dgrams).zip(&mbufs).enumerate() {
+    // An index loop over slices of the chunk's length: the zipped
+    // iterators' pointers did not fit the registers, and LLVM re-derived
+    // them from the stack for every datagram (20 instructions each).
+    let (found, mbufs, group, tags) = (&found[..nd], &mbufs[..nd], &group[..nd], &tags[..nd]);
+    for i in 0..nd {
+        let (d, m) = (&dgrams[i], mbufs[i]);
         let fam = d.family.index();
         if group[i] {
             // i < nd <= N <= BIG_CHUNK.
@@ -745,20 +750,9 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>, const N: usize>(
             nmc += 1;
             continue;
         }
-        let Some(sock) = *f else {
-            // A reassembled chain stays here: its headers are the first
-            // fragment's, not a datagram the kernel could take as it is.
-            // SAFETY: ours alone (the contract); a read of one field.
-            if let Some(x) = exc_udp.filter(|_| unsafe { MbufRef::from_ptr(m) }.nb_segs() == 1) {
-                // SAFETY: a live mbuf we own exclusively, handed over.
-                let owned = unsafe { Mbuf::from_raw(NonNull::new_unchecked(m)) };
-                x.to_kernel(&me.exception, me.control.tx_queue, owned, tsc, free, true);
-                mib.exception.add(1);
-                continue;
-            }
-            no_ports[fam] += 1;
-            // SAFETY: ours, given up here.
-            unsafe { free.push(m) };
+        let Some(sock) = found[i] else {
+            // SAFETY: ours (the contract), given up there.
+            unsafe { no_socket(me, exc_udp, m, tsc, free, &mut no_ports[fam]) };
             continue;
         };
         in_all += 1;
@@ -850,7 +844,7 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>, const N: usize>(
                 port_id,
                 &mc[..nmc],
                 dgrams,
-                &mbufs,
+                mbufs,
                 tsc,
                 free,
                 condense,
@@ -871,6 +865,38 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>, const N: usize>(
             mib.no_ports[fam].add(no_ports[fam]);
         }
     }
+}
+
+/// A datagram of [`process_chunk`] that no socket took: to the kernel
+/// when the port's exception path takes unbound UDP, else freed and
+/// counted in `no_ports` (its family's). Out of line: rare, and its
+/// arguments kept the hot loop's pointers out of registers.
+///
+/// # Safety
+/// `m` is a live mbuf the caller owns exclusively and gives up.
+#[cold]
+#[inline(never)]
+unsafe fn no_socket(
+    me: &RxLcore,
+    exc_udp: Option<&crate::exception::ExceptionPath>,
+    m: *mut RawMbuf,
+    tsc: u64,
+    free: &mut FreeList,
+    no_ports: &mut u64,
+) {
+    // A reassembled chain stays here: its headers are the first
+    // fragment's, not a datagram the kernel could take as it is.
+    // SAFETY: ours alone (the contract); a read of one field.
+    if let Some(x) = exc_udp.filter(|_| unsafe { MbufRef::from_ptr(m) }.nb_segs() == 1) {
+        // SAFETY: a live mbuf we own exclusively, handed over.
+        let owned = unsafe { Mbuf::from_raw(NonNull::new_unchecked(m)) };
+        x.to_kernel(&me.exception, me.control.tx_queue, owned, tsc, free, true);
+        me.mib.exception.add(1);
+        return;
+    }
+    *no_ports += 1;
+    // SAFETY: ours, given up here.
+    unsafe { free.push(m) };
 }
 
 /// Pass 4 of [`process_chunk`]: the chunk's datagrams to groups (indices
