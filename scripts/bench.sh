@@ -1276,6 +1276,8 @@ median() {
 }
 # spread V...: "min–max"
 spread() { printf '%s\n' "$@" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR) printf "%s–%s", lo, hi; else print "-" }'; }
+# The same for raw rates (not yet rounded for the table).
+fspread() { local a=() v; for v in "$@"; do a+=("$(fmt "$v")"); done; spread "${a[@]}"; }
 goal() { if awk -v v="$1" -v op="$2" -v g="$3" 'BEGIN { if (v == "-" || v == "") exit 1; exit !(op == ">=" ? v + 0 >= g + 0 : v + 0 <= g + 0) }'; then echo "met"; else echo "**not met**"; fi; }
 # What a --floor pipeline run delivered: the sockets' delivered if it counts
 # them, else what its consumers took (consumed, or the consumers' datagrams).
@@ -1778,7 +1780,7 @@ done
 # shellcheck disable=SC2086
 echo
 # shellcheck disable=SC2086
-echo "Median: send_burst $(fmt "$(median ${SEND_UD[*]})") Mpps (spread $(spread ${SEND_UD[*]})) / testpmd $(fmt "$(median ${SEND_TP[*]})") Mpps (spread $(spread ${SEND_TP[*]})) = $(ratio "$(median ${SEND_UD[*]})" "$(median ${SEND_TP[*]})")."
+echo "Median: send_burst $(fmt "$(median ${SEND_UD[*]})") Mpps (spread $(fspread ${SEND_UD[*]})) / testpmd $(fmt "$(median ${SEND_TP[*]})") Mpps (spread $(fspread ${SEND_TP[*]})) = $(ratio "$(median ${SEND_UD[*]})" "$(median ${SEND_TP[*]})")."
 echo
 fi
 if on reasm; then
