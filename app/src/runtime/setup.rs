@@ -761,13 +761,95 @@ pub fn launch_workers(
 ) -> Result<(), EngineError> {
     for (i, c) in shared.consumers.iter().enumerate() {
         let sh = Arc::clone(shared);
-        let h = lcore::launch(c.lcore, move || consumer::consumer_loop(&sh, Some(i)))?;
+        let lc = c.lcore;
+        let h = lcore::launch(lc, move || {
+            let _early = StopIfEarly::new(lc, &sh.consumers_stop, signals::stop_requested, signals::request_stop);
+            consumer::consumer_loop(&sh, Some(i))
+        })?;
         launched.push(h);
     }
     for (i, l) in shared.rx.iter().enumerate() {
         let sh = Arc::clone(shared);
-        let h = lcore::launch(l.lcore, move || rx::rx_loop(&sh, i))?;
+        let lc = l.lcore;
+        let h = lcore::launch(lc, move || {
+            let _early = StopIfEarly::new(lc, &sh.stop, signals::stop_requested, signals::request_stop);
+            rx::rx_loop(&sh, i)
+        })?;
         launched.push(h);
     }
     Ok(())
+}
+
+/// Stops the engine when a worker lcore's loop ends before the engine told
+/// it to (`done` still false): a loop that gave up, or a panic in a build
+/// that unwinds (tests; release builds abort). The lcore's trampoline turns
+/// the panic into a non-zero return, but that is read only at the join, at
+/// teardown: until then the main lcore would run on, the datagrams of that
+/// lcore's queues or sockets piling up unseen.
+/// A loop that already asked for the stop (and logged why) is not logged
+/// twice.
+struct StopIfEarly<'a> {
+    lcore: u32,
+    done: &'a AtomicBool,
+    requested: fn() -> bool,
+    stop: fn(),
+}
+
+impl<'a> StopIfEarly<'a> {
+    fn new(lcore: u32, done: &'a AtomicBool, requested: fn() -> bool, stop: fn()) -> Self {
+        StopIfEarly {
+            lcore,
+            done,
+            requested,
+            stop,
+        }
+    }
+}
+
+impl Drop for StopIfEarly<'_> {
+    fn drop(&mut self) {
+        if self.done.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let panicked = std::thread::panicking();
+        if panicked || !(self.requested)() {
+            let how = if panicked { "panicked" } else { "ended" };
+            log::error!(
+                "lcore {}: its loop {how} before the engine stopped: stopping the engine",
+                self.lcore
+            );
+        }
+        (self.stop)();
+    }
+}
+
+#[cfg(test)]
+mod early_stop_tests {
+    use super::StopIfEarly;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    static STOPS: AtomicUsize = AtomicUsize::new(0);
+    fn count_stop() {
+        STOPS.fetch_add(1, Ordering::SeqCst);
+    }
+    fn not_requested() -> bool {
+        false
+    }
+
+    #[test]
+    fn a_loop_that_ends_or_panics_before_stop_stops_the_engine_and_one_told_to_stop_does_not() {
+        let done = AtomicBool::new(false);
+        let before = STOPS.load(Ordering::SeqCst);
+        drop(StopIfEarly::new(1, &done, not_requested, count_stop));
+        assert_eq!(STOPS.load(Ordering::SeqCst), before + 1, "ended early");
+        let r = std::panic::catch_unwind(|| {
+            let _g = StopIfEarly::new(1, &done, not_requested, count_stop);
+            panic!("an RX loop's bug");
+        });
+        assert!(r.is_err());
+        assert_eq!(STOPS.load(Ordering::SeqCst), before + 2, "panicked");
+        done.store(true, Ordering::SeqCst);
+        drop(StopIfEarly::new(1, &done, not_requested, count_stop));
+        assert_eq!(STOPS.load(Ordering::SeqCst), before + 2, "told to stop");
+    }
 }
