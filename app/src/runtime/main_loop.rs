@@ -160,7 +160,11 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
             x.from_kernel(q);
         }
         if signals::stop_requested() {
-            log::info!("signal received, stopping");
+            if signals::stop_by_worker() {
+                log::info!("a worker lcore asked to stop (its error is above), stopping");
+            } else {
+                log::info!("signal received, stopping");
+            }
             break;
         }
         if signals::take_reload() {

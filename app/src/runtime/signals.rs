@@ -3,6 +3,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// Set with STOP by a worker lcore that cannot go on, so the main lcore
+/// does not report its stop as a signal.
+static WORKER_STOP: AtomicBool = AtomicBool::new(false);
 static RELOAD: AtomicBool = AtomicBool::new(false);
 
 /// Install the handlers (idempotent). Called before the EAL starts, so a
@@ -22,7 +25,14 @@ pub fn stop_requested() -> bool {
 /// Stop the engine as a signal would: for a worker lcore that cannot go on
 /// (its error is logged; its non-zero return fails the run at teardown).
 pub fn request_stop() {
+    WORKER_STOP.store(true, Ordering::SeqCst);
     STOP.store(true, Ordering::SeqCst);
+}
+
+/// Whether the stop came from a worker lcore ([`request_stop`]) rather
+/// than a signal.
+pub fn stop_by_worker() -> bool {
+    WORKER_STOP.load(Ordering::SeqCst)
 }
 
 /// True once per SIGHUP.
