@@ -1453,7 +1453,7 @@ if [ -n "$ALT_FLOORS" ]; then
   done
   echo
   if [ -n "${ALT_PIPE_ROUNDS:-}" ]; then
-    echo "Pipeline / floor pipeline in one run, per round (the floor half's Mpps): $ALT_PIPE_ROUNDS. The ratio follows, roughly, how fast the floor runs: where cache lines cross between the two vCPUs slowly, both halves wait on the crossing and the ratio nears 1; where they cross fast, the RX lcore's own work decides it (on the EPYC host, 2026-12-04: 0.57-0.64 with the floor at 19-23 Mpps, 0.85-0.92 at 8-10 Mpps)."
+    echo "Pipeline / floor pipeline in one run, per round (the floor half's Mpps): $ALT_PIPE_ROUNDS. The ratio follows, roughly, how fast the floor runs: where cache lines cross between the two vCPUs slowly, both halves wait on the crossing and the ratio nears 1; where they cross fast, the RX lcore's own work decides it."
     echo
   fi
   if [ -n "${ALT_PIPE_MEDIAN:-}" ]; then

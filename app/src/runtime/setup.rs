@@ -763,7 +763,7 @@ pub fn launch_workers(
         let sh = Arc::clone(shared);
         let lc = c.lcore;
         let h = lcore::launch(lc, move || {
-            let _early = StopIfEarly::new(lc, &sh.consumers_stop, signals::stop_requested, signals::request_stop);
+            let _early = StopIfEarly { lcore: lc, done: &sh.consumers_stop, requested: signals::stop_requested, stop: signals::request_stop };
             consumer::consumer_loop(&sh, Some(i))
         })?;
         launched.push(h);
@@ -772,7 +772,7 @@ pub fn launch_workers(
         let sh = Arc::clone(shared);
         let lc = l.lcore;
         let h = lcore::launch(lc, move || {
-            let _early = StopIfEarly::new(lc, &sh.stop, signals::stop_requested, signals::request_stop);
+            let _early = StopIfEarly { lcore: lc, done: &sh.stop, requested: signals::stop_requested, stop: signals::request_stop };
             rx::rx_loop(&sh, i)
         })?;
         launched.push(h);
@@ -793,17 +793,6 @@ struct StopIfEarly<'a> {
     done: &'a AtomicBool,
     requested: fn() -> bool,
     stop: fn(),
-}
-
-impl<'a> StopIfEarly<'a> {
-    fn new(lcore: u32, done: &'a AtomicBool, requested: fn() -> bool, stop: fn()) -> Self {
-        StopIfEarly {
-            lcore,
-            done,
-            requested,
-            stop,
-        }
-    }
 }
 
 impl Drop for StopIfEarly<'_> {
@@ -840,16 +829,16 @@ mod early_stop_tests {
     fn a_loop_that_ends_or_panics_before_stop_stops_the_engine_and_one_told_to_stop_does_not() {
         let done = AtomicBool::new(false);
         let before = STOPS.load(Ordering::SeqCst);
-        drop(StopIfEarly::new(1, &done, not_requested, count_stop));
+        drop(StopIfEarly { lcore: 1, done: &done, requested: not_requested, stop: count_stop });
         assert_eq!(STOPS.load(Ordering::SeqCst), before + 1, "ended early");
         let r = std::panic::catch_unwind(|| {
-            let _g = StopIfEarly::new(1, &done, not_requested, count_stop);
+            let _g = StopIfEarly { lcore: 1, done: &done, requested: not_requested, stop: count_stop };
             panic!("an RX loop's bug");
         });
         assert!(r.is_err());
         assert_eq!(STOPS.load(Ordering::SeqCst), before + 2, "panicked");
         done.store(true, Ordering::SeqCst);
-        drop(StopIfEarly::new(1, &done, not_requested, count_stop));
+        drop(StopIfEarly { lcore: 1, done: &done, requested: not_requested, stop: count_stop });
         assert_eq!(STOPS.load(Ordering::SeqCst), before + 2, "told to stop");
     }
 }
