@@ -1238,6 +1238,24 @@ quic_md() {
   u=$(median "${ud[@]}"); k=$(median "${ker[@]}")
   echo "Median: udpdemux $(quic_q "$u") $unit / kernel $(quic_q "$k") $unit = $(ratio "$u" "$k") (goal > 1: $(goal "$(ratio "$u" "$k")" ">=" 1))."
 }
+# quic_path_line: the bulk runs' client-side path at their end (quinn's
+# PathStats, the client's JSON `path`): medians per mode of the smoothed RTT
+# and of the share of the client's packets quinn declared lost (a loss is
+# declared when an ACK is late or a later packet is acknowledged first, so
+# it also counts ACKs held up on the server's side, not only drops).
+quic_path_line() {
+  local mode i v rtt=() lost=() out=""
+  for mode in ud ker; do
+    rtt=(); lost=()
+    for i in $(seq "$QPAIRS"); do
+      [ -s "$W/quic-$mode$i.json" ] || continue
+      v=$(jq -r '.path.rtt_us // empty' "$W/quic-$mode$i.json"); [ -n "$v" ] && rtt+=("$v")
+      v=$(jq -r '.path | if . == null or .sent_packets == 0 then empty else .lost_packets / .sent_packets * 100 end' "$W/quic-$mode$i.json"); [ -n "$v" ] && lost+=("$v")
+    done
+    out+="$( [ "$mode" = ud ] && echo "udpdemux" || echo "; kernel") RTT $(median "${rtt[@]}") µs, $(awk -v x="$(median "${lost[@]}")" 'BEGIN { if (x == "-") print "-"; else printf "%.1f", x }')% of its packets declared lost"
+  done
+  echo "The client's path at the end of the bulk runs (quinn's \`PathStats\`, medians): $out."
+}
 if on quic; then
   quic_net_up
   trap quic_net_down EXIT
@@ -1835,6 +1853,8 @@ else
   echo "The \`quic_echo\` example's server; the same \`quic_client\` (quinn on the kernel's UDP) in a network namespace on the other end of a veth pair opens 100 bidirectional streams at once and echoes $QBYTES bytes on each, checking every byte; bytes/s = bytes echoed back / the client's run time (one direction). *udpdemux*: the engine on \`net_af_packet\` on the host end (RX lcore on CPU 1, main lcore on CPU 0), quinn's tokio runtime (2 workers, unpinned) on \`udpdemux_quinn::UdxSocket\` (GRO-style receive, GSO-style send, ECN). *kernel*: the same server with \`--kernel\` (quinn's tokio UDP socket, GRO/GSO) on the same veth end holding 198.18.0.1. $QPAIRS alternating pairs."
   echo
   quic_md QUIC_UD QUIC_KER MB/s 1e6 %.1f
+  echo
+  quic_path_line
 fi
 echo
 echo "### QUIC handshakes per second: quinn on udpdemux / quinn on the kernel's UDP"

@@ -172,6 +172,10 @@ pub struct Outcome {
     pub bytes_echoed: u64,
     pub first_error: Option<String>,
     pub secs: f64,
+    /// The connection's path as quinn saw it at the end: where a bulk
+    /// transfer's time went when the CPUs were not busy (a long RTT, a
+    /// window cut by losses).
+    pub path: Option<quinn::PathStats>,
 }
 
 /// Connect to `server`, open `streams` bidirectional streams at once, write
@@ -219,6 +223,7 @@ pub async fn run_client(
             }
         }
     }
+    out.path = Some(conn.stats().path);
     conn.close(VarInt::from_u32(0), b"done");
     out.secs = t0.elapsed().as_secs_f64();
     out

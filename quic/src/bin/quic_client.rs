@@ -99,8 +99,23 @@ fn main() -> ExitCode {
 
 async fn bulk(ep: &quinn::Endpoint, a: &Args) -> Report {
     let o = echo::run_client(ep, a.connect, a.streams, a.bytes).await;
+    // The client's side of the path at the end (none if no connection).
+    let path = o.path.map_or_else(
+        || "null".to_string(),
+        |p| {
+            format!(
+                r#"{{"rtt_us":{},"cwnd":{},"sent_packets":{},"lost_packets":{},"congestion_events":{},"mtu":{}}}"#,
+                p.rtt.as_micros(),
+                p.cwnd,
+                p.sent_packets,
+                p.lost_packets,
+                p.congestion_events,
+                p.current_mtu
+            )
+        },
+    );
     let line = format!(
-        r#"{{"streams_ok":{},"bytes_echoed":{},"secs":{:.3},"bytes_per_sec":{:.0},"error":{:?}}}"#,
+        r#"{{"streams_ok":{},"bytes_echoed":{},"secs":{:.3},"bytes_per_sec":{:.0},"path":{path},"error":{:?}}}"#,
         o.streams_ok,
         o.bytes_echoed,
         o.secs,

@@ -92,6 +92,8 @@ pub fn echo_both(net: &netns::Net, cert: &Path, streams: u32, bytes: u64) {
             )),
             "{text}"
         );
+        // The client reports its path (RTT, losses) for the benchmark.
+        assert!(text.contains(r#""path":{"rtt_us":"#), "{text}");
     }
 }
 
