@@ -69,6 +69,14 @@ struct Args {
 
 /// The engine's config: one port, the main lcore (TX drain) and one RX
 /// lcore; a pool and receive budget sized for bulk QUIC.
+///
+/// `framecnt=4096`: the PMD's default ring of 512 frames per queue filled
+/// during a client's flight while the RX lcore slept or was preempted, and
+/// the kernel's fanout then rolled the flow over to the other queue, which
+/// the RX lcore drains interleaved with the first: datagrams reordered,
+/// which quinn takes for losses (3% of a bulk client's packets declared
+/// lost with none dropped; 0 with 2048 or more frames, and 5-10% more
+/// bytes/s).
 fn engine_config(a: &Args, iface: &str) -> String {
     let addrs: Vec<String> = a.addrs.iter().map(|x| format!("{x:?}")).collect();
     format!(
@@ -78,7 +86,7 @@ no_huge = true
 memory_mb = 512
 no_pci = true
 file_prefix = "{prefix}"
-vdevs = ["net_af_packet0,iface={iface},qpairs=2"]
+vdevs = ["net_af_packet0,iface={iface},qpairs=2,framecnt=4096"]
 
 [engine]
 idle_sleep_us = {idle}
