@@ -95,6 +95,20 @@ impl Default for ExceptionConf {
     }
 }
 
+/// A device string's name (its port name once probed): up to the first
+/// comma of `net_af_packet0,iface=udx0,...`.
+pub fn device_name(device: &str) -> &str {
+    device.split(',').next().unwrap_or("").trim()
+}
+
+/// The value of one `key=value` argument of a device string.
+pub fn devarg<'a>(device: &'a str, key: &str) -> Option<&'a str> {
+    device
+        .split(',')
+        .skip(1)
+        .find_map(|kv| kv.trim().strip_prefix(key)?.strip_prefix('='))
+}
+
 /// The drivers an exception device may use: both hand frames to a kernel
 /// interface (KNI, the third, left DPDK in 23.11).
 pub const EXCEPTION_DRIVERS: [&str; 2] = ["net_tap", "virtio_user"];
@@ -103,18 +117,12 @@ impl ExceptionConf {
     /// The device's name (its port name once probed): `device` up to the
     /// first comma.
     pub fn name(&self) -> Option<&str> {
-        self.device
-            .as_deref()
-            .map(|d| d.split(',').next().unwrap_or("").trim())
+        self.device.as_deref().map(device_name)
     }
 
     /// The value of one `key=value` devarg of `device`.
     pub fn devarg(&self, key: &str) -> Option<&str> {
-        self.device
-            .as_deref()?
-            .split(',')
-            .skip(1)
-            .find_map(|kv| kv.trim().strip_prefix(key)?.strip_prefix('='))
+        devarg(self.device.as_deref()?, key)
     }
 
     /// `device` with its `iface=` replaced by `iface` (added when absent):
@@ -1055,12 +1063,7 @@ impl Config {
         self.address_problems(&mut out);
         self.exception.problems(&self.ports, &mut out);
         if let Some(n) = self.exception.name() {
-            if self
-                .eal
-                .vdevs
-                .iter()
-                .any(|v| v.split(',').next() == Some(n))
-            {
+            if self.eal.vdevs.iter().any(|v| device_name(v) == n) {
                 out.push(format!(
                     "exception.device {n:?} is also in eal.vdevs: list it only in [exception] (the engine adds it to the EAL's devices)"
                 ));

@@ -816,8 +816,10 @@ impl Drop for StopIfEarly<'_> {
 }
 
 /// `net_af_packet`'s ring size below which a port with several queues
-/// reorders flows under bursts: the PMD's default is 512 frames a queue.
+/// reorders flows under bursts.
 const AF_PACKET_MIN_FRAMES: u32 = 2048;
+/// The PMD's ring without `framecnt=`, in frames a queue.
+const AF_PACKET_DEFAULT_FRAMES: u32 = 512;
 
 /// A warning when a `net_af_packet` port polls several queues on rings
 /// the size of the PMD's default: a burst that fills one queue's ring
@@ -829,15 +831,12 @@ fn af_packet_reorder_risk(driver: &str, port: &str, rx_queues: u16, vdevs: &[Str
     if driver != "net_af_packet" || rx_queues < 2 {
         return None;
     }
-    let args = vdevs
+    let frames = vdevs
         .iter()
-        .find_map(|v| v.strip_prefix(port).and_then(|r| r.strip_prefix(',')))
-        .unwrap_or("");
-    let frames = args
-        .split(',')
-        .find_map(|kv| kv.strip_prefix("framecnt="))
+        .find(|v| crate::config::device_name(v) == port)
+        .and_then(|v| crate::config::devarg(v, "framecnt"))
         .and_then(|n| n.trim().parse::<u32>().ok())
-        .unwrap_or(512);
+        .unwrap_or(AF_PACKET_DEFAULT_FRAMES);
     (frames < AF_PACKET_MIN_FRAMES).then(|| {
         format!(
             "port {port}: net_af_packet with {rx_queues} queues of {frames} frames: a burst that fills one is rolled over to another queue and its flow arrives reordered; add framecnt=4096 to the vdev's arguments"
