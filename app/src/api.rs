@@ -51,7 +51,8 @@ pub use crate::client_proto::SocketOptions;
 /// Open a socket whose datagrams only [`recv_burst`] takes (no built-in handler consumes it).
 pub fn open(engine: &Engine, o: SocketOptions) -> Result<Arc<Socket>, EngineError> {
     let conf = socket_conf(o).map_err(EngineError::Setup)?;
-    Ok(registry::add_socket(engine.shared(), conf)?)
+    // An in-process reader may wait as a task (`Socket::arm_reader`).
+    Ok(registry::add_socket_with(engine.shared(), conf, Socket::expect_reader_tasks)?)
 }
 
 /// The `[[socket]]` table of `o` (`handler = "none"`), through the

@@ -406,6 +406,33 @@ impl Socket {
         self.rx_wake.try_sleep(nap, || !self.ring.looks_empty())
     }
 
+    /// Let a reader task wait with [`arm_reader`](Self::arm_reader): before
+    /// the socket is published to the RX lcores (`registry::
+    /// add_socket_with`; `api::open` does). From then on each delivery
+    /// pays a fence and a load (`Wake::kick`), as for a sleeping thread.
+    pub fn expect_reader_tasks(&self) {
+        self.rx_wake.expect_tasks();
+    }
+
+    /// Whether [`arm_reader`](Self::arm_reader) works on this socket.
+    pub fn arm_reader_possible(&self) -> bool {
+        self.rx_wake.expects_tasks()
+    }
+
+    /// For a reader task about to wait (an async `poll_recv`): the RX
+    /// lcores' next delivery wakes it with `waker` (once), from their own
+    /// thread, as the kernel's `sk_data_ready` wakes an epoll waiter.
+    /// `Some(true)`: datagrams already wait, look again instead;
+    /// `Some(false)`: wait. Whoever arms last is the one woken (one
+    /// receiving task a socket). `None`: the socket was not made for it
+    /// ([`expect_reader_tasks`](Self::expect_reader_tasks)).
+    pub fn arm_reader(&self, waker: &std::task::Waker) -> Option<bool> {
+        if !self.rx_wake.expects_tasks() {
+            return None;
+        }
+        Some(self.rx_wake.arm(waker, || !self.ring.looks_empty()))
+    }
+
     /// How often an RX lcore woke this socket's sleeping reader.
     pub fn reader_wakeups(&self) -> u64 {
         self.rx_wake.unparks()

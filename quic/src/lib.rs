@@ -17,18 +17,22 @@
 //!   `send_gso`: headers built once, ECN set, one ring enqueue (the
 //!   engine's TX ring in process, the client's own TX ring otherwise).
 //!   `max_transmit_segments` is 64 (the kernel's `UDP_MAX_SEGMENTS`).
-//! * Wakers: when the ring is empty, `poll_recv` leaves its waker with the
-//!   socket's poller thread and returns `Pending`. The poller (one plain
-//!   thread per socket, not a runtime thread) parks while nobody waits;
-//!   while a task waits it looks at the ring (two loads) and, in process,
-//!   sleeps until an RX lcore's delivery wakes it (`Socket::
-//!   wait_for_datagrams`); attached, it sleeps between looks, from 20 µs
-//!   doubling to 1 ms while it stays empty (to 50 µs while datagrams flow:
-//!   one in the last 10 ms). It wakes the task as soon as a datagram is
-//!   there. So the runtime's threads never
-//!   spin; an idle socket costs one thread waking at most 1000 times a
-//!   second while a receive is pending (see docs/design.md for why not an
-//!   eventfd from the engine).
+//! * Wakers: when the ring is empty, `poll_recv` leaves its waker and
+//!   returns `Pending`. In process (a socket made by `api::open`) it leaves
+//!   it with the socket itself (`Socket::arm_reader`), and the RX lcore
+//!   whose delivery finds it waiting wakes the task from its own thread,
+//!   as the kernel's `sk_data_ready` wakes an epoll waiter: no thread in
+//!   between (bulk echo 94-95 MB/s against 86-90 through a poller thread,
+//!   context switches -14%, docs/benchmarks.md). Attached to an engine in
+//!   another process, it leaves it with the socket's poller thread (one
+//!   plain thread per socket, not a runtime thread), which parks while
+//!   nobody waits; while a task waits it looks at the ring (two loads),
+//!   sleeping between looks from 20 µs doubling to 1 ms while it stays
+//!   empty (to 50 µs while datagrams flow: one in the last 10 ms), and
+//!   wakes the task as soon as a datagram is there. So the runtime's
+//!   threads never spin; an idle attached socket costs one thread waking
+//!   at most 1000 times a second while a receive is pending (see
+//!   docs/design.md for why not an eventfd from the engine).
 use std::fmt;
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
@@ -83,10 +87,12 @@ pub struct Stats {
     /// Datagrams quinn sent / the engine refused (the engine counts why).
     pub tx_datagrams: AtomicU64,
     pub tx_refused: AtomicU64,
-    /// Times the poller woke a waiting task.
+    /// Times a waiting task was woken: by the poller thread (attached), or
+    /// in process by the RX lcores themselves on delivery.
     pub wakeups: AtomicU64,
-    /// Times an RX lcore woke the sleeping poller on delivery (in process
-    /// only: an attached socket's poller looks with backoff).
+    /// Times an RX lcore woke the waiting task, or the sleeping poller of a
+    /// socket not made by `api::open` (in process only: an attached
+    /// socket's poller looks with backoff).
     pub rx_wakes: AtomicU64,
 }
 
@@ -140,6 +146,17 @@ pub trait Backend: Send + Sync + 'static {
         std::thread::sleep(backoff);
         false
     }
+    /// Leave `waker` with the engine, which wakes the task itself when
+    /// datagrams arrive: `Some(true)` when some came meanwhile (look
+    /// again), `Some(false)` to wait; `None` when the backend cannot (its
+    /// poller thread watches the ring for the task instead).
+    fn arm(&self, _waker: &Waker) -> Option<bool> {
+        None
+    }
+    /// Whether [`arm`](Self::arm) works (no poller thread is started).
+    fn arms(&self) -> bool {
+        false
+    }
     /// How often the engine woke the poller on delivery (0: it cannot).
     fn rx_wakes(&self) -> u64 {
         0
@@ -178,6 +195,22 @@ impl Backend for Local {
 
     fn send_gso(&self, dst: SocketAddr, buf: &[u8], segment: usize, ecn: u8) -> usize {
         api::send_gso(&self.tx, &self.sock, dst, buf, segment, ecn)
+    }
+
+    /// The RX lcores wake the task when they deliver (`Socket::
+    /// arm_reader`), as the kernel's `sk_data_ready` wakes an epoll waiter:
+    /// no thread in between.
+    fn arm(&self, waker: &Waker) -> Option<bool> {
+        // The ring's memory goes with the EAL: once it is down nothing
+        // arrives, and the task waits for good.
+        if !dpdk_sys::eal::is_up() {
+            return Some(false);
+        }
+        self.sock.arm_reader(waker)
+    }
+
+    fn arms(&self) -> bool {
+        self.sock.arm_reader_possible()
     }
 
     /// The RX lcores wake the poller when they deliver (`Socket::
@@ -347,14 +380,20 @@ impl<B: Backend> UdxSocket<B> {
             stats: Arc::clone(&stats),
         });
         let w = Arc::clone(&wake);
-        let poller = std::thread::Builder::new()
-            .name(name)
-            .spawn(move || poll_ring(&w))?;
+        let poller = if wake.port.arms() {
+            None
+        } else {
+            Some(
+                std::thread::Builder::new()
+                    .name(name)
+                    .spawn(move || poll_ring(&w))?,
+            )
+        };
         Ok(UdxSocket {
             local,
             rx: Mutex::new(Rx { rx, next: 0 }),
             wake,
-            poller: Some(poller),
+            poller,
             stats,
         })
     }
@@ -404,6 +443,12 @@ impl<B: Backend> UdxSocket<B> {
             rx.next = 0;
         }
         self.stats.rx_metas.fetch_add(n as u64, Ordering::Relaxed);
+        if self.poller.is_none() {
+            // The engine wakes the task itself: its count, as of now.
+            let woken = self.wake.port.rx_wakes();
+            self.stats.rx_wakes.store(woken, Ordering::Relaxed);
+            self.stats.wakeups.store(woken, Ordering::Relaxed);
+        }
         n
     }
 }
@@ -500,15 +545,31 @@ impl<B: Backend> AsyncUdpSocket for UdxSocket<B> {
             if rx.next >= B::batch(&rx.rx).len() {
                 rx.next = 0;
                 if port.recv(&mut rx.rx) == 0 {
-                    // Leave the waker with the poller, then look once more:
-                    // a datagram that came in between is not missed.
-                    *self.wake.waiter.lock().unwrap_or_else(|p| p.into_inner()) =
-                        Some(cx.waker().clone());
-                    if let Some(p) = &self.poller {
-                        p.thread().unpark();
-                    }
-                    if port.recv(&mut rx.rx) == 0 {
-                        return Poll::Pending;
+                    match port.arm(cx.waker()) {
+                        // The engine wakes the task on delivery.
+                        Some(false) => return Poll::Pending,
+                        // Datagrams came meanwhile. A ring that looked
+                        // non-empty and gave nothing (never seen) costs a
+                        // poll, not a spin.
+                        Some(true) => {
+                            if port.recv(&mut rx.rx) == 0 {
+                                cx.waker().wake_by_ref();
+                                return Poll::Pending;
+                            }
+                        }
+                        None => {
+                            // Leave the waker with the poller, then look once
+                            // more: a datagram that came in between is not
+                            // missed.
+                            *self.wake.waiter.lock().unwrap_or_else(|p| p.into_inner()) =
+                                Some(cx.waker().clone());
+                            if let Some(p) = &self.poller {
+                                p.thread().unpark();
+                            }
+                            if port.recv(&mut rx.rx) == 0 {
+                                return Poll::Pending;
+                            }
+                        }
                     }
                 }
             }

@@ -82,11 +82,11 @@ fn quic_echo_100_streams_byte_exact_over_ipv4_and_ipv6_with_ecn() {
     // One connection over IPv4, one over IPv6, both closed by the client.
     common::check_connections(&summary, &j, 2);
     common::check_sockets(&summary, &j);
-    // In process, the poller sleeps until an RX lcore's delivery wakes it.
+    // In process, the task waits until an RX lcore's delivery wakes it.
     for (i, s) in j["sockets"].as_array().unwrap().iter().enumerate() {
         assert!(
             n(&s["rx_wakes"]) > 0,
-            "socket {i}: no RX lcore ever woke the sleeping poller: {summary}"
+            "socket {i}: no RX lcore ever woke the waiting task: {summary}"
         );
     }
     let _ = std::fs::remove_dir_all(&r.dir);

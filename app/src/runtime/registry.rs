@@ -159,6 +159,17 @@ pub(crate) fn set_registry(shared: &Shared, v: Vec<SocketEntry>) {
 
 /// Create a socket, publish it in the flow table and the registry.
 pub fn add_socket(shared: &Shared, conf: SocketConf) -> Result<Arc<Socket>, RegistryError> {
+    add_socket_with(shared, conf, |_| {})
+}
+
+/// As [`add_socket`], with `before_publish` run on the new socket before
+/// any RX lcore can see it (what must happen-before their first delivery:
+/// `Socket::expect_reader_tasks`).
+pub fn add_socket_with(
+    shared: &Shared,
+    conf: SocketConf,
+    before_publish: impl FnOnce(&Socket),
+) -> Result<Arc<Socket>, RegistryError> {
     if shared
         .sockets
         .load()
@@ -168,6 +179,7 @@ pub fn add_socket(shared: &Shared, conf: SocketConf) -> Result<Arc<Socket>, Regi
         return Err(RegistryError::Exists(conf.name));
     }
     let p = prepare_socket(shared, conf, None)?;
+    before_publish(&p.sock);
     let handle = shared
         .table
         .insert(p.sock.binding(), Arc::clone(&p.sock))

@@ -132,7 +132,7 @@ pub fn check_sockets(summary: &str, j: &Value) -> Vec<u64> {
         );
         assert!(
             n(&s["wakeups"]) > 0,
-            "socket {i}: the poller never woke quinn: {summary}"
+            "socket {i}: nothing ever woke quinn's receive: {summary}"
         );
         assert!(n(&s["tx_datagrams"]) > 0, "socket {i}: {summary}");
         assert_eq!(n(&s["rx_too_long"]), 0, "{summary}");
