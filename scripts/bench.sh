@@ -1850,7 +1850,7 @@ echo
 if [ -n "$QUIC_NOTE" ]; then
   echo "$QUIC_NOTE"
 else
-  echo "The \`quic_echo\` example's server; the same \`quic_client\` (quinn on the kernel's UDP) in a network namespace on the other end of a veth pair opens 100 bidirectional streams at once and echoes $QBYTES bytes on each, checking every byte; bytes/s = bytes echoed back / the client's run time (one direction). *udpdemux*: the engine on \`net_af_packet\` on the host end (its RX lcore and main lcore free to run on either CPU, as quinn's runtime is: \`quic_echo --lcores\`'s default), quinn's tokio runtime (2 workers, unpinned) on \`udpdemux_quinn::UdxSocket\` (GRO-style receive, GSO-style send, ECN). *kernel*: the same server with \`--kernel\` (quinn's tokio UDP socket, GRO/GSO) on the same veth end holding 198.18.0.1. $QPAIRS alternating pairs."
+  echo "The \`quic_echo\` example's server; the same \`quic_client\` (quinn on the kernel's UDP) in a network namespace on the other end of a veth pair opens 100 bidirectional streams at once and echoes $QBYTES bytes on each, checking every byte; bytes/s = bytes echoed back / the client's run time (one direction). *udpdemux*: the engine on \`net_af_packet\` on the host end (RX lcore on CPU 1, main lcore on CPU 0), quinn's tokio runtime (2 workers, unpinned) on \`udpdemux_quinn::UdxSocket\` (GRO-style receive, GSO-style send, ECN). *kernel*: the same server with \`--kernel\` (quinn's tokio UDP socket, GRO/GSO) on the same veth end holding 198.18.0.1. $QPAIRS alternating pairs."
   echo
   quic_md QUIC_UD QUIC_KER MB/s 1e6 %.1f
   echo

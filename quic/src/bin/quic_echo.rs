@@ -65,14 +65,14 @@ struct Args {
     /// own config; `--kernel` has none).
     #[arg(long, default_value_t = 100, conflicts_with_all = ["attach", "kernel"])]
     idle_sleep_us: u32,
-    /// The engine's `eal.lcores`: lcore 0 (main, TX) and lcore 1 (RX). By
-    /// default both may run on either CPU, as the runtime's threads do, so
-    /// the scheduler puts a woken thread where a CPU is free instead of
-    /// queueing it behind a busy one: bulk echo 77-95 MB/s against 69-80
-    /// pinned ("0,1"), handshakes within 3% (5 alternating pairs on 2
-    /// CPUs, docs/benchmarks.md). Pin them ("0@2,1@3") on a machine with
-    /// CPUs to spare.
-    #[arg(long, default_value = "0@(0,1),1@(0,1)", conflicts_with_all = ["attach", "kernel"])]
+    /// The engine's `eal.lcores`: lcore 0 (main, TX) and lcore 1 (RX),
+    /// pinned to CPUs 0 and 1 by default. Letting them float
+    /// ("0@(0,1),1@(0,1)", as the runtime's threads do) trades handshakes
+    /// for bulk on 2 CPUs: `BENCH_ONLY=quic` twice each, alternating, bulk
+    /// / kernel 0.85 and 0.74 against 0.66 and 0.74 pinned, handshakes 0.79
+    /// and 0.82 against 0.89 and 0.88 (docs/benchmarks.md). Pin them to
+    /// spare CPUs ("0@2,1@3") where there are some.
+    #[arg(long, default_value = "0,1", conflicts_with_all = ["attach", "kernel"])]
     lcores: String,
 }
 
