@@ -41,8 +41,9 @@ use std::thread::{self as thr, Thread};
 pub struct Wake {
     sleeping: AtomicBool,
     sleeper: OnceLock<Thread>,
-    /// Kicks that found the sleeper asleep and unparked it (a statistic:
-    /// outside the model, as the receive heart's counters are).
+    /// Kicks that found the sleeper asleep and unparked it, or the task
+    /// armed and woke it (a statistic: outside the model, as the receive
+    /// heart's counters are).
     unparks: std::sync::atomic::AtomicU64,
     /// Times the sleeper parked (the same kind of statistic).
     parks: std::sync::atomic::AtomicU64,
@@ -84,8 +85,9 @@ impl Wake {
     }
 
     /// After queueing work: wake the sleeper if it is asleep (or about to
-    /// be). An awake sleeper costs a fence and a load; no sleeper (none
-    /// registered yet) one load.
+    /// be), the thread by an unpark, the task by its waker. An awake
+    /// sleeper costs a fence and a load of each flag; no sleeper (no thread
+    /// registered, no task expected) two loads.
     #[inline]
     pub fn kick(&self) {
         let thread = self.sleeper.get();
