@@ -494,6 +494,13 @@ pub struct EngineConf {
     /// the application (`runtime::idle`).
     #[serde(default)]
     pub idle_sleep_us: u32,
+    /// With `idle_sleep_us`: the RX lcores' and the main lcore's threads
+    /// run under `SCHED_BATCH` (sched(7)) while they loop, so that their
+    /// wake-ups from idle sleeps do not preempt the application's threads
+    /// on the same CPU; a thread the operator put under another policy
+    /// (`chrt`) keeps it (`runtime::idle::SchedBatch`).
+    #[serde(default = "d_true")]
+    pub idle_sched_batch: bool,
     /// Before each burst is processed, RX lcores ask for the cache lines the
     /// PMD will write into the next burst's mbufs (the top of the lcore's
     /// mempool cache: the mbuf's two lines and its first two data lines),
@@ -535,6 +542,7 @@ impl Default for EngineConf {
             control_burst: d_control_burst(),
             filler_sockets: 0,
             idle_sleep_us: 0,
+            idle_sched_batch: true,
             rx_prefetch_ahead: true,
             rx_prefetch_alternate: false,
         }

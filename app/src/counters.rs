@@ -113,6 +113,8 @@ pub struct ThreadStats {
     pub voluntary: Counter,
     /// Switches the scheduler imposed: another task took the CPU.
     pub involuntary: Counter,
+    /// 1 when the loop ran under `SCHED_BATCH` (`engine.idle_sched_batch`).
+    pub sched_batch: Counter,
 }
 
 /// A consumer lcore's loop counters.

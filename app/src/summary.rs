@@ -240,6 +240,8 @@ pub struct ThreadSummary {
     pub off_cpu_ms: f64,
     pub voluntary_switches: u64,
     pub involuntary_switches: u64,
+    /// The loop ran under `SCHED_BATCH` (`engine.idle_sched_batch`).
+    pub sched_batch: bool,
 }
 
 impl ThreadSummary {
@@ -253,6 +255,7 @@ impl ThreadSummary {
             off_cpu_ms: wall.saturating_sub(cpu) as f64 / 1e3,
             voluntary_switches: t.voluntary.get(),
             involuntary_switches: t.involuntary.get(),
+            sched_batch: t.sched_batch.get() != 0,
         }
     }
 
@@ -269,8 +272,13 @@ impl ThreadSummary {
     /// One line for the exit summary.
     pub fn line(&self) -> String {
         format!(
-            "on CPU {:.1} of {:.1} ms (off {:.1} ms), switched out {} times by the scheduler, {} voluntarily",
-            self.cpu_ms, self.wall_ms, self.off_cpu_ms, self.involuntary_switches, self.voluntary_switches
+            "on CPU {:.1} of {:.1} ms (off {:.1} ms), switched out {} times by the scheduler, {} voluntarily{}",
+            self.cpu_ms,
+            self.wall_ms,
+            self.off_cpu_ms,
+            self.involuntary_switches,
+            self.voluntary_switches,
+            if self.sched_batch { ", under SCHED_BATCH" } else { "" }
         )
     }
 }

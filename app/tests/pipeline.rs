@@ -128,13 +128,26 @@ fn idle_sleep_loses_nothing_and_sleeps_when_idle() {
         .sum();
     // 500 ms idle before the stop, sleeps of at most 50 µs.
     assert!(sleeps > 1000, "the RX lcore slept {sleeps} times");
-    // Without the setting it never sleeps.
+    // Sleeping loops share their CPUs: under SCHED_BATCH (`engine.idle_sched_batch`).
+    let batch = |j: &serde_json::Value| -> Vec<bool> {
+        let mut b: Vec<bool> = j["lcores"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["thread"]["sched_batch"].as_bool().unwrap())
+            .collect();
+        b.push(j["main_lcore"]["sched_batch"].as_bool().unwrap());
+        b
+    };
+    assert!(batch(&j).iter().all(|&b| b), "{:?}", batch(&j));
+    // Without the setting it never sleeps, and keeps the default policy.
     let j = run_ok_json(&default_cfg("noidle", "numa-queues"), &[]);
     assert!(j["lcores"]
         .as_array()
         .unwrap()
         .iter()
         .all(|l| l["idle_sleeps"] == 0));
+    assert!(batch(&j).iter().all(|&b| !b), "{:?}", batch(&j));
 }
 
 /// `engine.rx_prefetch_ahead` is a hint: the replay's books are exact with

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use dpdk_sys::{eal, Mempool};
 
 use super::consumer::Consumer;
-use super::idle::IdleBackoff;
+use super::idle::{IdleBackoff, SchedBatch};
 use super::report::snapshot;
 use super::shared::Shared;
 use super::{clients, reload, signals};
@@ -58,6 +58,12 @@ pub struct MainLcore<'a> {
 pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
     let shared = Arc::clone(m.shared);
     let clock = super::thread_time::LoopClock::start();
+    // `engine.idle_sched_batch` (`idle::SchedBatch`): the thread is the
+    // application's again, under its own policy, when the loop returns.
+    let batch = shared.idle_sched_batch.then(SchedBatch::enter).flatten();
+    if batch.is_some() {
+        shared.main_thread.sched_batch.set(1);
+    }
     let hz = shared.tsc_hz.max(1);
     let ms_ticks = (hz / 1000).max(1);
     let interval_ticks = m
@@ -296,6 +302,7 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
     // The engine leaves its groups as the kernel does when its sockets close.
     reporter.leave_all(&shared, eal::rdtsc());
     clock.stop(&shared.main_thread);
+    drop(batch);
 }
 
 /// One starvation sample (main lcore): the RX pools' free counts

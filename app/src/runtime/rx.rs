@@ -10,7 +10,7 @@ use super::alloc_guard::HotSection;
 use super::bench::alternate;
 use super::bench::floor::RxFloor;
 use super::burst::{offload_hints, FreeList, MAX_BURST};
-use super::idle::IdleBackoff;
+use super::idle::{IdleBackoff, SchedBatch};
 use super::shared::{Mode, RxLcore, Shared};
 use crate::counters::UdpMib;
 use crate::meta::MbufMeta;
@@ -102,6 +102,12 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     let turns = matches!(mode, Mode::Alternate(_));
     let mut halves = alternate::Halves::default();
     let clock = super::thread_time::LoopClock::start();
+    // `engine.idle_sched_batch`: our wake-ups do not preempt the
+    // application's threads (`idle::SchedBatch`); restored when the loop ends.
+    let batch = shared.idle_sched_batch.then(SchedBatch::enter).flatten();
+    if batch.is_some() {
+        me.thread.sched_batch.set(1);
+    }
     let _hot = HotSection::enter();
     // Busy time as DPDK's poll busyness counts it: from a poll that returned
     // packets to the return of the next poll, whatever that one brings. One
@@ -259,6 +265,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
         }
     }
     clock.stop(&me.thread);
+    drop(batch);
     // Hand the cache back for teardown's check.
     *me.small.lock().unwrap_or_else(|p| p.into_inner()) = small;
     0

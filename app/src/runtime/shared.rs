@@ -96,6 +96,8 @@ pub struct Shared {
     pub burst: u16,
     /// `engine.idle_sleep_us`: RX lcores' longest sleep when idle (0: none).
     pub idle_sleep_us: u32,
+    /// `engine.idle_sched_batch`, where `idle_sleep_us` is set.
+    pub idle_sched_batch: bool,
     /// `engine.rx_prefetch_ahead` and `engine.rx_prefetch_alternate`.
     pub prefetch_ahead: (bool, bool),
     pub tsc_hz: u64,
