@@ -90,8 +90,9 @@ impl IdleBackoff {
 /// the same share of the CPU, but its wake-ups wait for the running task to
 /// block or for the scheduler's tick instead of preempting it. QUIC
 /// handshakes, 16 at once on quinn over `net_af_packet` (docs/benchmarks.md):
-/// 1 219-1 269 per second against 870-1 023, context switches -60%; one
-/// at a time 579-709 against 522-597; the bulk echo +2 to +7%.
+/// 1 349-1 663 per second against 1 100-1 280 (4 alternating pairs),
+/// context switches -60-75%; one at a time 629-661 against 533-596; the
+/// bulk echo -1 to +6%.
 ///
 /// Only a thread under `SCHED_OTHER` is moved: a real-time or idle policy
 /// the operator chose (`chrt`) stays.
