@@ -414,8 +414,9 @@ impl Socket {
         self.rx_wake.expect_tasks();
     }
 
-    /// Whether [`arm_reader`](Self::arm_reader) works on this socket.
-    pub fn arm_reader_possible(&self) -> bool {
+    /// Whether [`arm_reader`](Self::arm_reader) works on this socket
+    /// ([`expect_reader_tasks`](Self::expect_reader_tasks) was called).
+    pub fn expects_reader_tasks(&self) -> bool {
         self.rx_wake.expects_tasks()
     }
 
@@ -427,7 +428,7 @@ impl Socket {
     /// receiving task a socket). `None`: the socket was not made for it
     /// ([`expect_reader_tasks`](Self::expect_reader_tasks)).
     pub fn arm_reader(&self, waker: &std::task::Waker) -> Option<bool> {
-        if !self.rx_wake.expects_tasks() {
+        if !self.expects_reader_tasks() {
             return None;
         }
         Some(self.rx_wake.arm(waker, || !self.ring.looks_empty()))

@@ -210,7 +210,7 @@ impl Backend for Local {
     }
 
     fn arms(&self) -> bool {
-        self.sock.arm_reader_possible()
+        self.sock.expects_reader_tasks()
     }
 
     /// The RX lcores wake the poller when they deliver (`Socket::

@@ -13,6 +13,8 @@
 //! at line rate loses nothing. 0 (the default) keeps the pure poll loop.
 use std::time::Duration;
 
+use crate::counters::ThreadStats;
+
 /// An RX lcore's empty polls in a row before its first sleep: ten-odd µs
 /// of polling at an empty `rx_burst`'s cost, so bursts that close together
 /// never wait for a sleep.
@@ -103,6 +105,14 @@ pub struct SchedBatch {
 }
 
 impl SchedBatch {
+    /// A loop's entry: when `on` (`Shared::idle_sched_batch`), enter, and
+    /// record in the loop's `into` whether it did (`thread.sched_batch`).
+    pub fn enter_if(on: bool, into: &ThreadStats) -> Option<SchedBatch> {
+        let batch = on.then(Self::enter).flatten();
+        into.sched_batch.set(u64::from(batch.is_some()));
+        batch
+    }
+
     /// `None` when the thread is not under `SCHED_OTHER` or the kernel
     /// refused (a seccomp filter: logged at debug level).
     pub fn enter() -> Option<SchedBatch> {

@@ -60,10 +60,7 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
     let clock = super::thread_time::LoopClock::start();
     // `engine.idle_sched_batch` (`idle::SchedBatch`): the thread is the
     // application's again, under its own policy, when the loop returns.
-    let batch = shared.idle_sched_batch.then(SchedBatch::enter).flatten();
-    if batch.is_some() {
-        shared.main_thread.sched_batch.set(1);
-    }
+    let batch = SchedBatch::enter_if(shared.idle_sched_batch, &shared.main_thread);
     let hz = shared.tsc_hz.max(1);
     let ms_ticks = (hz / 1000).max(1);
     let interval_ticks = m

@@ -104,10 +104,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     let clock = super::thread_time::LoopClock::start();
     // `engine.idle_sched_batch`: our wake-ups do not preempt the
     // application's threads (`idle::SchedBatch`); restored when the loop ends.
-    let batch = shared.idle_sched_batch.then(SchedBatch::enter).flatten();
-    if batch.is_some() {
-        me.thread.sched_batch.set(1);
-    }
+    let batch = SchedBatch::enter_if(shared.idle_sched_batch, &me.thread);
     let _hot = HotSection::enter();
     // Busy time as DPDK's poll busyness counts it: from a poll that returned
     // packets to the return of the next poll, whatever that one brings. One
