@@ -126,8 +126,12 @@ fn idle_sleep_loses_nothing_and_sleeps_when_idle() {
         .iter()
         .map(|l| l["idle_sleeps"].as_u64().unwrap())
         .sum();
-    // 500 ms idle before the stop, sleeps of at most 50 µs.
-    assert!(sleeps > 1000, "the RX lcore slept {sleeps} times");
+    // 500 ms idle before the stop, sleeps of at most 50 µs: about 10 000
+    // on an idle machine. Under SCHED_BATCH a woken loop waits for the task
+    // running on its CPU to block or for the tick, so on a loaded machine
+    // (this binary's other tests poll beside it; a build alongside gave 218)
+    // a sleep can last a scheduler period, up to about 20 ms: 25 at least.
+    assert!(sleeps >= 25, "the RX lcore slept {sleeps} times");
     // Sleeping loops share their CPUs: under SCHED_BATCH (`engine.idle_sched_batch`).
     let batch = |j: &serde_json::Value| -> Vec<bool> {
         let mut b: Vec<bool> = j["lcores"]
