@@ -501,6 +501,17 @@ pub struct EngineConf {
     /// (`chrt`) keeps it (`runtime::idle::SchedBatch`).
     #[serde(default = "d_true")]
     pub idle_sched_batch: bool,
+    /// With `idle_sleep_us`: for this many µs after an RX lcore finds its
+    /// queues empty (and has spun through its empty polls), it yields its
+    /// CPU between polls (`sched_yield(2)`) instead of sleeping; then the
+    /// sleeps as before. A yield arms no timer (on a VM each armed timer is
+    /// a hypervisor exit) and leaves the lcore runnable, so the next frame
+    /// waits for no wake-up; the application's runnable threads still get
+    /// the CPU. The cost: an idle lcore stays on its CPU this long after
+    /// each burst. 0 (the default): sleep right after the spin
+    /// (`runtime::idle`).
+    #[serde(default)]
+    pub idle_yield_us: u32,
     /// Before each burst is processed, RX lcores ask for the cache lines the
     /// PMD will write into the next burst's mbufs (the top of the lcore's
     /// mempool cache: the mbuf's two lines and its first two data lines),
@@ -543,6 +554,7 @@ impl Default for EngineConf {
             filler_sockets: 0,
             idle_sleep_us: 0,
             idle_sched_batch: true,
+            idle_yield_us: 0,
             rx_prefetch_ahead: true,
             rx_prefetch_alternate: false,
         }
@@ -880,6 +892,18 @@ impl Config {
         }
         if e.stats_interval_ms == 0 {
             out.push("engine.stats_interval_ms must be > 0".into());
+        }
+        if e.idle_yield_us > 0 && e.idle_sleep_us == 0 {
+            out.push(format!(
+                "engine.idle_yield_us = {} needs engine.idle_sleep_us > 0: a loop that never sleeps polls without pause and never yields either (set idle_sleep_us, e.g. 100, or remove idle_yield_us)",
+                e.idle_yield_us
+            ));
+        }
+        if e.idle_yield_us > 1_000_000 {
+            out.push(format!(
+                "engine.idle_yield_us = {}: at most 1000000 (one second on the CPU after each burst)",
+                e.idle_yield_us
+            ));
         }
         if !(e.duration_secs >= 0.0 && e.duration_secs.is_finite()) {
             out.push("engine.duration_secs must be >= 0".into());

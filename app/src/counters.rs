@@ -86,6 +86,8 @@ pub struct LoopStats {
     pub idle_polls: Counter,
     /// Sleeps after a run of empty polls (`engine.idle_sleep_us`).
     pub idle_sleeps: Counter,
+    /// `sched_yield` calls between empty polls (`engine.idle_yield_us`).
+    pub idle_yields: Counter,
     /// TSC cycles from each poll that received something to the next poll's
     /// return (busy time, as DPDK's lcore poll busyness counts it).
     pub busy_cycles: Counter,

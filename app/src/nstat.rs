@@ -193,6 +193,7 @@ pub fn counters(s: &Summary) -> Counters {
         out.push((format!("{p}Polls"), l.polls));
         out.push((format!("{p}IdlePolls"), l.idle_polls));
         out.push((format!("{p}IdleSleeps"), l.idle_sleeps));
+        out.push((format!("{p}IdleYields"), l.idle_yields));
         out.push((
             format!("{p}Packets"),
             l.queues.iter().map(|q| q.packets).sum(),

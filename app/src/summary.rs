@@ -291,6 +291,8 @@ pub struct LcoreSummary {
     pub idle_polls: u64,
     /// Sleeps through idle gaps (`engine.idle_sleep_us`).
     pub idle_sleeps: u64,
+    /// Yields of the CPU between empty polls (`engine.idle_yield_us`).
+    pub idle_yields: u64,
     pub busy_cycles: u64,
     pub queues: Vec<QueueSummary>,
     pub thread: ThreadSummary,

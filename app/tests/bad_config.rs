@@ -98,6 +98,11 @@ fn cases() -> Vec<Case> {
         case("burst 0", "engine.burst = 0", add("[engine]\nburst = 0")),
         case("burst 513", "engine.burst = 513", add("[engine]\nburst = 513")),
         case("stats interval 0", "engine.stats_interval_ms must be > 0", add("[engine]\nstats_interval_ms = 0")),
+        case(
+            "yield without sleeps",
+            "engine.idle_yield_us = 500 needs engine.idle_sleep_us > 0",
+            add("[engine]\nidle_yield_us = 500"),
+        ),
         case("negative duration", "engine.duration_secs must be >= 0", add("[engine]\nduration_secs = -1.0")),
         case("control_pps 0", "engine.control_pps and engine.control_burst", add("[engine]\ncontrol_pps = 0")),
         case("control_burst 0", "engine.control_pps and engine.control_burst", add("[engine]\ncontrol_burst = 0")),

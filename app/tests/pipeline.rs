@@ -109,7 +109,7 @@ fn idle_sleep_loses_nothing_and_sleeps_when_idle() {
     let cfg = default_cfg("idle", "numa-queues");
     let text = std::fs::read_to_string(&cfg).unwrap().replace(
         "stop_when_idle_ms = 500",
-        "stop_when_idle_ms = 500\nidle_sleep_us = 50",
+        "stop_when_idle_ms = 500\nidle_sleep_us = 50\nidle_yield_us = 1000",
     );
     std::fs::write(&cfg, text).unwrap();
     let j = run_ok_json(&cfg, &[]);
@@ -132,6 +132,14 @@ fn idle_sleep_loses_nothing_and_sleeps_when_idle() {
     // (this binary's other tests poll beside it; a build alongside gave 218)
     // a sleep can last a scheduler period, up to about 20 ms: 25 at least.
     assert!(sleeps >= 25, "the RX lcore slept {sleeps} times");
+    // `idle_yield_us`: the first ms of each gap is spent yielding, the rest asleep.
+    let yields: u64 = j["lcores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["idle_yields"].as_u64().unwrap())
+        .sum();
+    assert!(yields > 0, "the RX lcore never yielded");
     // Sleeping loops share their CPUs: under SCHED_BATCH (`engine.idle_sched_batch`).
     let batch = |j: &serde_json::Value| -> Vec<bool> {
         let mut b: Vec<bool> = j["lcores"]
@@ -150,7 +158,7 @@ fn idle_sleep_loses_nothing_and_sleeps_when_idle() {
         .as_array()
         .unwrap()
         .iter()
-        .all(|l| l["idle_sleeps"] == 0));
+        .all(|l| l["idle_sleeps"] == 0 && l["idle_yields"] == 0));
     assert!(batch(&j).iter().all(|&b| !b), "{:?}", batch(&j));
 }
 

@@ -445,6 +445,12 @@ pub fn render(s: &Summary, x: &Extra) -> String {
             &[("lcore", &lc)],
             l.idle_sleeps,
         );
+        o.counter(
+            "udpdemux_lcore_idle_yields_total",
+            "RX lcore yields of its CPU between empty polls (engine.idle_yield_us)",
+            &[("lcore", &lc)],
+            l.idle_yields,
+        );
         for q in &l.queues {
             let qn = q.queue.to_string();
             let lab = [("lcore", lc.as_str()), ("port", q.port.as_str()), ("queue", qn.as_str())];

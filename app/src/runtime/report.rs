@@ -124,6 +124,7 @@ fn summarize_inner(
             polls: l.lstats.polls.get(),
             idle_polls: l.lstats.idle_polls.get(),
             idle_sleeps: l.lstats.idle_sleeps.get(),
+            idle_yields: l.lstats.idle_yields.get(),
             busy_cycles: l.lstats.busy_cycles.get(),
             queues: l
                 .queues

@@ -10,7 +10,7 @@ use super::alloc_guard::HotSection;
 use super::bench::alternate;
 use super::bench::floor::RxFloor;
 use super::burst::{offload_hints, FreeList, MAX_BURST};
-use super::idle::{IdleBackoff, SchedBatch};
+use super::idle::{IdleBackoff, Nap, SchedBatch};
 use super::shared::{Mode, RxLcore, Shared};
 use crate::counters::UdpMib;
 use crate::meta::MbufMeta;
@@ -86,8 +86,10 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
         .as_ref()
         .filter(|_| mode.classifies())
         .and_then(|s| s.ring(idx));
-    // `engine.idle_sleep_us`: sleep through gaps in traffic (`idle`).
-    let mut backoff = IdleBackoff::new(shared.idle_sleep_us, super::idle::SPIN_POLLS);
+    // `engine.idle_sleep_us`: sleep through gaps in traffic (`idle`), after
+    // yielding the CPU for `engine.idle_yield_us`.
+    let mut backoff = IdleBackoff::new(shared.idle_sleep_us, super::idle::SPIN_POLLS)
+        .with_yield(shared.idle_yield_us);
     // `engine.rx_prefetch_ahead`: the pool the PMD refills from, in the
     // pipeline modes (the floors stay the plain reference they are).
     let (ahead_on, alternate) = shared.prefetch_ahead;
@@ -241,9 +243,18 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
         me.quiescent.add(1);
         if worked {
             backoff.busy();
-        } else if let Some(nap) = backoff.idle() {
-            me.lstats.idle_sleeps.add(1);
-            std::thread::sleep(nap);
+        } else {
+            match backoff.idle() {
+                None => {}
+                Some(Nap::Yield) => {
+                    me.lstats.idle_yields.add(1);
+                    super::idle::yield_now();
+                }
+                Some(Nap::Sleep(nap)) => {
+                    me.lstats.idle_sleeps.add(1);
+                    std::thread::sleep(nap);
+                }
+            }
         }
     }
     if busy_since != 0 {

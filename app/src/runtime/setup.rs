@@ -270,6 +270,7 @@ pub fn build(cfg: &Config, mode: Mode) -> Result<Built, EngineError> {
         consumers,
         burst: cfg.engine.burst,
         idle_sleep_us: cfg.engine.idle_sleep_us,
+        idle_yield_us: cfg.engine.idle_yield_us,
         idle_sched_batch: cfg.engine.idle_sched_batch && cfg.engine.idle_sleep_us > 0,
         prefetch_ahead: (cfg.engine.rx_prefetch_ahead, cfg.engine.rx_prefetch_alternate),
         tsc_hz: eal::tsc_hz(),

@@ -96,6 +96,9 @@ pub struct Shared {
     pub burst: u16,
     /// `engine.idle_sleep_us`: RX lcores' longest sleep when idle (0: none).
     pub idle_sleep_us: u32,
+    /// `engine.idle_yield_us`: how long an idle RX lcore yields its CPU
+    /// between polls before its first sleep (0: it does not).
+    pub idle_yield_us: u32,
     /// `engine.idle_sched_batch`, where `idle_sleep_us` is set.
     pub idle_sched_batch: bool,
     /// `engine.rx_prefetch_ahead` and `engine.rx_prefetch_alternate`.

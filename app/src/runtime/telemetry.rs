@@ -188,6 +188,7 @@ pub fn stats_entries(s: &Summary) -> Vec<(String, u64)> {
         v.push((format!("lcore_{}_polls", l.lcore), l.polls));
         v.push((format!("lcore_{}_idle_polls", l.lcore), l.idle_polls));
         v.push((format!("lcore_{}_idle_sleeps", l.lcore), l.idle_sleeps));
+        v.push((format!("lcore_{}_idle_yields", l.lcore), l.idle_yields));
         v.push((
             format!("lcore_{}_packets", l.lcore),
             l.queues.iter().map(|q| q.packets).sum(),

@@ -65,6 +65,13 @@ struct Args {
     /// own config; `--kernel` has none).
     #[arg(long, default_value_t = 100, conflicts_with_all = ["attach", "kernel"])]
     idle_sleep_us: u32,
+    /// The engine's `engine.idle_yield_us`: for this long after its queues
+    /// go empty the RX lcore yields its CPU between polls instead of
+    /// sleeping (no timer armed, no wake-up for the next frame), then
+    /// sleeps (0: sleep at once). The bench's veth, alternating by hand:
+    /// bulk +10-15%, handshakes +2-5% (docs/benchmarks.md).
+    #[arg(long, default_value_t = 1000, conflicts_with_all = ["attach", "kernel"])]
+    idle_yield_us: u32,
     /// The engine's `eal.lcores`: lcore 0 (main, TX) and lcore 1 (RX),
     /// pinned to CPUs 0 and 1 by default. Letting them float
     /// ("0@(0,1),1@(0,1)", as the runtime's threads do) trades handshakes
@@ -99,6 +106,7 @@ vdevs = ["net_af_packet0,iface={iface},qpairs=2,framecnt=4096"]
 
 [engine]
 idle_sleep_us = {idle}
+idle_yield_us = {yield_us}
 
 [mempool]
 mbufs = 16383
@@ -119,6 +127,12 @@ queues = ["net_af_packet0:0", "net_af_packet0:1"]
         prefix = a.prefix,
         lcores = a.lcores,
         idle = a.idle_sleep_us,
+        // Without sleeps the lcore polls without pause: nothing to yield.
+        yield_us = if a.idle_sleep_us > 0 {
+            a.idle_yield_us
+        } else {
+            0
+        },
         addrs = addrs.join(", ")
     )
 }
