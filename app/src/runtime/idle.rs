@@ -20,7 +20,9 @@
 //! `hrtimer` path, 1 721 of its 3 413 samples). A yield arms nothing,
 //! hands the CPU to the application's threads when they are runnable, and
 //! leaves the loop runnable, so the next frame waits for no wake-up.
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use dpdk_sys::eal;
 
 use crate::counters::ThreadStats;
 
@@ -58,10 +60,10 @@ pub struct IdleBackoff {
     spin: u32,
     empty: u32,
     next_ns: u32,
-    /// `engine.idle_yield_us`, as a duration (zero: no yield phase).
-    yield_for: Duration,
-    /// When the current gap's yield phase began.
-    yielding_since: Option<Instant>,
+    /// `engine.idle_yield_us`, in TSC cycles (0: no yield phase).
+    yield_cycles: u64,
+    /// When (TSC) the current gap's yield phase began.
+    yielding_since: Option<u64>,
 }
 
 impl IdleBackoff {
@@ -76,16 +78,18 @@ impl IdleBackoff {
             spin,
             empty: 0,
             next_ns: FIRST_SLEEP_NS.min(cap_ns),
-            yield_for: Duration::ZERO,
+            yield_cycles: 0,
             yielding_since: None,
         }
     }
 
     /// Yield between polls for `yield_us` after the spin, before the first
-    /// sleep (`engine.idle_yield_us`); nothing without a sleep cap.
-    pub fn with_yield(mut self, yield_us: u32) -> Self {
+    /// sleep (`engine.idle_yield_us`), timed on the TSC at `tsc_hz` (a
+    /// vDSO `clock_gettime` per yield was 2% of a QUIC echo's samples);
+    /// nothing without a sleep cap.
+    pub fn with_yield(mut self, yield_us: u32, tsc_hz: u64) -> Self {
         if self.cap_ns > 0 {
-            self.yield_for = Duration::from_micros(u64::from(yield_us));
+            self.yield_cycles = u64::from(yield_us).saturating_mul(tsc_hz) / 1_000_000;
         }
         self
     }
@@ -106,10 +110,10 @@ impl IdleBackoff {
             self.spin_pass();
             return None;
         }
-        if !self.yield_for.is_zero() {
+        if self.yield_cycles != 0 {
             // The clock only once the spin is over: the spin's polls stay
             // as cheap as they were.
-            return Some(self.after_spin(Instant::now()));
+            return Some(self.after_spin(eal::rdtsc()));
         }
         Some(self.sleep())
     }
@@ -123,11 +127,12 @@ impl IdleBackoff {
         self.empty += 1;
     }
 
-    /// Past the spin with a yield phase: yield until `yield_for` has passed
-    /// since the phase began, then the sleeps as without one.
-    fn after_spin(&mut self, now: Instant) -> Nap {
+    /// Past the spin with a yield phase: yield until `yield_cycles` have
+    /// passed since the phase began (TSC `now`), then the sleeps as
+    /// without one.
+    fn after_spin(&mut self, now: u64) -> Nap {
         let since = *self.yielding_since.get_or_insert(now);
-        if now.saturating_duration_since(since) < self.yield_for {
+        if now.saturating_sub(since) < self.yield_cycles {
             Nap::Yield
         } else {
             self.sleep()
@@ -258,9 +263,10 @@ mod tests {
 
     #[test]
     fn yields_for_the_window_after_the_spin_then_sleeps_and_starts_over_on_work() {
-        let mut b = IdleBackoff::new(100, 4).with_yield(1000);
-        let t0 = Instant::now();
-        let at = |us: u64| t0 + Duration::from_micros(us);
+        // A 1 MHz TSC: one cycle a µs.
+        let mut b = IdleBackoff::new(100, 4).with_yield(1000, 1_000_000);
+        let t0 = 5_000_000u64;
+        let at = |us: u64| t0 + us;
         for _ in 0..2 {
             for _ in 0..4 {
                 b.spin_pass();
@@ -275,14 +281,14 @@ mod tests {
             b.busy();
         }
         // Through idle(): the spin first, then yields on the real clock.
-        let mut b = IdleBackoff::new(100, 4).with_yield(60_000_000);
+        let mut b = IdleBackoff::new(100, 4).with_yield(60_000_000, 3_000_000_000);
         assert!((0..4).all(|_| b.idle().is_none()));
         assert_eq!(b.idle(), Some(Nap::Yield));
     }
 
     #[test]
     fn no_yield_phase_without_a_sleep_cap() {
-        let mut b = IdleBackoff::new(0, 4).with_yield(1000);
+        let mut b = IdleBackoff::new(0, 4).with_yield(1000, 1_000_000);
         assert!((0..1000).all(|_| b.idle().is_none()));
     }
 
