@@ -68,8 +68,9 @@ struct Args {
     /// The engine's `engine.idle_yield_us`: for this long after its queues
     /// go empty the RX lcore yields its CPU between polls instead of
     /// sleeping (no timer armed, no wake-up for the next frame), then
-    /// sleeps (0: sleep at once). The bench's veth, alternating by hand:
-    /// bulk +10-15%, handshakes +2-5% (docs/benchmarks.md).
+    /// sleeps (0: sleep at once). The bench's veth, 5 alternating pairs:
+    /// bulk +7-22%, handshakes 16 at once median +5%, one at a time +9-44%
+    /// (docs/benchmarks.md).
     #[arg(long, default_value_t = 1000, conflicts_with_all = ["attach", "kernel"])]
     idle_yield_us: u32,
     /// The engine's `eal.lcores`: lcore 0 (main, TX) and lcore 1 (RX),
