@@ -120,12 +120,16 @@ fn idle_sleep_loses_nothing_and_sleeps_when_idle() {
         assert_eq!(&s["delivered"], n, "{addr} delivered");
         assert_eq!(&s["consumed"], n, "{addr} consumed");
     }
-    let sleeps: u64 = j["lcores"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l["idle_sleeps"].as_u64().unwrap())
-        .sum();
+    // A counter summed over the RX lcores.
+    let lcores_sum = |key: &str| -> u64 {
+        j["lcores"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l[key].as_u64().unwrap())
+            .sum()
+    };
+    let sleeps = lcores_sum("idle_sleeps");
     // 500 ms idle before the stop, sleeps of at most 50 µs: about 10 000
     // on an idle machine. Under SCHED_BATCH a woken loop waits for the task
     // running on its CPU to block or for the tick, so on a loaded machine
@@ -133,12 +137,7 @@ fn idle_sleep_loses_nothing_and_sleeps_when_idle() {
     // a sleep can last a scheduler period, up to about 20 ms: 25 at least.
     assert!(sleeps >= 25, "the RX lcore slept {sleeps} times");
     // `idle_yield_us`: the first ms of each gap is spent yielding, the rest asleep.
-    let yields: u64 = j["lcores"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l["idle_yields"].as_u64().unwrap())
-        .sum();
+    let yields = lcores_sum("idle_yields");
     assert!(yields > 0, "the RX lcore never yielded");
     // Sleeping loops share their CPUs: under SCHED_BATCH (`engine.idle_sched_batch`).
     let batch = |j: &serde_json::Value| -> Vec<bool> {
