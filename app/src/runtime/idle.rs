@@ -47,7 +47,8 @@ const GROWTH: u32 = 4;
 /// What an idle loop does after an empty pass, once it has spun enough.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Nap {
-    /// Give the CPU to any other runnable task (`sched_yield`): no timer.
+    /// Give the CPU to any other runnable task (`std::thread::yield_now`,
+    /// `sched_yield(2)` on Linux): no timer.
     Yield,
     /// Sleep this long.
     Sleep(Duration),
@@ -145,14 +146,6 @@ impl IdleBackoff {
         self.next_ns = ns.saturating_mul(GROWTH).min(self.cap_ns);
         Nap::Sleep(Duration::from_nanos(u64::from(ns)))
     }
-}
-
-/// Gives the CPU to another runnable task, if there is one (a
-/// [`Nap::Yield`]); returns at once otherwise.
-#[inline]
-pub fn yield_now() {
-    // SAFETY: no arguments and no memory; affects only the calling thread.
-    unsafe { libc::sched_yield() };
 }
 
 /// The calling thread under `SCHED_BATCH` while this lives, back under

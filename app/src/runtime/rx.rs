@@ -89,7 +89,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     // `engine.idle_sleep_us`: sleep through gaps in traffic (`idle`), after
     // yielding the CPU for `engine.idle_yield_us`.
     let mut backoff = IdleBackoff::new(shared.idle_sleep_us, super::idle::SPIN_POLLS)
-        .with_yield(shared.idle_yield_us, eal::tsc_hz());
+        .with_yield(shared.idle_yield_us, shared.tsc_hz);
     // `engine.rx_prefetch_ahead`: the pool the PMD refills from, in the
     // pipeline modes (the floors stay the plain reference they are).
     let (ahead_on, alternate) = shared.prefetch_ahead;
@@ -248,7 +248,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
                 None => {}
                 Some(Nap::Yield) => {
                     me.lstats.idle_yields.add(1);
-                    super::idle::yield_now();
+                    std::thread::yield_now();
                 }
                 Some(Nap::Sleep(nap)) => {
                     me.lstats.idle_sleeps.add(1);
