@@ -27,7 +27,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use dpdk_sys::{port, Mbuf};
 
 use super::wire::{self, record};
-use super::{Joined, PostedQuery};
+use super::Joined;
 use crate::control::Iface;
 use crate::parse::Family;
 use crate::runtime::shared::Shared;
@@ -116,11 +116,7 @@ impl Reporter {
                 self.schedule(change(port, g, record::CHANGE_TO_INCLUDE, now));
             }
         }
-        let posted: Vec<PostedQuery> = match shared.mcast.queries.try_lock() {
-            Ok(mut slots) => slots.iter_mut().filter_map(Option::take).collect(),
-            Err(_) => Vec::new(),
-        };
-        for q in posted {
+        while let Some(q) = shared.mcast.queries.pop() {
             if q.family == Family::V4 && q.version < 3 {
                 let until = now + OLDER_QUERIER_MS * ms;
                 match self.igmpv2_until.iter_mut().find(|(p, _)| *p == q.port) {
