@@ -1256,6 +1256,36 @@ quic_path_line() {
   done
   echo "The client's path at the end of the bulk runs (quinn's \`PathStats\`, medians): $out."
 }
+# quic_server_line NAME UNIT_DIVISOR_FIELD: the server's side of NAME's runs
+# (quinn's ConnectionStats summed over the connections, the server's JSON
+# `connections`), medians per mode: datagrams sent and per send (a GSO batch
+# is one send), ACK frames sent, and DATA_BLOCKED / STREAM_DATA_BLOCKED
+# frames sent (the server held back by the client's flow control); per
+# handshake for the handshake runs (PER=handshakes).
+quic_server_line() {
+  local name=$1 per=${2:-} mode i f v out="" d=() b=() a=() k=()
+  for mode in ud ker; do
+    d=(); b=(); a=(); k=()
+    for i in $(seq "$QPAIRS"); do
+      f=$W/$name-$mode$i-srv.json
+      [ -s "$f" ] || continue
+      v=$(jq -r '.connections | if .udp_tx == null then empty else .udp_tx end' "$f"); [ -n "$v" ] || continue
+      if [ -n "$per" ]; then
+        d+=("$(jq -r '.connections | .udp_tx / ([.accepted, 1] | max)' "$f")")
+        a+=("$(jq -r '.connections | .acks_tx / ([.accepted, 1] | max)' "$f")")
+      else
+        d+=("$v")
+        a+=("$(jq -r '.connections.acks_tx' "$f")")
+      fi
+      b+=("$(jq -r '.connections | .udp_tx / ([.udp_tx_ios, 1] | max)' "$f")")
+      k+=("$(jq -r '.connections.blocked_tx' "$f")")
+    done
+    [ "${#d[@]}" -gt 0 ] || continue
+    local nf=%.0f; [ -n "$per" ] && nf=%.1f
+    out+="$( [ "$mode" = ud ] && echo "udpdemux" || echo "; kernel") $(awk -v x="$(median "${d[@]}")" -v f="$nf" 'BEGIN { printf f, x }') datagrams sent${per:+ per handshake} ($(awk -v x="$(median "${b[@]}")" 'BEGIN { printf "%.1f", x }') per send), $(awk -v x="$(median "${a[@]}")" -v f="$nf" 'BEGIN { printf f, x }') ACK frames sent${per:+ per handshake}, $(median "${k[@]}") flow-control blocked frames sent"
+  done
+  [ -n "$out" ] && echo "The server's side ($name runs, quinn's \`ConnectionStats\` summed over its connections, medians): $out."
+}
 if on quic; then
   quic_net_up
   trap quic_net_down EXIT
@@ -1855,6 +1885,8 @@ else
   quic_md QUIC_UD QUIC_KER MB/s 1e6 %.1f
   echo
   quic_path_line
+  echo
+  quic_server_line quic
 fi
 echo
 echo "### QUIC handshakes per second: quinn on udpdemux / quinn on the kernel's UDP"
@@ -1865,6 +1897,8 @@ else
   echo "The same servers and client, a fresh server each run: \`quic_client --handshakes $QHS --concurrency $QCONC\` makes $QHS fresh connections, $QCONC in flight at once, each a full TLS 1.3 handshake (ECDSA P-256 certificate, no session resumption, no 0-RTT), one stream echoing 32 bytes (checked) and a close; handshakes/s = connections completed / the client's run time. The server must have accepted exactly that many, each closed by the client, none left open. $QPAIRS alternating pairs."
   echo
   quic_md QUIC_HS_UD QUIC_HS_KER handshakes/s 1 %.0f
+  echo
+  quic_server_line quic-hs handshakes
 fi
 echo
 fi

@@ -88,6 +88,19 @@ pub struct ServeStats {
     /// Accepted connections that ended any other way (timed out, reset,
     /// closed here at stop).
     pub closed_other: AtomicU64,
+    /// quinn's `ConnectionStats` of the ended connections, summed: UDP
+    /// datagrams sent and the sends they took (GSO batches), datagrams
+    /// received, ACK frames each way, packets declared lost, and the
+    /// `DATA_BLOCKED` / `STREAM_DATA_BLOCKED` frames sent (the server held
+    /// back by the client's flow control). What tells two backends' runs
+    /// of the same client apart when they move the same streams.
+    pub udp_tx: AtomicU64,
+    pub udp_tx_ios: AtomicU64,
+    pub udp_rx: AtomicU64,
+    pub acks_tx: AtomicU64,
+    pub acks_rx: AtomicU64,
+    pub lost_packets: AtomicU64,
+    pub blocked_tx: AtomicU64,
 }
 
 impl ServeStats {
@@ -103,12 +116,19 @@ impl ServeStats {
     pub fn json(&self, open: usize, settle_ms: u128) -> String {
         let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
         format!(
-            r#"{{"incoming":{},"accepted":{},"failed":{},"closed_by_peer":{},"closed_other":{},"open":{open},"settle_ms":{settle_ms}}}"#,
+            r#"{{"incoming":{},"accepted":{},"failed":{},"closed_by_peer":{},"closed_other":{},"open":{open},"settle_ms":{settle_ms},"udp_tx":{},"udp_tx_ios":{},"udp_rx":{},"acks_tx":{},"acks_rx":{},"lost_packets":{},"blocked_tx":{}}}"#,
             n(&self.incoming),
             n(&self.accepted),
             n(&self.failed),
             n(&self.closed_by_peer),
-            n(&self.closed_other)
+            n(&self.closed_other),
+            n(&self.udp_tx),
+            n(&self.udp_tx_ios),
+            n(&self.udp_rx),
+            n(&self.acks_tx),
+            n(&self.acks_rx),
+            n(&self.lost_packets),
+            n(&self.blocked_tx)
         )
     }
 }
@@ -138,6 +158,21 @@ pub async fn serve(endpoint: Endpoint, stats: Arc<ServeStats>) {
                 quinn::ConnectionError::ApplicationClosed(_) => &stats.closed_by_peer,
                 _ => &stats.closed_other,
             };
+            let c = conn.stats();
+            for (sum, v) in [
+                (&stats.udp_tx, c.udp_tx.datagrams),
+                (&stats.udp_tx_ios, c.udp_tx.ios),
+                (&stats.udp_rx, c.udp_rx.datagrams),
+                (&stats.acks_tx, c.frame_tx.acks),
+                (&stats.acks_rx, c.frame_rx.acks),
+                (&stats.lost_packets, c.path.lost_packets),
+                (
+                    &stats.blocked_tx,
+                    c.frame_tx.data_blocked + c.frame_tx.stream_data_blocked,
+                ),
+            ] {
+                sum.fetch_add(v, Ordering::Relaxed);
+            }
             ended.fetch_add(1, Ordering::SeqCst);
         });
     }

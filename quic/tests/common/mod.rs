@@ -167,4 +167,18 @@ pub fn check_connections(summary: &str, j: &Value, accepted: u64) {
     assert_eq!(n(&c["failed"]), 0, "{summary}");
     assert_eq!(n(&c["closed_other"]), 0, "{summary}");
     assert_eq!(n(&c["open"]), 0, "{summary}");
+    // quinn's ConnectionStats, summed: every connection sent and received
+    // datagrams, and acknowledged some.
+    assert!(
+        n(&c["udp_tx"]) >= accepted && n(&c["udp_rx"]) >= accepted,
+        "{summary}"
+    );
+    assert!(
+        n(&c["udp_tx_ios"]) >= 1 && n(&c["udp_tx_ios"]) <= n(&c["udp_tx"]),
+        "{summary}"
+    );
+    assert!(
+        n(&c["acks_tx"]) >= accepted && n(&c["acks_rx"]) >= accepted,
+        "{summary}"
+    );
 }
