@@ -1256,12 +1256,12 @@ quic_path_line() {
   done
   echo "The client's path at the end of the bulk runs (quinn's \`PathStats\`, medians): $out."
 }
-# quic_server_line NAME UNIT_DIVISOR_FIELD: the server's side of NAME's runs
+# quic_server_line NAME [handshakes]: the server's side of NAME's runs
 # (quinn's ConnectionStats summed over the connections, the server's JSON
 # `connections`), medians per mode: datagrams sent and per send (a GSO batch
 # is one send), ACK frames sent, and DATA_BLOCKED / STREAM_DATA_BLOCKED
 # frames sent (the server held back by the client's flow control); per
-# handshake for the handshake runs (PER=handshakes).
+# handshake when the second argument is given (the handshake runs).
 quic_server_line() {
   local name=$1 per=${2:-} mode i f v out="" d=() b=() a=() k=()
   for mode in ud ker; do
@@ -1284,7 +1284,9 @@ quic_server_line() {
     local nf=%.0f; [ -n "$per" ] && nf=%.1f
     out+="$( [ "$mode" = ud ] && echo "udpdemux" || echo "; kernel") $(awk -v x="$(median "${d[@]}")" -v f="$nf" 'BEGIN { printf f, x }') datagrams sent${per:+ per handshake} ($(awk -v x="$(median "${b[@]}")" 'BEGIN { printf "%.1f", x }') per send), $(awk -v x="$(median "${a[@]}")" -v f="$nf" 'BEGIN { printf f, x }') ACK frames sent${per:+ per handshake}, $(median "${k[@]}") flow-control blocked frames sent"
   done
-  [ -n "$out" ] && echo "The server's side ($name runs, quinn's \`ConnectionStats\` summed over its connections, medians): $out."
+  if [ -n "$out" ]; then
+    echo "The server's side ($name runs, quinn's \`ConnectionStats\` summed over its connections, medians): $out."
+  fi
 }
 if on quic; then
   quic_net_up
