@@ -13,11 +13,11 @@
 //! keep their own TX queue each (control replies, echo, this drain): no TX
 //! queue is ever used by two threads.
 //!
-//! Locks: the neighbour table sits in a `Mutex`, taken by the main lcore
-//! once per drained burst and timer tick, and by an RX lcore only for an
-//! ARP or ND frame it received (never per UDP datagram). A sender takes no
-//! lock and allocates nothing: one mbuf from the pool per datagram, one
-//! ring enqueue per burst.
+//! Locks: the neighbour table sits in a `Mutex` that only the main lcore
+//! takes, once per drained burst and timer tick. What an RX lcore learns
+//! from an ARP or ND frame reaches it through [`Lessons`], a bounded
+//! lock-free queue. A sender takes no lock and allocates nothing: one mbuf
+//! from the pool per datagram, one ring enqueue per burst.
 //!
 //! Every datagram a sender hands over ends in exactly one counter: sent
 //! (`UdpOutDatagrams`), refused by the NIC or without an mbuf or ring room
@@ -32,6 +32,8 @@ use dpdk_sys::{port, Mbuf, MbufBurst, MbufRing, Mempool};
 
 use crate::config::NeighbourConf;
 use crate::control::{solicited_node, Iface, Ifaces};
+use crossbeam_queue::ArrayQueue;
+
 use crate::heard::HeardQueue;
 use crate::counters::Counter;
 use crate::runtime::shared::{ConsumedBy, Shared};
@@ -109,6 +111,8 @@ pub struct TxPath {
     /// it the memory is gone, and the handle is forgotten).
     pool: Option<Mempool>,
     pub neigh: Arc<Neigh>,
+    /// What the RX lcores' ARP and ND frames taught, for the table.
+    pub lessons: Arc<Lessons>,
     /// Neighbours the RX lcores heard in received datagrams (`heard`),
     /// taught to the table by the main lcore; `None`: learning from traffic
     /// is off (`neighbour.learn_from_traffic = false`).
@@ -187,6 +191,7 @@ impl TxPath {
             ring,
             pool: Some(pool),
             neigh: Arc::new(Mutex::new(Table::new(params(conf, hz)))),
+            lessons: Arc::new(Lessons::new(LESSONS_LEN)),
             heard: conf
                 .learn_from_traffic
                 .then(|| HeardQueue::new(crate::heard::QUEUE_LEN)),
@@ -1220,9 +1225,12 @@ pub fn service(shared: &Shared, now: u64) -> usize {
     let mut frames = MbufBurst::<64>::new();
     let mut rings = tx.clients.lock().unwrap_or_else(|p| p.into_inner());
     let full = now >= tx.next_full.get();
-    if !full && tx.ring.looks_empty() && rings.iter().all(|(_, r)| r.looks_empty()) {
-        // Nothing to send, no timer due: what an RX lcore resolved since
-        // goes out at the next full pass (within a millisecond).
+    if !full
+        && tx.ring.looks_empty()
+        && tx.lessons.is_empty()
+        && rings.iter().all(|(_, r)| r.looks_empty())
+    {
+        // Nothing to send or learn, no timer due.
         return 0;
     }
     if full {
@@ -1230,11 +1238,13 @@ pub fn service(shared: &Shared, now: u64) -> usize {
         refresh_clients(tx, shared, &mut rings);
     }
     let mut table = tx.table();
-    // What the RX lcores heard, before anything is resolved: a reply to a
-    // datagram just received finds its sender's MAC.
+    // What the RX lcores learned and heard, before anything is resolved:
+    // an answer to our solicit releases what waited for it, and a reply to
+    // a datagram just received finds its sender's MAC.
+    tx.lessons.teach(&mut table, now);
     tx.take_heard(ifaces, &mut table, now);
-    // What an RX lcore resolved since the last pass goes first: a datagram
-    // sent after those were held must not overtake them.
+    // What became reachable goes first: a datagram sent after those were
+    // held must not overtake them.
     table.take_ready(|port, mac, m| out.push(port, mac, m));
     let mut resolve = |m: Mbuf, table: &mut Table<Mbuf>, out: &mut Out<'_>| {
         let port = m.view().port();
@@ -1413,20 +1423,62 @@ pub fn write_solicitation(
     Some(len)
 }
 
-/// The control path's hook: learn a neighbour from an ARP or ND frame an RX
-/// lcore received on `iface` (the parser rejected it with `err`). Tries the
-/// table's lock only for an ARP packet or an ND message that carries a
-/// link-layer address of a neighbour on one of the port's subnets, and
-/// never waits for it: an RX lcore does not stall behind the main lcore's
-/// pass. False when the lock was busy and the frame taught nothing (the
-/// neighbour's next answer or the next solicit retry will).
-pub fn learn<T>(
-    neigh: &Mutex<Table<T>>,
-    iface: &Iface,
-    frame: &[u8],
-    err: &ParseError,
-    now: u64,
-) -> bool {
+/// What an ARP or ND frame taught: `ip` on `port` is at `mac`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lesson {
+    pub port: u16,
+    pub ip: IpAddr,
+    pub mac: [u8; 6],
+    pub how: Learn,
+}
+
+/// Lessons waiting for the main lcore.
+pub const LESSONS_LEN: usize = 64;
+
+/// The RX lcores' lessons for the neighbour table, which only the main lcore
+/// locks. A queue and not a `try_lock` of the table: an RX lcore must not
+/// wait for the main lcore's pass, and a lesson dropped whenever that pass
+/// held the lock (every drained burst) cost a solicit retry, a second of
+/// datagrams held behind an answer that had arrived.
+#[derive(Debug)]
+pub struct Lessons {
+    q: ArrayQueue<Lesson>,
+}
+
+impl Lessons {
+    pub fn new(len: usize) -> Lessons {
+        Lessons {
+            q: ArrayQueue::new(len.max(1)),
+        }
+    }
+
+    /// Lock-free, no allocation; false when `LESSONS_LEN` lessons wait
+    /// already (the main lcore is not running its passes).
+    pub fn push(&self, l: Lesson) -> bool {
+        self.q.push(l).is_ok()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.q.is_empty()
+    }
+
+    /// Teach `table` every lesson queued now, as of `now` (main lcore, the
+    /// table locked); those pushed meanwhile wait for the next pass.
+    pub fn teach<T>(&self, table: &mut Table<T>, now: u64) {
+        for _ in 0..self.q.capacity() {
+            let Some(l) = self.q.pop() else { break };
+            table.learn(l.port, l.ip, l.mac, l.how, now);
+        }
+    }
+}
+
+/// The control path's hook: what an ARP or ND frame an RX lcore received
+/// on `iface` teaches the neighbour table (the parser rejected it with
+/// `err`), queued for the main lcore: an ARP packet or an ND message that
+/// carries a link-layer address of a neighbour on one of the port's
+/// subnets. False when the queue was full and the frame taught nothing
+/// (the neighbour's next answer or the next solicit retry will).
+pub fn learn(lessons: &Lessons, iface: &Iface, frame: &[u8], err: &ParseError) -> bool {
     let found = match *err {
         ParseError::NotIp {
             ethertype: ether::ethertype::ARP,
@@ -1443,13 +1495,12 @@ pub fn learn<T>(
     let Some((ip, mac, how)) = found else {
         return true;
     };
-    let mut t = match neigh.try_lock() {
-        Ok(t) => t,
-        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-        Err(std::sync::TryLockError::WouldBlock) => return false,
-    };
-    t.learn(iface.port, ip, mac, how, now);
-    true
+    lessons.push(Lesson {
+        port: iface.port,
+        ip,
+        mac,
+        how,
+    })
 }
 
 fn unicast_mac(mac: &[u8; 6]) -> bool {
@@ -1770,8 +1821,15 @@ mod tests {
 
     #[test]
     fn learns_from_arp_and_neighbour_discovery() {
-        let t: Mutex<Table<u32>> = Mutex::new(Table::new(Params::defaults(1000)));
+        let mut t: Table<u32> = Table::new(Params::defaults(1000));
+        let lessons = Lessons::new(LESSONS_LEN);
         let i = iface();
+        // What the RX lcore's hook queues, taught by the main lcore's pass.
+        let learn = |t: &mut Table<u32>, f: &[u8], err: &ParseError, now: u64| {
+            assert!(learn(&lessons, &i, f, err));
+            lessons.teach(t, now);
+            assert!(lessons.is_empty());
+        };
         let peer = [2, 0, 0, 0, 0, 2];
         let arp = |op: u16, spa: Ipv4Addr, tpa: Ipv4Addr| {
             let mut f = vec![0u8; 42];
@@ -1785,18 +1843,18 @@ mod tests {
         };
         let p4: IpAddr = "198.18.0.2".parse().unwrap();
         // A request for someone else from an unknown neighbour: not created.
-        learn(&t, &i, &arp(operation::REQUEST, Ipv4Addr::new(198, 18, 0, 2), Ipv4Addr::new(198, 18, 0, 9)), &err, 1);
-        assert_eq!(t.lock().unwrap().get(3, p4), None);
+        learn(&mut t, &arp(operation::REQUEST, Ipv4Addr::new(198, 18, 0, 2), Ipv4Addr::new(198, 18, 0, 9)), &err, 1);
+        assert_eq!(t.get(3, p4), None);
         // Off-subnet senders are ignored.
-        learn(&t, &i, &arp(operation::REQUEST, Ipv4Addr::new(10, 0, 0, 2), Ipv4Addr::new(198, 18, 0, 1)), &err, 1);
-        assert_eq!(t.lock().unwrap().stats.entries, 0);
+        learn(&mut t, &arp(operation::REQUEST, Ipv4Addr::new(10, 0, 0, 2), Ipv4Addr::new(198, 18, 0, 1)), &err, 1);
+        assert_eq!(t.stats.entries, 0);
         // Waiting for it, then its reply to us: reachable.
-        let _ = t.lock().unwrap().resolve(3, p4, 7u32, 1);
-        learn(&t, &i, &arp(operation::REPLY, Ipv4Addr::new(198, 18, 0, 2), Ipv4Addr::new(198, 18, 0, 1)), &err, 2);
-        assert_eq!(t.lock().unwrap().get(3, p4), Some((crate::neigh::State::Reachable, peer)));
+        let _ = t.resolve(3, p4, 7u32, 1);
+        learn(&mut t, &arp(operation::REPLY, Ipv4Addr::new(198, 18, 0, 2), Ipv4Addr::new(198, 18, 0, 1)), &err, 2);
+        assert_eq!(t.get(3, p4), Some((crate::neigh::State::Reachable, peer)));
         // A solicited advertisement for fd00::2 (what Linux answers our NS with).
         let p6: Ipv6Addr = "fd00::2".parse().unwrap();
-        let _ = t.lock().unwrap().resolve(3, IpAddr::V6(p6), 8u32, 3);
+        let _ = t.resolve(3, IpAddr::V6(p6), 8u32, 3);
         let mut f = vec![0u8; 14 + 40 + 32];
         write_solicitation(&mut f, peer, &p6, &p6).unwrap();
         let us6: Ipv6Addr = "fd00::1".parse().unwrap();
@@ -1815,17 +1873,67 @@ mod tests {
             l3_off: 14,
             l4_off: 54,
         };
-        learn(&t, &i, &f, &err6, 4);
+        learn(&mut t, &f, &err6, 4);
         assert_eq!(
-            t.lock().unwrap().get(3, IpAddr::V6(p6)),
+            t.get(3, IpAddr::V6(p6)),
             Some((crate::neigh::State::Reachable, peer))
         );
         // A corrupted checksum teaches nothing.
-        let t2: Mutex<Table<u32>> = Mutex::new(Table::new(Params::defaults(1000)));
-        let _ = t2.lock().unwrap().resolve(3, IpAddr::V6(p6), 9u32, 3);
+        let mut t2: Table<u32> = Table::new(Params::defaults(1000));
+        let _ = t2.resolve(3, IpAddr::V6(p6), 9u32, 3);
         f[60] ^= 1;
-        learn(&t2, &i, &f, &err6, 4);
-        assert_eq!(t2.lock().unwrap().get(3, IpAddr::V6(p6)).unwrap().0, crate::neigh::State::Incomplete);
+        learn(&mut t2, &f, &err6, 4);
+        assert_eq!(t2.get(3, IpAddr::V6(p6)).unwrap().0, crate::neigh::State::Incomplete);
+    }
+
+    /// The RX lcore's lessons reach the table however often the main lcore
+    /// holds it: 20 000 ARP replies pushed while another thread locks the
+    /// table and teaches in a tight loop are all learned (each entry ends
+    /// at the MAC of its last reply), and a full queue says so.
+    #[test]
+    fn lessons_arrive_while_the_main_lcore_holds_the_table() {
+        let t: Mutex<Table<u32>> = Mutex::new(Table::new(Params::defaults(1000)));
+        let lessons = Lessons::new(LESSONS_LEN);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        const N: u32 = 20_000;
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                while !done.load(Ordering::Acquire) || !lessons.is_empty() {
+                    let mut g = t.lock().unwrap();
+                    lessons.teach(&mut g, 2);
+                }
+            });
+            for n in 0..N {
+                let ip = Ipv4Addr::new(198, 18, 0, 2 + (n % 8) as u8);
+                let l = Lesson {
+                    port: 3,
+                    ip: ip.into(),
+                    mac: [2, 0, 0, 0, (n >> 8) as u8, n as u8],
+                    how: Learn::Heard { create: true },
+                };
+                let mut spins = 0u64;
+                while !lessons.push(l) {
+                    spins += 1;
+                    assert!(spins < 1 << 32, "the taker stopped");
+                    std::hint::spin_loop();
+                }
+            }
+            done.store(true, Ordering::Release);
+        });
+        let t = t.into_inner().unwrap();
+        for k in 0..8u32 {
+            let last = N - 8 + k;
+            let ip: IpAddr = Ipv4Addr::new(198, 18, 0, 2 + k as u8).into();
+            assert_eq!(t.get(3, ip).map(|e| e.1), Some([2, 0, 0, 0, (last >> 8) as u8, last as u8]));
+        }
+        let q = Lessons::new(2);
+        let l = Lesson {
+            port: 3,
+            ip: Ipv4Addr::new(198, 18, 0, 2).into(),
+            mac: [2, 0, 0, 0, 0, 2],
+            how: Learn::Confirmed,
+        };
+        assert!(q.push(l) && q.push(l) && !q.push(l));
     }
 
     /// What `send_segments` does to each segment after the first, on

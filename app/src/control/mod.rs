@@ -50,9 +50,10 @@ pub struct Iface {
     /// TX queues configured on the port: an lcore whose TX slot is below
     /// this may transmit on it.
     pub tx_queues: u16,
-    /// The engine's neighbour table (`send`), learned from the ARP and ND
-    /// frames this port receives; `None`: nothing is sent from this engine.
-    pub neigh: Option<std::sync::Arc<crate::send::Neigh>>,
+    /// The neighbour table's queue of lessons (`send`): what the ARP and
+    /// ND frames this port receives teach it; `None`: nothing is sent from
+    /// this engine.
+    pub neigh: Option<std::sync::Arc<crate::send::Lessons>>,
     /// The port fills IPv4 header and UDP checksums on TX (`send` asks it to).
     pub tx_csum: bool,
 }
@@ -178,8 +179,10 @@ pub struct ControlStats {
     /// Replies the NIC refused, or that had no TX queue on this lcore (freed).
     pub tx_errors: Counter,
     pub in_csum_errors: Counter,
-    /// ARP / ND frames the neighbour table did not learn from because the
-    /// main lcore held its lock (the frame was handled as usual otherwise).
+    /// ARP / ND frames the neighbour table did not learn from because its
+    /// queue of lessons was full: the main lcore had not run a pass while
+    /// `send::LESSONS_LEN` of them arrived (the frame was handled as usual
+    /// otherwise).
     pub neigh_busy: Counter,
 }
 
@@ -391,10 +394,10 @@ pub fn handle(
     if m.view().nb_segs() != 1 {
         return Err(m);
     }
-    // The neighbour table learns from ARP and ND frames (its lock is taken
-    // for those only), whether or not they are answered below.
+    // The neighbour table learns from ARP and ND frames, whether or not
+    // they are answered below.
     if let Some(n) = &iface.neigh {
-        if !crate::send::learn(n, iface, m.data(), err, now) {
+        if !crate::send::learn(n, iface, m.data(), err) {
             ctl.stats.neigh_busy.add(1);
         }
     }
