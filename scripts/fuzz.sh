@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzz every cargo-fuzz target (parse, demux, control, reload, reasm).
+# Fuzz every cargo-fuzz target (parse, demux, control, reload, reasm, learn,
+# client_proto).
 #
 #   scripts/fuzz.sh [SECS]         bounded run: SECS seconds each (CI: 12; the long runs are in docs/testing.md)
 #   scripts/fuzz.sh --build        install cargo-fuzz if missing and build every
@@ -19,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export RUSTC_BOOTSTRAP=1
-TARGETS=${FUZZ_TARGETS:-parse demux control reload reasm}
+TARGETS=${FUZZ_TARGETS:-parse demux control reload reasm learn client_proto}
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
   echo "fuzz: installing cargo-fuzz from crates.io"
   cargo install --locked cargo-fuzz >/dev/null

@@ -107,7 +107,7 @@ pub fn coalesce<S: Segment>(
 mod tests {
     use super::*;
 
-    #[derive(Clone)]
+    #[derive(Clone, Debug)]
     struct Dg {
         src: SocketAddr,
         dst: SocketAddr,
@@ -184,5 +184,63 @@ mod tests {
         let c = coalesce(&z, &mut buf, 64).unwrap();
         assert_eq!((c.count, c.len, c.stride), (1, 0, 0));
         assert_eq!(c.split(&buf).count(), 0);
+    }
+
+    use proptest::prelude::*;
+
+    /// A datagram from few flows, codepoints and sizes, so runs form and break.
+    fn any_dg() -> impl Strategy<Value = Dg> {
+        (
+            0u8..3,
+            0u8..2,
+            prop_oneof![Just(0usize), Just(40), Just(100), 0usize..130],
+            any::<u8>(),
+        )
+            .prop_map(|(src, ecn, len, tag)| {
+                dg(&format!("198.18.0.{}:999", 2 + src), len, tag, ecn)
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Receiving a whole queue run by run, the way the adapter does:
+        /// every datagram is taken exactly once and in order (each run's
+        /// `count` advances the queue; none is skipped or repeated), a run
+        /// splits back into exactly its datagrams' payloads (an empty
+        /// datagram is a run of its own with nothing to split), and a run
+        /// keeps the kernel's rules: one flow and codepoint, all of the
+        /// first's size but a shorter last, within `max` and the buffer.
+        #[test]
+        fn a_queue_received_run_by_run_gives_back_every_datagram_in_order(
+            v in proptest::collection::vec(any_dg(), 0..40),
+            max in 1usize..12,
+            room in 100usize..1200,
+        ) {
+            let mut buf = vec![0u8; room];
+            let mut i = 0;
+            while i < v.len() {
+                let Some(c) = coalesce(&v[i..], &mut buf, max) else {
+                    // Only a datagram too big for the buffer stops a receive.
+                    prop_assert!(v[i].payload.len() > room);
+                    i += 1;
+                    continue;
+                };
+                let run = &v[i..i + c.count];
+                prop_assert!(c.count >= 1 && c.count <= max && c.len <= room);
+                prop_assert_eq!((c.src, c.dst, c.ecn), (run[0].src, run[0].dst, run[0].ecn));
+                prop_assert_eq!(c.len, run.iter().map(|d| d.payload.len()).sum::<usize>());
+                prop_assert_eq!(c.stride, run[0].payload.len());
+                for (k, d) in run.iter().enumerate() {
+                    prop_assert_eq!((d.src, d.dst, d.ecn), (c.src, c.dst, c.ecn));
+                    let last = k + 1 == run.len();
+                    prop_assert!(d.payload.len() == c.stride || (last && d.payload.len() < c.stride));
+                }
+                let back: Vec<&[u8]> = c.split(&buf).collect();
+                let want: Vec<&[u8]> = run.iter().map(|d| &d.payload[..]).filter(|p| !p.is_empty()).collect();
+                prop_assert_eq!(back, want);
+                i += c.count;
+            }
+        }
     }
 }

@@ -1462,11 +1462,16 @@ impl Lessons {
         self.q.is_empty()
     }
 
+    /// The oldest lesson waiting.
+    pub fn pop(&self) -> Option<Lesson> {
+        self.q.pop()
+    }
+
     /// Teach `table` every lesson queued now, as of `now` (main lcore, the
     /// table locked); those pushed meanwhile wait for the next pass.
     pub fn teach<T>(&self, table: &mut Table<T>, now: u64) {
         for _ in 0..self.q.capacity() {
-            let Some(l) = self.q.pop() else { break };
+            let Some(l) = self.pop() else { break };
             table.learn(l.port, l.ip, l.mac, l.how, now);
         }
     }
