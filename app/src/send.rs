@@ -28,12 +28,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crossbeam_queue::ArrayQueue;
 use dpdk_sys::{port, Mbuf, MbufBurst, MbufRing, Mempool};
 
 use crate::config::NeighbourConf;
 use crate::control::{solicited_node, Iface, Ifaces};
-use crossbeam_queue::ArrayQueue;
-
 use crate::heard::HeardQueue;
 use crate::counters::Counter;
 use crate::runtime::shared::{ConsumedBy, Shared};
@@ -1798,7 +1797,7 @@ mod tests {
             v4: vec![(Ipv4Addr::new(198, 18, 0, 1), 24)],
             v6: vec![("fd00::1".parse().unwrap(), 64)],
             tx_queues: 1,
-            neigh: None,
+            lessons: None,
             tx_csum: false,
         }
     }

@@ -29,7 +29,7 @@ fn iface() -> Iface {
         v4: vec![(OURS4, 24)],
         v6: vec![("fd00::1".parse::<Ipv6Addr>().unwrap(), 64)],
         tx_queues: 1,
-        neigh: None,
+        lessons: None,
         tx_csum: false,
     }
 }

@@ -53,7 +53,7 @@ pub struct Iface {
     /// The neighbour table's queue of lessons (`send`): what the ARP and
     /// ND frames this port receives teach it; `None`: nothing is sent from
     /// this engine.
-    pub neigh: Option<std::sync::Arc<crate::send::Lessons>>,
+    pub lessons: Option<std::sync::Arc<crate::send::Lessons>>,
     /// The port fills IPv4 header and UDP checksums on TX (`send` asks it to).
     pub tx_csum: bool,
 }
@@ -73,7 +73,7 @@ impl Iface {
             v4,
             v6,
             tx_queues,
-            neigh: None,
+            lessons: None,
             tx_csum: false,
         }
     }
@@ -396,7 +396,7 @@ pub fn handle(
     }
     // The neighbour table learns from ARP and ND frames, whether or not
     // they are answered below.
-    if let Some(n) = &iface.neigh {
+    if let Some(n) = &iface.lessons {
         if !crate::send::learn(n, iface, m.data(), err) {
             ctl.stats.neigh_busy.add(1);
         }
@@ -483,7 +483,7 @@ mod tests {
             v4: vec![(US4, 24)],
             v6: vec![(us6(), 64)],
             tx_queues: 1,
-            neigh: None,
+            lessons: None,
             tx_csum: false,
         }
     }

@@ -266,7 +266,7 @@ mod tests {
             v4: vec![("198.18.0.1".parse().unwrap(), 24)],
             v6: vec![],
             tx_queues: 1,
-            neigh: None,
+            lessons: None,
             tx_csum: false,
         }
     }

@@ -358,7 +358,7 @@ pub unsafe fn process_burst<C: Condense<MbufMeta>>(
         shared
             .ifaces
             .get(port_id)
-            .is_some_and(|i| i.neigh.is_some())
+            .is_some_and(|i| i.lessons.is_some())
     });
     // One snapshot per burst: one atomic load, and sockets removed meanwhile
     // stay alive until we drop it.

@@ -369,7 +369,7 @@ fn send_path(
     }
     for i in ifaces.iter_mut() {
         if !(i.v4.is_empty() && i.v6.is_empty()) {
-            i.neigh = Some(Arc::clone(&tx.lessons));
+            i.lessons = Some(Arc::clone(&tx.lessons));
         }
     }
     Ok(Some(tx))
