@@ -117,6 +117,9 @@ pub struct ThreadStats {
     pub involuntary: Counter,
     /// 1 when the loop ran under `SCHED_BATCH` (`engine.idle_sched_batch`).
     pub sched_batch: Counter,
+    /// Spells in which another task held the loop's CPU for whole time
+    /// slices (`runtime::idle::Contention`): no yields, no `SCHED_BATCH`.
+    pub contended: Counter,
 }
 
 /// A consumer lcore's loop counters.

@@ -242,6 +242,10 @@ pub struct ThreadSummary {
     pub involuntary_switches: u64,
     /// The loop ran under `SCHED_BATCH` (`engine.idle_sched_batch`).
     pub sched_batch: bool,
+    /// Spells in which another task held the loop's CPU for whole time
+    /// slices, so that it neither yielded nor stayed under `SCHED_BATCH`
+    /// (`runtime::idle::Contention`).
+    pub contended_spells: u64,
 }
 
 impl ThreadSummary {
@@ -256,6 +260,7 @@ impl ThreadSummary {
             voluntary_switches: t.voluntary.get(),
             involuntary_switches: t.involuntary.get(),
             sched_batch: t.sched_batch.get() != 0,
+            contended_spells: t.contended.get(),
         }
     }
 
@@ -272,13 +277,17 @@ impl ThreadSummary {
     /// One line for the exit summary.
     pub fn line(&self) -> String {
         format!(
-            "on CPU {:.1} of {:.1} ms (off {:.1} ms), switched out {} times by the scheduler, {} voluntarily{}",
+            "on CPU {:.1} of {:.1} ms (off {:.1} ms), switched out {} times by the scheduler, {} voluntarily{}{}",
             self.cpu_ms,
             self.wall_ms,
             self.off_cpu_ms,
             self.involuntary_switches,
             self.voluntary_switches,
-            if self.sched_batch { ", under SCHED_BATCH" } else { "" }
+            if self.sched_batch { ", under SCHED_BATCH" } else { "" },
+            match self.contended_spells {
+                0 => String::new(),
+                n => format!(", {n} spell(s) with another task holding its CPU (no yields, no SCHED_BATCH)"),
+            }
         )
     }
 }

@@ -47,6 +47,10 @@ pub struct Wake {
     unparks: std::sync::atomic::AtomicU64,
     /// Times the sleeper parked (the same kind of statistic).
     parks: std::sync::atomic::AtomicU64,
+    /// TSC of the last kick that unparked the sleeper: from it the sleeper
+    /// learns how long it waited for its CPU after the kick (a hint for
+    /// `runtime::idle::Contention`, outside the model).
+    kicked_at: std::sync::atomic::AtomicU64,
     /// A task's waker left by [`Wake::arm`]; a kick takes it when it finds
     /// `armed` raised (and only then, so the lock is never taken while the
     /// task is awake).
@@ -66,6 +70,7 @@ impl Default for Wake {
             sleeper: OnceLock::new(),
             unparks: Default::default(),
             parks: Default::default(),
+            kicked_at: Default::default(),
             task: SpinLock::new(None),
             armed: AtomicBool::new(false),
             tasks: AtomicBool::new(false),
@@ -97,6 +102,8 @@ impl Wake {
         fence(Ordering::SeqCst);
         if let Some(t) = thread {
             if self.sleeping.load(Ordering::Relaxed) {
+                self.kicked_at
+                    .store(dpdk_sys::eal::rdtsc(), std::sync::atomic::Ordering::Relaxed);
                 t.unpark();
                 self.unparks
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -164,6 +171,11 @@ impl Wake {
     }
 
     /// How many times the sleeper parked (each a timer armed for its nap).
+    /// TSC of the last kick that unparked the sleeper (0: none yet).
+    pub fn kicked_at(&self) -> u64 {
+        self.kicked_at.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn parks(&self) -> u64 {
         self.parks.load(std::sync::atomic::Ordering::Relaxed)
     }

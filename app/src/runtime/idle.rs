@@ -65,6 +65,8 @@ pub struct IdleBackoff {
     yield_cycles: u64,
     /// When (TSC) the current gap's yield phase began.
     yielding_since: Option<u64>,
+    /// Another task holding the CPU for whole slices: no yield phase.
+    contention: Option<Contention>,
 }
 
 impl IdleBackoff {
@@ -81,7 +83,37 @@ impl IdleBackoff {
             next_ns: FIRST_SLEEP_NS.min(cap_ns),
             yield_cycles: 0,
             yielding_since: None,
+            contention: None,
         }
+    }
+
+    /// Watch the naps' waits for a CPU hog ([`Contention`]); `batch`: the
+    /// loop's thread is under `SCHED_BATCH`, which a contended spell leaves.
+    /// Nothing without a sleep cap (a pure poll loop never gives its CPU up).
+    pub fn with_contention(mut self, tsc_hz: u64, batch: bool) -> Self {
+        if self.cap_ns > 0 {
+            self.contention = Some(Contention::new(tsc_hz, batch));
+        }
+        self
+    }
+
+    /// A nap taken after [`idle`](Self::idle) ran from TSC `start` to `end`:
+    /// how long the loop waited for its CPU beyond what it asked for goes to
+    /// the contention watch. `Some(true)` when a contended spell began,
+    /// `Some(false)` when one ended.
+    pub fn napped(&mut self, nap: Nap, start: u64, end: u64) -> Option<bool> {
+        let c = self.contention.as_mut()?;
+        let took = end.saturating_sub(start);
+        let wait = match nap {
+            Nap::Yield => took,
+            Nap::Sleep(d) => took.saturating_sub(c.ticks_of(d)),
+        };
+        c.waited(wait, end)
+    }
+
+    /// In a contended spell (its yields would each hand a hog a slice).
+    pub fn contended(&self) -> bool {
+        self.contention.as_ref().is_some_and(Contention::is_contended)
     }
 
     /// Yield between polls for `yield_us` after the spin, before the first
@@ -111,7 +143,7 @@ impl IdleBackoff {
             self.spin_pass();
             return None;
         }
-        if self.yield_cycles != 0 {
+        if self.yield_cycles != 0 && !self.contended() {
             // The clock only once the spin is over: the spin's polls stay
             // as cheap as they were.
             return Some(self.after_spin(eal::rdtsc()));
@@ -145,6 +177,107 @@ impl IdleBackoff {
         let ns = self.next_ns;
         self.next_ns = ns.saturating_mul(GROWTH).min(self.cap_ns);
         Nap::Sleep(Duration::from_nanos(u64::from(ns)))
+    }
+}
+
+/// A wait for the CPU at least this long is another task's whole time
+/// slice: the application's threads block within a few hundred µs
+/// (a QUIC echo's longest waits of the RX lcore's yields: 45 of 4.6 M
+/// above 1 ms in a bulk run, 17 of 640 000 in 2 000 handshakes), a CPU hog
+/// beside a pinned lcore never does (3 700 of 10 500 yields took 1-16 ms).
+const LONG_WAIT_US: u64 = 1_000;
+/// The window over which long waits are summed.
+const CONTENTION_WINDOW_MS: u64 = 50;
+/// How long a contended spell lasts before the loop tries its yields and
+/// `SCHED_BATCH` again (a hog still there ends that try within a window).
+const CONTENTION_HOLD_MS: u64 = 2_000;
+
+/// Another task holding an idle loop's CPU for whole time slices, such as
+/// a CPU hog on the core of a pinned lcore. Yielding then hands the hog a
+/// slice per empty poll, and under `SCHED_BATCH` a wake-up waits for the
+/// hog's slice to end instead of preempting it: a QUIC bulk echo fell from
+/// 180-200 to 28 MB/s with a busy loop on the RX lcore's CPU, the
+/// round-trip time from 0.2 to 2-3.7 ms. When half a window went to
+/// waits of a slice or more, the loop is contended for a while: it sleeps
+/// instead of yielding (a sleeper wakes with the lag to preempt), and
+/// leaves `SCHED_BATCH` if it was under it.
+#[derive(Debug, Clone)]
+pub struct Contention {
+    long: u64,
+    window: u64,
+    hold: u64,
+    hz: u64,
+    window_start: u64,
+    waited: u64,
+    /// TSC at which the current spell ends.
+    until: Option<u64>,
+    /// The thread entered `SCHED_BATCH`: a spell leaves it, its end returns.
+    batch: bool,
+}
+
+impl Contention {
+    pub fn new(tsc_hz: u64, batch: bool) -> Self {
+        let ms = (tsc_hz / 1000).max(1);
+        Contention {
+            long: LONG_WAIT_US * ms / 1000,
+            window: CONTENTION_WINDOW_MS * ms,
+            hold: CONTENTION_HOLD_MS * ms,
+            hz: tsc_hz.max(1),
+            window_start: 0,
+            waited: 0,
+            until: None,
+            batch,
+        }
+    }
+
+    /// A loop (re)entered with its thread under `SCHED_BATCH` or not: a
+    /// spell in course keeps it out.
+    pub fn resume(&mut self, batch: bool) {
+        self.batch = batch;
+        if batch && self.is_contended() {
+            set_policy(libc::SCHED_OTHER);
+        }
+    }
+
+    pub fn ticks_of(&self, d: Duration) -> u64 {
+        (d.as_nanos() as u64).saturating_mul(self.hz) / 1_000_000_000
+    }
+
+    pub fn is_contended(&self) -> bool {
+        self.until.is_some()
+    }
+
+    /// The loop waited `ticks` for its CPU, up to TSC `now`. `Some(true)`
+    /// when this began a spell, `Some(false)` when the spell in course
+    /// ended (the policy switched accordingly).
+    pub fn waited(&mut self, ticks: u64, now: u64) -> Option<bool> {
+        if let Some(until) = self.until {
+            if now < until {
+                return None;
+            }
+            self.until = None;
+            self.window_start = now;
+            self.waited = 0;
+            if self.batch {
+                set_policy(libc::SCHED_BATCH);
+            }
+            return Some(false);
+        }
+        if now.saturating_sub(self.window_start) >= self.window {
+            self.window_start = now;
+            self.waited = 0;
+        }
+        if ticks >= self.long {
+            self.waited += ticks;
+        }
+        if self.waited.saturating_mul(2) < self.window {
+            return None;
+        }
+        self.until = Some(now + self.hold);
+        if self.batch {
+            set_policy(libc::SCHED_OTHER);
+        }
+        Some(true)
     }
 }
 
@@ -310,6 +443,66 @@ mod tests {
             assert_eq!(other.join().unwrap(), libc::SCHED_OTHER);
             drop(b);
             assert_eq!(policy(), libc::SCHED_OTHER);
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A hog's slices (waits of 1 ms or more) filling half a window start
+    /// a spell: the loop stops yielding and leaves `SCHED_BATCH` for the
+    /// hold, then goes back to both. The application's own short waits,
+    /// and a few long ones spread over windows, never do.
+    #[test]
+    fn a_hogs_slices_start_a_spell_that_leaves_batch_and_yields_until_the_hold_ends() {
+        std::thread::spawn(|| {
+            // A 1 MHz TSC: one cycle a µs.
+            let hz = 1_000_000;
+            let mut b = IdleBackoff::new(100, 4)
+                .with_yield(1000, hz)
+                .with_contention(hz, true);
+            let batch = SchedBatch::enter().expect("SCHED_OTHER to SCHED_BATCH needs no privilege");
+            let mut now = 1_000_000u64;
+            // 10 000 yields of 100 µs (the application's threads taking
+            // turns) and one of 3 ms every 60 ms: never contended.
+            for i in 0..10_000u64 {
+                let w = if i % 600 == 599 { 3_000 } else { 100 };
+                assert_eq!(b.napped(Nap::Yield, now, now + w), None);
+                now += w;
+            }
+            assert!(!b.contended());
+            assert_eq!(policy(), libc::SCHED_BATCH);
+            // A sleep of 64 µs that took 70 µs waited 6: not long.
+            assert_eq!(b.napped(Nap::Sleep(Duration::from_micros(64)), now, now + 70), None);
+            now += 100_000;
+            // A hog's 3 ms slices: the ninth in a row makes 27 of 50 ms.
+            for k in 0..9 {
+                let r = b.napped(Nap::Yield, now, now + 3_000);
+                now += 3_000;
+                assert_eq!(r, (k == 8).then_some(true));
+            }
+            assert!(b.contended());
+            assert_eq!(policy(), libc::SCHED_OTHER);
+            // In the spell: sleeps only, past the spin.
+            for _ in 0..4 {
+                b.spin_pass();
+            }
+            assert!(matches!(b.idle(), Some(Nap::Sleep(_))));
+            // The hold (2 s) ends at the first nap after it.
+            assert_eq!(b.napped(Nap::Sleep(Duration::from_micros(100)), now, now + 100), None);
+            now += 2_000_000;
+            assert_eq!(b.napped(Nap::Sleep(Duration::from_micros(100)), now, now + 100), Some(false));
+            assert!(!b.contended());
+            assert_eq!(policy(), libc::SCHED_BATCH);
+            // A loop entered again during a spell stays out of batch.
+            let mut c = Contention::new(hz, false);
+            for _ in 0..9 {
+                c.waited(3_000, now);
+                now += 3_000;
+            }
+            assert!(c.is_contended());
+            c.resume(true);
+            assert_eq!(policy(), libc::SCHED_OTHER);
+            drop(batch);
         })
         .join()
         .unwrap();

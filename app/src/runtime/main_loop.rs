@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use dpdk_sys::{eal, Mempool};
 
 use super::consumer::Consumer;
-use super::idle::{IdleBackoff, SchedBatch};
+use super::idle::{Contention, IdleBackoff, SchedBatch};
 use super::report::snapshot;
 use super::shared::Shared;
 use super::{clients, reload, signals};
@@ -61,6 +61,11 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
     // `engine.idle_sched_batch` (`idle::SchedBatch`): the thread is the
     // application's again, under its own policy, when the loop returns.
     let batch = SchedBatch::enter_if(shared.idle_sched_batch, &shared.main_thread);
+    CONTENTION.with(|c| {
+        let mut c = c.borrow_mut();
+        let c = c.get_or_insert_with(|| Contention::new(shared.tsc_hz, false));
+        c.resume(batch.is_some());
+    });
     let hz = shared.tsc_hz.max(1);
     let ms_ticks = (hz / 1000).max(1);
     let interval_ticks = m
@@ -306,10 +311,34 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
 /// against their marks, and the RX lcores' poll counters.
 /// Sleep up to `nap`, or until an in-process sender queues frames.
 fn nap_until_sent(shared: &Shared, nap: Duration) {
+    let start = eal::rdtsc();
     match shared.send.as_ref() {
         Some(tx) => tx.wake.sleep(nap, || tx.pending()),
         None => std::thread::sleep(nap),
     }
+    let end = eal::rdtsc();
+    // How long the thread waited for its CPU: after the kick that woke it,
+    // or after the nap's end.
+    let kicked = shared.send.as_ref().map_or(0, |tx| tx.wake.kicked_at());
+    CONTENTION.with(|c| {
+        let mut c = c.borrow_mut();
+        let Some(c) = c.as_mut() else { return };
+        let wait = if kicked > start {
+            end.saturating_sub(kicked)
+        } else {
+            end.saturating_sub(start).saturating_sub(c.ticks_of(nap))
+        };
+        if c.waited(wait, end) == Some(true) {
+            shared.main_thread.contended.add(1);
+        }
+    });
+}
+
+thread_local! {
+    /// The main lcore's watch for a CPU hog beside it (`idle::Contention`):
+    /// its thread's, kept across the calls of an application that runs the
+    /// main loop in slices (`Engine::main_loop`).
+    static CONTENTION: std::cell::RefCell<Option<Contention>> = const { std::cell::RefCell::new(None) };
 }
 
 fn sample_pools(m: &MainLcore<'_>, sampler: &mut Sampler, now: u64) {

@@ -107,6 +107,8 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     // `engine.idle_sched_batch`: our wake-ups do not preempt the
     // application's threads (`idle::SchedBatch`); restored when the loop ends.
     let batch = SchedBatch::enter_if(shared.idle_sched_batch, &me.thread);
+    // A CPU hog beside the lcore: no yields, no `SCHED_BATCH` while it lasts.
+    backoff = backoff.with_contention(shared.tsc_hz, batch.is_some());
     let _hot = HotSection::enter();
     // Busy time as DPDK's poll busyness counts it: from a poll that returned
     // packets to the return of the next poll, whatever that one brings. One
@@ -246,13 +248,21 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
         } else {
             match backoff.idle() {
                 None => {}
-                Some(Nap::Yield) => {
-                    me.lstats.idle_yields.add(1);
-                    std::thread::yield_now();
-                }
-                Some(Nap::Sleep(nap)) => {
-                    me.lstats.idle_sleeps.add(1);
-                    std::thread::sleep(nap);
+                Some(nap) => {
+                    let start = eal::rdtsc();
+                    match nap {
+                        Nap::Yield => {
+                            me.lstats.idle_yields.add(1);
+                            std::thread::yield_now();
+                        }
+                        Nap::Sleep(d) => {
+                            me.lstats.idle_sleeps.add(1);
+                            std::thread::sleep(d);
+                        }
+                    }
+                    if backoff.napped(nap, start, eal::rdtsc()) == Some(true) {
+                        me.thread.contended.add(1);
+                    }
                 }
             }
         }
