@@ -161,6 +161,54 @@ fn idle_sleep_loses_nothing_and_sleeps_when_idle() {
     assert!(batch(&j).iter().all(|&b| !b), "{:?}", batch(&j));
 }
 
+/// A CPU hog on the RX lcore's CPU (a thread of this test pinned there,
+/// never blocking): the sleeping, yielding lcore would hand it a whole
+/// slice per yield and, under `SCHED_BATCH`, wait out its slices on every
+/// wake-up. It must notice (`runtime::idle::Contention`: half a window of
+/// waits of 1 ms or more) and count the spell, and lose nothing for it.
+#[test]
+fn a_cpu_hog_beside_the_rx_lcore_starts_a_contended_spell() {
+    let m = manifest();
+    let cfg = default_cfg("hog", "numa-queues");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "stop_when_idle_ms = 500",
+        "stop_when_idle_ms = 1500\nidle_sleep_us = 50\nidle_yield_us = 1000",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hog = {
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and
+            // sched_setaffinity get a live set of the right size; pid 0 is
+            // this thread.
+            let pinned = unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(1, &mut set);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+            };
+            let mut x = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            pinned
+        })
+    };
+    let j = run_ok_json(&cfg, &[]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(hog.join().unwrap(), "could not pin the hog to CPU 1");
+    assert_eq!(j["rx_packets"], m["frames"], "every frame received");
+    assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
+    let spells: Vec<u64> = j["lcores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["thread"]["contended_spells"].as_u64().unwrap())
+        .collect();
+    assert!(spells.iter().all(|&n| n >= 1), "contended spells per RX lcore: {spells:?}");
+    assert!(j["main_lcore"]["contended_spells"].is_u64());
+}
+
 /// `engine.rx_prefetch_ahead` is a hint: the replay's books are exact with
 /// it off as with it on (the default), and `rx_prefetch_alternate` counts
 /// every received packet in exactly one of its two halves.
