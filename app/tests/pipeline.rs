@@ -205,7 +205,10 @@ fn a_cpu_hog_beside_the_rx_lcore_starts_a_contended_spell() {
         .iter()
         .map(|l| l["thread"]["contended_spells"].as_u64().unwrap())
         .collect();
-    assert!(spells.iter().all(|&n| n >= 1), "contended spells per RX lcore: {spells:?}");
+    assert!(
+        spells.iter().all(|&n| n >= 1),
+        "contended spells per RX lcore: {spells:?}"
+    );
     assert!(j["main_lcore"]["contended_spells"].is_u64());
 }
 
