@@ -170,12 +170,12 @@ impl Wake {
         self.unparks.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// How many times the sleeper parked (each a timer armed for its nap).
     /// TSC of the last kick that unparked the sleeper (0: none yet).
     pub fn kicked_at(&self) -> u64 {
         self.kicked_at.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// How many times the sleeper parked (each a timer armed for its nap).
     pub fn parks(&self) -> u64 {
         self.parks.load(std::sync::atomic::Ordering::Relaxed)
     }
