@@ -188,6 +188,10 @@ impl IdleBackoff {
 const LONG_WAIT_US: u64 = 1_000;
 /// The window over which long waits are summed.
 const CONTENTION_WINDOW_MS: u64 = 50;
+/// Long waits a window needs besides their sum: one stall of the whole VM
+/// (the host's, seen from inside as a single wait of tens of ms) is no hog,
+/// whose slices come one after another (9 of 3 ms in 27 ms).
+const CONTENTION_MIN_WAITS: u32 = 5;
 /// How long a contended spell lasts before the loop tries its yields and
 /// `SCHED_BATCH` again (a hog still there ends that try within a window).
 const CONTENTION_HOLD_MS: u64 = 2_000;
@@ -198,7 +202,8 @@ const CONTENTION_HOLD_MS: u64 = 2_000;
 /// hog's slice to end instead of preempting it: a QUIC bulk echo fell from
 /// 180-200 to 28 MB/s with a busy loop on the RX lcore's CPU, the
 /// round-trip time from 0.2 to 2-3.7 ms. When half a window went to
-/// waits of a slice or more, the loop is contended for a while: it sleeps
+/// waits of a slice or more, at least `CONTENTION_MIN_WAITS` of them, the
+/// loop is contended for a while: it sleeps
 /// instead of yielding (a sleeper wakes with the lag to preempt), and
 /// leaves `SCHED_BATCH` if it was under it.
 #[derive(Debug, Clone)]
@@ -209,6 +214,8 @@ pub struct Contention {
     hz: u64,
     window_start: u64,
     waited: u64,
+    /// Long waits in the window.
+    waits: u32,
     /// TSC at which the current spell ends.
     until: Option<u64>,
     /// The thread entered `SCHED_BATCH`: a spell leaves it, its end returns.
@@ -225,6 +232,7 @@ impl Contention {
             hz: tsc_hz.max(1),
             window_start: 0,
             waited: 0,
+            waits: 0,
             until: None,
             batch,
         }
@@ -258,6 +266,7 @@ impl Contention {
             self.until = None;
             self.window_start = now;
             self.waited = 0;
+            self.waits = 0;
             if self.batch {
                 set_policy(libc::SCHED_BATCH);
             }
@@ -266,11 +275,13 @@ impl Contention {
         if now.saturating_sub(self.window_start) >= self.window {
             self.window_start = now;
             self.waited = 0;
+            self.waits = 0;
         }
         if ticks >= self.long {
             self.waited += ticks;
+            self.waits += 1;
         }
-        if self.waited.saturating_mul(2) < self.window {
+        if self.waited.saturating_mul(2) < self.window || self.waits < CONTENTION_MIN_WAITS {
             return None;
         }
         self.until = Some(now + self.hold);
@@ -471,6 +482,9 @@ mod tests {
             }
             assert!(!b.contended());
             assert_eq!(policy(), libc::SCHED_BATCH);
+            // One stall of 40 ms (the whole VM descheduled) is no hog.
+            assert_eq!(b.napped(Nap::Yield, now, now + 40_000), None);
+            now += 100_000;
             // A sleep of 64 µs that took 70 µs waited 6: not long.
             assert_eq!(b.napped(Nap::Sleep(Duration::from_micros(64)), now, now + 70), None);
             now += 100_000;
