@@ -165,7 +165,7 @@ fn idle_sleep_loses_nothing_and_sleeps_when_idle() {
 /// never blocking): the sleeping, yielding lcore would hand it a whole
 /// slice per yield and, under `SCHED_BATCH`, wait out its slices on every
 /// wake-up. It must notice (`runtime::idle::Contention`: half a window of
-/// waits of 1 ms or more) and count the spell, and lose nothing for it.
+/// waits of 2 ms or more) and count the spell, and lose nothing for it.
 #[test]
 fn a_cpu_hog_beside_the_rx_lcore_starts_a_contended_spell() {
     let m = manifest();
