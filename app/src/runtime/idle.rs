@@ -102,13 +102,7 @@ impl IdleBackoff {
     /// the contention watch. `Some(true)` when a contended spell began,
     /// `Some(false)` when one ended.
     pub fn napped(&mut self, nap: Nap, start: u64, end: u64) -> Option<bool> {
-        let c = self.contention.as_mut()?;
-        let took = end.saturating_sub(start);
-        let wait = match nap {
-            Nap::Yield => took,
-            Nap::Sleep(d) => took.saturating_sub(c.ticks_of(d)),
-        };
-        c.waited(wait, end)
+        self.contention.as_mut()?.napped(nap, start, end)
     }
 
     /// In a contended spell (its yields would each hand a hog a slice).
@@ -249,8 +243,17 @@ impl Contention {
         }
     }
 
-    pub fn ticks_of(&self, d: Duration) -> u64 {
-        (d.as_nanos() as u64).saturating_mul(self.hz) / 1_000_000_000
+    /// A nap from TSC `start` to `end`: a yield waited all of it, a sleep
+    /// what it took beyond what it asked for. As [`waited`](Self::waited).
+    pub fn napped(&mut self, nap: Nap, start: u64, end: u64) -> Option<bool> {
+        let took = end.saturating_sub(start);
+        let wait = match nap {
+            Nap::Yield => took,
+            Nap::Sleep(d) => {
+                took.saturating_sub((d.as_nanos() as u64).saturating_mul(self.hz) / 1_000_000_000)
+            }
+        };
+        self.waited(wait, end)
     }
 
     pub fn is_contended(&self) -> bool {

@@ -323,12 +323,12 @@ fn nap_until_sent(shared: &Shared, nap: Duration) {
     CONTENTION.with(|c| {
         let mut c = c.borrow_mut();
         let Some(c) = c.as_mut() else { return };
-        let wait = if kicked > start {
-            end.saturating_sub(kicked)
+        let spell = if kicked > start {
+            c.waited(end.saturating_sub(kicked), end)
         } else {
-            end.saturating_sub(start).saturating_sub(c.ticks_of(nap))
+            c.napped(super::idle::Nap::Sleep(nap), start, end)
         };
-        if c.waited(wait, end) == Some(true) {
+        if spell == Some(true) {
             shared.main_thread.contended.add(1);
         }
     });
