@@ -38,6 +38,7 @@ use crate::meta::DgramMeta;
 use crate::parse::{Datagram, Family};
 use crate::runtime::engine::Engine;
 use crate::runtime::error::EngineError;
+pub use crate::runtime::lcore_task::LcoreTask;
 use crate::runtime::registry;
 use crate::socket::Socket;
 
@@ -100,6 +101,51 @@ pub fn stats(engine: &Engine, name: &str) -> Result<SocketStats, StatsError> {
 /// Close a socket: unbind it; what is still queued is freed and counted.
 pub fn close(engine: &Engine, sock: &Socket) -> Result<(), EngineError> {
     Ok(registry::remove_socket(engine.shared(), sock.name())?)
+}
+
+/// Run `task` on RX lcore `index` (its place among the config's RX
+/// lcores, 0 the first) once per loop, between its bursts: the
+/// application runs to completion on the lcore that receives its
+/// datagrams (`runtime::lcore_task`; the QUIC adapter drives a tokio
+/// runtime this way). The task returns whether it did work (the lcore then
+/// does not back off towards a nap).
+///
+/// The first RX lcore given a task also takes the send path over from the
+/// main lcore: what any sender queues ([`send_burst`], [`send_gso`],
+/// clients' requests) leaves from that lcore's TX queue after each call of
+/// its task, with no hand-off to the main lcore, and the neighbour table's
+/// timers run there. Frames other threads queue wait for the lcore's next
+/// loop (at most `engine.idle_sleep_us` while it naps).
+///
+/// Call it on the thread that owns the engine (the main lcore), between
+/// its [`Engine::main_loop`] slices. The task is dropped on the lcore when
+/// the engine stops. Errors: no such RX lcore, or it has a task already.
+pub fn run_on_rx_lcore(engine: &Engine, index: usize, task: LcoreTask) -> Result<(), EngineError> {
+    let shared = engine.shared();
+    let Some(lcore) = shared.rx.get(index) else {
+        return Err(EngineError::Setup(format!(
+            "no RX lcore {index} to run a task on: the config has {}",
+            shared.rx.len()
+        )));
+    };
+    if lcore.task.occupied() {
+        return Err(EngineError::Setup(format!(
+            "RX lcore {index} (lcore {}) runs a task already",
+            lcore.lcore
+        )));
+    }
+    // Before the lcore can take the task: from its first call on, the
+    // main lcore (this thread, outside its loop now) no longer services
+    // the path, so the two never do at once.
+    if let Some(tx) = shared.send.as_ref() {
+        if tx.hand_to_rx_lcore(index) {
+            log::info!("the send path is RX lcore {}'s now (its task's sends leave from it)", lcore.lcore);
+        }
+    }
+    lcore
+        .task
+        .offer(task)
+        .map_err(|_| EngineError::Setup(format!("RX lcore {index} (lcore {}) runs a task already", lcore.lcore)))
 }
 
 /// Who frees a batch's datagrams and releases their memory: the socket

@@ -25,7 +25,7 @@
 //! dropped by the neighbour table (queue overflow, never resolved, table
 //! full); the books are checked at exit.
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crossbeam_queue::ArrayQueue;
@@ -126,9 +126,11 @@ pub struct TxPath {
     /// Datagrams in the ring or the neighbour table when the engine stopped
     /// (freed; in the neighbour table's `expired` when held there).
     pub freed_at_stop: AtomicU64,
-    /// Out-of-process clients' TX rings (`udx_tx<pid>`), found by the main
-    /// lcore (the only one that takes this lock).
+    /// Out-of-process clients' TX rings (`udx_tx<pid>`), found by the
+    /// servicer (the only one that takes this lock).
     clients: Mutex<Vec<(u32, MbufRing)>>,
+    /// How many rings `clients` holds, for a look without the lock.
+    client_rings: AtomicUsize,
     /// Requests taken from clients' rings (also in `accepted` when valid).
     pub client_requests: AtomicU64,
     /// Client requests that were not a valid request (freed).
@@ -137,12 +139,22 @@ pub struct TxPath {
     pub client_freed: AtomicU64,
     /// TSC of the next full pass (timers, client ring discovery, releases):
     /// at most one a millisecond; between them a pass with empty rings
-    /// returns at once (main lcore only).
+    /// returns at once (the servicer only).
     next_full: Counter,
     ms_ticks: u64,
     /// The main lcore, woken when frames land in `ring` while it naps.
     pub wake: crate::wake::Wake,
+    /// Who services this path ([`service`]): [`MAIN_LCORE`], or the index
+    /// of the RX lcore that runs an application's task
+    /// (`runtime::lcore_task`), whose sends then leave from that lcore
+    /// with no hand-off. Changed once, by the application's thread while
+    /// it is the main lcore's (outside `main_loop`), before the RX lcore
+    /// can take the task: never two servicers at once.
+    servicer: AtomicUsize,
 }
+
+/// [`TxPath`]'s servicer when no RX lcore took the path over.
+pub const MAIN_LCORE: usize = usize::MAX;
 
 impl std::fmt::Debug for TxPath {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -184,7 +196,7 @@ impl TxPath {
             DATA_ROOM,
             numa,
         )?;
-        // Many producers (any thread), one consumer (the main lcore).
+        // Many producers (any thread), one consumer (the servicer).
         let ring = MbufRing::create("tx_ring", RING_SIZE, numa, dpdk_sys::ring::SC_DEQ)?;
         Ok(TxPath {
             ring,
@@ -202,13 +214,30 @@ impl TxPath {
             drain: DrainStats::default(),
             freed_at_stop: AtomicU64::new(0),
             clients: Mutex::new(Vec::new()),
+            client_rings: AtomicUsize::new(0),
             client_requests: AtomicU64::new(0),
             bad_requests: AtomicU64::new(0),
             client_freed: AtomicU64::new(0),
             next_full: Counter::default(),
             ms_ticks: (hz / 1000).max(1),
             wake: crate::wake::Wake::new(),
+            servicer: AtomicUsize::new(MAIN_LCORE),
         })
+    }
+
+    /// Who services the path: [`MAIN_LCORE`] or an RX lcore's index.
+    #[inline]
+    pub fn servicer(&self) -> usize {
+        self.servicer.load(Ordering::Acquire)
+    }
+
+    /// Hand the path to RX lcore `index` (its task's sends leave from it);
+    /// false when an RX lcore already has it. Called on the main lcore's
+    /// thread outside its loop, before the RX lcore is given the task.
+    pub(crate) fn hand_to_rx_lcore(&self, index: usize) -> bool {
+        self.servicer
+            .compare_exchange(MAIN_LCORE, index, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     /// Frames wait in the senders' ring (a racy look, as a sleep's last
@@ -1202,15 +1231,16 @@ impl Out<'_> {
     }
 }
 
-/// The main lcore's part, at TSC `now`, on its TX queue: drain the
-/// senders' ring and the clients' rings through the neighbour table, send
-/// what is resolved, run the table's timers (solicit retries, expiry).
-/// How many frames it took from the rings.
-pub fn service(shared: &Shared, now: u64) -> usize {
+/// The servicer's part ([`TxPath::servicer`]: the main lcore, or the RX
+/// lcore running an application's task), at TSC `now`, on its TX queue
+/// `queue`: drain the senders' ring and the clients' rings through the
+/// neighbour table, send what is resolved, run the table's timers
+/// (solicit retries, expiry). How many frames it took from the rings.
+pub fn service(shared: &Shared, queue: Option<u16>, now: u64) -> usize {
     let Some(tx) = shared.send.as_ref() else {
         return 0;
     };
-    let (ifaces, queue) = (&shared.ifaces, shared.main_tx_queue);
+    let ifaces = &shared.ifaces;
     let mut out = Out {
         tx,
         queue,
@@ -1222,19 +1252,21 @@ pub fn service(shared: &Shared, now: u64) -> usize {
     let mut burst = MbufBurst::<64>::new();
     // The frames of one client request (a datagram's fragments at most).
     let mut frames = MbufBurst::<64>::new();
-    let mut rings = tx.clients.lock().unwrap_or_else(|p| p.into_inner());
     let full = now >= tx.next_full.get();
-    if !full
-        && tx.ring.looks_empty()
-        && tx.lessons.is_empty()
-        && rings.iter().all(|(_, r)| r.looks_empty())
-    {
-        // Nothing to send or learn, no timer due.
+    let quiet = !full && tx.ring.looks_empty() && tx.lessons.is_empty();
+    // Nothing to send or learn, no timer due: no lock taken when no client
+    // has a ring (an RX lcore with a task calls this once per loop).
+    if quiet && tx.client_rings.load(Ordering::Relaxed) == 0 {
+        return 0;
+    }
+    let mut rings = tx.clients.lock().unwrap_or_else(|p| p.into_inner());
+    if quiet && rings.iter().all(|(_, r)| r.looks_empty()) {
         return 0;
     }
     if full {
         tx.next_full.set(now + tx.ms_ticks);
         refresh_clients(tx, shared, &mut rings);
+        tx.client_rings.store(rings.len(), Ordering::Relaxed);
     }
     let mut table = tx.table();
     // What the RX lcores learned and heard, before anything is resolved:
@@ -1589,7 +1621,9 @@ pub fn finish(shared: &Shared, now: u64) {
     };
     // A full pass: what was resolved goes out before the rest is freed.
     tx.next_full.set(0);
-    service(shared, now);
+    // The lcores have stopped: the main lcore's queue, whoever serviced
+    // the path while they ran.
+    service(shared, shared.main_tx_queue, now);
     let mut b = MbufBurst::<64>::new();
     while tx.ring.dequeue(&mut b, 64) > 0 {
         tx.freed_at_stop

@@ -33,6 +33,11 @@
 //!   threads never spin; an idle attached socket costs one thread waking
 //!   at most 1000 times a second while a receive is pending (see
 //!   docs/design.md for why not an eventfd from the engine).
+//! * Where quinn runs: on the application's runtime threads, or, in
+//!   process, on the engine's RX lcore ([`run_on_rx_lcore`]: a
+//!   current-thread tokio runtime driven between the lcore's bursts, its
+//!   sends leaving from the same lcore), with no thread hand-off between
+//!   a datagram's arrival, quinn and the reply's transmission.
 use std::fmt;
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
@@ -73,6 +78,48 @@ const FLOWING: Duration = Duration::from_millis(10);
 /// pairs against the 20-50 µs looks, bulk echo within noise
 /// (docs/benchmarks.md).
 const WAKEABLE_NAP: Duration = Duration::from_millis(10);
+
+/// Drive `rt`, a current-thread tokio runtime, on the engine's RX lcore
+/// `index` (`udpdemux::api::run_on_rx_lcore`): once per loop of the lcore,
+/// between its bursts, the runtime runs every task that is ready (the
+/// endpoint and connection tasks the lcore's delivery just woke, the
+/// application's futures) and its expired timers; the lcore then sends
+/// what they queued from its own TX queue. Spawn the endpoints and the
+/// application's futures on `rt` first (or later through its handle, from
+/// any thread). The runtime is dropped on the lcore when the engine stops.
+///
+/// A task that blocks blocks the lcore's receive: the futures must not
+/// block (as on any async runtime), and CPU-heavy work belongs on other
+/// threads (`tokio::task::spawn_blocking` has none here: the runtime's
+/// blocking pool still works).
+pub fn run_on_rx_lcore(
+    engine: &Engine,
+    index: usize,
+    rt: tokio::runtime::Runtime,
+) -> Result<(), EngineError> {
+    if rt.handle().runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread {
+        return Err(EngineError::Setup(
+            "run_on_rx_lcore drives a current-thread tokio runtime \
+             (tokio::runtime::Builder::new_current_thread)"
+                .to_string(),
+        ));
+    }
+    // Kept: each call of `Runtime::metrics` clones the handle.
+    let metrics = rt.metrics();
+    api::run_on_rx_lcore(
+        engine,
+        index,
+        Box::new(move || {
+            // One turn: the tasks that are ready run, then the timer
+            // driver (no system call: a zero timeout parks no thread),
+            // then `yield_now`'s own wake ends the call.
+            rt.block_on(tokio::task::yield_now());
+            // Woken from outside meanwhile (another thread, a timer): come
+            // back at once rather than back off.
+            metrics.global_queue_depth() > 0
+        }),
+    )
+}
 
 /// What the adapter saw, for tests and the example's exit line.
 #[derive(Debug, Default)]

@@ -69,6 +69,27 @@ impl Drop for HotSection {
     }
 }
 
+/// Leaves the calling thread's hot section until dropped: application
+/// code a hot loop calls (a task on an RX lcore, `lcore_task`) allocates on
+/// its own account, not the per-packet path's.
+pub struct ColdSection {
+    was_hot: bool,
+}
+
+impl ColdSection {
+    pub fn enter() -> ColdSection {
+        ColdSection {
+            was_hot: HOT.with(|h| h.replace(false)),
+        }
+    }
+}
+
+impl Drop for ColdSection {
+    fn drop(&mut self) {
+        HOT.with(|h| h.set(self.was_hot));
+    }
+}
+
 /// Allocations made by hot threads so far (only meaningful where
 /// `CountingAlloc` is the global allocator: the `udpdemux` binary and tests that install it).
 pub fn hot_allocations() -> u64 {

@@ -157,8 +157,10 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
         clients::serve(&shared);
         // send_burst's and the clients' TX rings into the main lcore's TX
         // queue, and the neighbour table's timers.
+        // (Unless an RX lcore running an application's task took them
+        // over, `lcore_task`.)
         let now = eal::rdtsc();
-        if crate::send::service(&shared, now) > 0 {
+        if main_sends(&shared) && crate::send::service(&shared, shared.main_tx_queue, now) > 0 {
             tx_busy_until = now + tx_window;
             tx_backoff.busy();
         }
@@ -313,8 +315,9 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
 fn nap_until_sent(shared: &Shared, nap: Duration) {
     let start = eal::rdtsc();
     match shared.send.as_ref() {
-        Some(tx) => tx.wake.sleep(nap, || tx.pending()),
-        None => std::thread::sleep(nap),
+        Some(tx) if main_sends(shared) => tx.wake.sleep(nap, || tx.pending()),
+        // Senders' frames are an RX lcore's now: a kick must not wake us.
+        _ => std::thread::sleep(nap),
     }
     let end = eal::rdtsc();
     // How long the thread waited for its CPU: after the kick that woke it,
@@ -332,6 +335,14 @@ fn nap_until_sent(shared: &Shared, nap: Duration) {
             shared.main_thread.contended.add(1);
         }
     });
+}
+
+/// Whether the main lcore services the send path (`send::TxPath::servicer`).
+fn main_sends(shared: &Shared) -> bool {
+    shared
+        .send
+        .as_ref()
+        .is_some_and(|tx| tx.servicer() == crate::send::MAIN_LCORE)
 }
 
 thread_local! {

@@ -15,6 +15,7 @@ pub mod error;
 /// Fragments on the RX lcore: the reassembly table and the chain it builds.
 pub mod frag;
 pub mod idle;
+pub mod lcore_task;
 pub mod main_loop;
 pub mod metrics;
 pub mod registry;

@@ -279,14 +279,17 @@ pub(crate) fn retire(shared: &Shared, entries: &[SocketEntry]) {
 }
 
 /// Wait until every RX lcore has passed a quiescent point (or stopped).
+/// Called from an RX lcore's task (`lcore_task`), that lcore is at one.
 fn wait_quiescent(shared: &Shared) {
     let marks: Vec<u64> = shared.rx.iter().map(|l| l.quiescent.get()).collect();
+    let me = super::lcore_task::on_rx_lcore();
     let deadline = Instant::now() + Duration::from_secs(5);
     while shared
         .rx
         .iter()
         .zip(&marks)
-        .any(|(l, &m)| l.quiescent.get() == m)
+        .enumerate()
+        .any(|(i, (l, &m))| Some(i) != me && l.quiescent.get() == m)
         && !shared.stop.load(Ordering::SeqCst)
         && Instant::now() < deadline
     {

@@ -6,11 +6,12 @@ use std::sync::atomic::Ordering;
 use dpdk_sys::mbuf::{MbufBurst, MbufRef, RawMbuf};
 use dpdk_sys::{eal, port, Mbuf};
 
-use super::alloc_guard::HotSection;
+use super::alloc_guard::{ColdSection, HotSection};
 use super::bench::alternate;
 use super::bench::floor::RxFloor;
 use super::burst::{offload_hints, FreeList, MAX_BURST};
 use super::idle::{IdleBackoff, Nap, SchedBatch};
+use super::lcore_task::{LcoreTask, Running};
 use super::shared::{Mode, RxLcore, Shared};
 use crate::counters::UdpMib;
 use crate::meta::MbufMeta;
@@ -110,6 +111,8 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     // A CPU hog beside the lcore: no yields, no `SCHED_BATCH` while it lasts.
     backoff = backoff.with_contention(shared.tsc_hz, batch.is_some());
     let _hot = HotSection::enter();
+    // Given by the application while the loop runs (`api::run_on_rx_lcore`).
+    let mut task: Option<LcoreTask> = None;
     // Busy time as DPDK's poll busyness counts it: from a poll that returned
     // packets to the return of the next poll, whatever that one brings. One
     // TSC read per burst, the stamp the burst needs anyway: a second read at
@@ -243,6 +246,13 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
         // no socket's enqueue. A remover waits for every lcore to pass one
         // (QSBR) before it drains a closed socket's stages.
         me.quiescent.add(1);
+        // An application's task (`lcore_task`), at this quiescent point.
+        if task.is_none() {
+            task = me.task.take();
+        }
+        if let Some(t) = task.as_mut() {
+            worked |= run_task(shared, me, t);
+        }
         if worked {
             backoff.busy();
         } else {
@@ -273,6 +283,11 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     crate::latency::burst_clock::set(0);
     me.quiescent.add(1);
     drop(_hot);
+    // The application's, so on its account; dropped here, where it ran.
+    if let Some(t) = task.take() {
+        let _running = Running::enter(me.index);
+        drop(t);
+    }
     for (c, n) in me.lstats.alternate.iter().zip(alternated) {
         c.add(n);
     }
@@ -287,6 +302,20 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     // Hand the cache back for teardown's check.
     *me.small.lock().unwrap_or_else(|p| p.into_inner()) = small;
     0
+}
+
+/// One call of the lcore's task, then, when the send path is this lcore's
+/// (`send::TxPath::servicer`), one pass of it on the lcore's TX queue: what
+/// the task sent leaves before the next poll. Whether either did work.
+#[inline(never)]
+fn run_task(shared: &Shared, me: &RxLcore, t: &mut LcoreTask) -> bool {
+    let _cold = ColdSection::enter();
+    let _running = Running::enter(me.index);
+    let mut worked = t();
+    if shared.send.as_ref().is_some_and(|tx| tx.servicer() == me.index) {
+        worked |= crate::send::service(shared, Some(me.control.tx_queue), eal::rdtsc()) > 0;
+    }
+    worked
 }
 
 /// [`process_burst`] with the lcore's small-buffer cache when it has one.

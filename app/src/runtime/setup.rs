@@ -495,6 +495,7 @@ fn plan_rx_lcores(cfg: &Config, port_ids: &[u16]) -> (Vec<u32>, Vec<RxLcore>) {
             reasm_deadline: Default::default(),
             steer: CachePadded::default(),
             thread: Default::default(),
+            task: Default::default(),
         });
     }
     (node_ids, rx_lcores)

@@ -197,6 +197,8 @@ pub struct RxLcore {
     /// setup's does, after the lcores have stopped), whose next mbufs the
     /// loop asks for ahead of the PMD (`rx`'s `ALLOC_AHEAD`).
     pub rx_pool: Option<dpdk_sys::Mempool>,
+    /// Application work the loop runs between bursts (`lcore_task`).
+    pub task: super::lcore_task::TaskSlot,
 }
 
 /// A consumer lcore and the sockets it was given by name (empty: any).

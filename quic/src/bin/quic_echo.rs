@@ -82,6 +82,21 @@ struct Args {
     /// spare CPUs ("0@2,1@3") where there are some.
     #[arg(long, default_value = "0,1", conflicts_with_all = ["attach", "kernel"])]
     lcores: String,
+    /// Where quinn runs with the engine in this process: `lcore` (a
+    /// current-thread tokio runtime driven by the engine's RX lcore between
+    /// its bursts, sends leaving from that lcore: no thread hand-off per
+    /// datagram), or `threads` (a tokio runtime of 2 worker threads, woken
+    /// by the RX lcore, sends drained by the main lcore). `--kernel` and
+    /// `--attach` always use `threads`.
+    #[arg(long, value_enum, default_value_t = Placement::Lcore)]
+    runtime: Placement,
+}
+
+/// `--runtime`.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Placement {
+    Lcore,
+    Threads,
 }
 
 /// The engine's config: one port, the main lcore (TX drain) and one RX
@@ -223,7 +238,22 @@ fn run(a: &Args) -> Result<(), String> {
     let mut engine = Engine::start(&cfg, &RunOptions::default()).map_err(|e| e.to_string())?;
     let t0 = Instant::now();
     let conns = Arc::new(ServeStats::default());
+    let on_lcore = a.runtime == Placement::Lcore;
+    let rt = if on_lcore {
+        drop(rt);
+        current_thread()?
+    } else {
+        rt
+    };
     let (endpoints, stats) = serve_on(a, &rt, &server, &conns, |o| UdxSocket::open(&engine, o))?;
+    // `--runtime lcore`: the runtime goes to the RX lcore (dropped there at
+    // the engine's stop).
+    let rt = if on_lcore {
+        udpdemux_quinn::run_on_rx_lcore(&engine, 0, rt).map_err(|e| e.to_string())?;
+        None
+    } else {
+        Some(rt)
+    };
     println!("ready");
     let stop = stdin_stopper();
     while !stop.load(Ordering::SeqCst) {
@@ -241,7 +271,9 @@ fn run(a: &Args) -> Result<(), String> {
         engine.main_loop(Some(t0.elapsed().as_secs_f64() + 0.05));
     }
     drop(endpoints);
-    rt.shutdown_timeout(Duration::from_secs(2));
+    if let Some(rt) = rt {
+        rt.shutdown_timeout(Duration::from_secs(2));
+    }
     let summary = engine.stop().map_err(|e| e.to_string())?;
     println!(
         r#"{{"connections":{},"sockets":[{}],"books_balanced":{},"problems":{:?}}}"#,
@@ -251,6 +283,15 @@ fn run(a: &Args) -> Result<(), String> {
         summary.problems
     );
     Ok(())
+}
+
+/// The runtime `--runtime lcore` gives the RX lcore: one thread's (the
+/// lcore's), timers only (the sockets are the engine's, no I/O driver).
+fn current_thread() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .map_err(|e| format!("cannot start the tokio runtime: {e}"))
 }
 
 /// Options of the engine socket for `l`, the `i`th listen address.
