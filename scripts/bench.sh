@@ -1137,7 +1137,8 @@ fi
 
 # 8. QUIC bulk transfer and handshakes (issue 20): the quic_echo server on udpdemux
 # (net_af_packet on the host end of a veth pair, RX lcore on CPU 1, main
-# lcore on CPU 0, quinn's tokio runtime unpinned) against the same server
+# lcore on CPU 0; quinn on the RX lcore, `--runtime lcore`, the example's
+# default) against the same server
 # with --kernel (quinn's own tokio UDP socket: the kernel's UDP with
 # GRO/GSO) on the same veth end, which then has 198.18.0.1 itself. The same
 # quic_client in the namespace: 100 streams at once, BENCH_QUIC_BYTES each,
@@ -1882,7 +1883,7 @@ echo
 if [ -n "$QUIC_NOTE" ]; then
   echo "$QUIC_NOTE"
 else
-  echo "The \`quic_echo\` example's server; the same \`quic_client\` (quinn on the kernel's UDP) in a network namespace on the other end of a veth pair opens 100 bidirectional streams at once and echoes $QBYTES bytes on each, checking every byte; bytes/s = bytes echoed back / the client's run time (one direction). *udpdemux*: the engine on \`net_af_packet\` on the host end (RX lcore on CPU 1, main lcore on CPU 0), quinn's tokio runtime (2 workers, unpinned) on \`udpdemux_quinn::UdxSocket\` (GRO-style receive, GSO-style send, ECN). *kernel*: the same server with \`--kernel\` (quinn's tokio UDP socket, GRO/GSO) on the same veth end holding 198.18.0.1. $QPAIRS alternating pairs."
+  echo "The \`quic_echo\` example's server; the same \`quic_client\` (quinn on the kernel's UDP) in a network namespace on the other end of a veth pair opens 100 bidirectional streams at once and echoes $QBYTES bytes on each, checking every byte; bytes/s = bytes echoed back / the client's run time (one direction). *udpdemux*: the engine on \`net_af_packet\` on the host end (RX lcore on CPU 1, main lcore on CPU 0), quinn on \`udpdemux_quinn::UdxSocket\` (GRO-style receive, GSO-style send, ECN) in a current-thread tokio runtime the RX lcore drives between its bursts, its sends leaving from that lcore (\`--runtime lcore\`, the default: \`udpdemux_quinn::run_on_rx_lcore\`). *kernel*: the same server with \`--kernel\` (quinn's tokio UDP socket, GRO/GSO; 2 tokio workers, unpinned) on the same veth end holding 198.18.0.1. $QPAIRS alternating pairs."
   echo
   quic_md QUIC_UD QUIC_KER MB/s 1e6 %.1f
   echo

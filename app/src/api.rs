@@ -138,7 +138,7 @@ pub fn run_on_rx_lcore(engine: &Engine, index: usize, task: LcoreTask) -> Result
     // main lcore (this thread, outside its loop now) no longer services
     // the path, so the two never do at once.
     if let Some(tx) = shared.send.as_ref() {
-        if tx.hand_to_rx_lcore(index) {
+        if tx.hand_to_rx_lcore(index, lcore.lcore) {
             log::info!("the send path is RX lcore {}'s now (its task's sends leave from it)", lcore.lcore);
         }
     }

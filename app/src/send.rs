@@ -151,6 +151,8 @@ pub struct TxPath {
     /// it is the main lcore's (outside `main_loop`), before the RX lcore
     /// can take the task: never two servicers at once.
     servicer: AtomicUsize,
+    /// That RX lcore's lcore id, for the books.
+    servicer_lcore: std::sync::atomic::AtomicU32,
 }
 
 /// [`TxPath`]'s servicer when no RX lcore took the path over.
@@ -222,6 +224,7 @@ impl TxPath {
             ms_ticks: (hz / 1000).max(1),
             wake: crate::wake::Wake::new(),
             servicer: AtomicUsize::new(MAIN_LCORE),
+            servicer_lcore: Default::default(),
         })
     }
 
@@ -231,10 +234,15 @@ impl TxPath {
         self.servicer.load(Ordering::Acquire)
     }
 
-    /// Hand the path to RX lcore `index` (its task's sends leave from it);
-    /// false when an RX lcore already has it. Called on the main lcore's
-    /// thread outside its loop, before the RX lcore is given the task.
-    pub(crate) fn hand_to_rx_lcore(&self, index: usize) -> bool {
+    /// Hand the path to RX lcore `index` (lcore id `lcore`; its task's
+    /// sends leave from it); false when an RX lcore already has it. Called
+    /// on the main lcore's thread outside its loop, before the RX lcore is
+    /// given the task.
+    pub(crate) fn hand_to_rx_lcore(&self, index: usize, lcore: u32) -> bool {
+        if self.servicer() != MAIN_LCORE {
+            return false;
+        }
+        self.servicer_lcore.store(lcore, Ordering::Relaxed);
         self.servicer
             .compare_exchange(MAIN_LCORE, index, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
@@ -1678,6 +1686,10 @@ pub struct SendSummary {
     /// an in-process sender's frames ended (`crate::wake`).
     pub main_naps: u64,
     pub main_naps_ended_by_send: u64,
+    /// The RX lcore (its lcore id) that serviced the path since an
+    /// application's task ran there (`runtime::lcore_task`); `None`: the
+    /// main lcore did.
+    pub serviced_by_lcore: Option<u32>,
 }
 
 impl SendSummary {
@@ -1712,6 +1724,8 @@ impl SendSummary {
             in_flight: t.held() as u64 + u64::from(tx.ring.count()),
             main_naps: tx.wake.parks(),
             main_naps_ended_by_send: tx.wake.unparks(),
+            serviced_by_lcore: (tx.servicer() != MAIN_LCORE)
+                .then(|| tx.servicer_lcore.load(Ordering::Relaxed)),
         }
     }
 

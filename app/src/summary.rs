@@ -548,10 +548,17 @@ pub(crate) fn print_summary(s: &Summary) {
     if let Some(t) = s.send.as_ref().filter(|t| t.accepted.iter().sum::<u64>() > 0) {
         let n = &t.neigh;
         println!(
-            "  send_burst: accepted {:?} sent {:?} nic refused {:?} no buffer {:?} too big {:?} no route {:?}; neighbours: {} resolved, {} queued, {} released, {} discarded, {} expired, {} table full, {} solicits, {} from traffic ({} reports, {} dropped); main lcore naps {} ({} ended by a send)",
+            "  send_burst: accepted {:?} sent {:?} nic refused {:?} no buffer {:?} too big {:?} no route {:?}; neighbours: {} resolved, {} queued, {} released, {} discarded, {} expired, {} table full, {} solicits, {} from traffic ({} reports, {} dropped); {}",
             t.accepted, t.out_datagrams, t.tx_errors, t.no_buffer, t.too_big, t.no_route,
             n.resolved, n.queued, n.released, n.unres_discards, n.expired, n.table_full, n.solicits,
-            n.from_traffic, t.heard_reported, t.heard_dropped, t.main_naps, t.main_naps_ended_by_send
+            n.from_traffic, t.heard_reported, t.heard_dropped,
+            match t.serviced_by_lcore {
+                Some(l) => format!("sent from RX lcore {l} (its task's)"),
+                None => format!(
+                    "main lcore naps {} ({} ended by a send)",
+                    t.main_naps, t.main_naps_ended_by_send
+                ),
+            }
         );
     }
     println!(

@@ -28,8 +28,9 @@ struct Rig {
     server: common::Server,
 }
 
-/// The rig, when the machine can run it (root, the tools).
-fn start(tag: &str) -> Option<Rig> {
+/// The rig, when the machine can run it (root, the tools); `extra`:
+/// more `quic_echo` arguments.
+fn start(tag: &str, extra: &[&str]) -> Option<Rig> {
     if !netns::can_run(&["ip", "ethtool", "sysctl"]) {
         return None;
     }
@@ -40,25 +41,24 @@ fn start(tag: &str) -> Option<Rig> {
     let cert = dir.join("cert.der");
     let cert_arg = cert.to_string_lossy().into_owned();
     let prefix = format!("t-{tag}-{pid}");
-    let server = common::Server::start(
-        &[
-            "--iface",
-            &net.host,
-            "--addr",
-            "198.18.0.1/24",
-            "--addr",
-            "fd00::1/64",
-            "--listen",
-            "198.18.0.1:4433",
-            "--listen",
-            "[fd00::1]:4433",
-            "--prefix",
-            &prefix,
-            "--cert-out",
-            &cert_arg,
-        ],
-        String::new,
-    );
+    let mut args = vec![
+        "--iface",
+        &net.host,
+        "--addr",
+        "198.18.0.1/24",
+        "--addr",
+        "fd00::1/64",
+        "--listen",
+        "198.18.0.1:4433",
+        "--listen",
+        "[fd00::1]:4433",
+        "--prefix",
+        &prefix,
+        "--cert-out",
+        &cert_arg,
+    ];
+    args.extend_from_slice(extra);
+    let server = common::Server::start(&args, String::new);
     Some(Rig {
         net,
         dir,
@@ -70,7 +70,7 @@ fn start(tag: &str) -> Option<Rig> {
 #[test]
 fn quic_echo_100_streams_byte_exact_over_ipv4_and_ipv6_with_ecn() {
     // Without root and the tools, nothing to run.
-    let Some(r) = start("qe") else { return };
+    let Some(r) = start("qe", &[]) else { return };
     common::echo_both(
         &r.net,
         &r.cert,
@@ -82,13 +82,43 @@ fn quic_echo_100_streams_byte_exact_over_ipv4_and_ipv6_with_ecn() {
     // One connection over IPv4, one over IPv6, both closed by the client.
     common::check_connections(&summary, &j, 2);
     common::check_sockets(&summary, &j);
-    // In process, the task waits until an RX lcore's delivery wakes it.
+    woken_by_the_rx_lcore(&summary, &j);
+    // `--runtime lcore` (the default): quinn ran on the RX lcore (lcore
+    // 1), which sent what it queued.
+    assert_eq!(j["sent_from_rx_lcore"], 1, "{summary}");
+    let _ = std::fs::remove_dir_all(&r.dir);
+    drop(r.net);
+}
+
+/// In process, the task waits until an RX lcore's delivery wakes it.
+fn woken_by_the_rx_lcore(summary: &str, j: &serde_json::Value) {
     for (i, s) in j["sockets"].as_array().unwrap().iter().enumerate() {
         assert!(
             n(&s["rx_wakes"]) > 0,
             "socket {i}: no RX lcore ever woke the waiting task: {summary}"
         );
     }
+}
+
+#[test]
+fn quic_echo_with_quinn_on_runtime_threads_is_byte_exact_too() {
+    // Without root and the tools, nothing to run.
+    let Some(r) = start("qt", &["--runtime", "threads"]) else {
+        return;
+    };
+    common::echo_both(
+        &r.net,
+        &r.cert,
+        100,
+        common::bytes_per_stream("QUIC_ECHO_BYTES", 10 << 20) / 4,
+    );
+    let (summary, j) = r.server.stop();
+    assert!(summary.contains(r#""books_balanced":true"#), "{summary}");
+    common::check_connections(&summary, &j, 2);
+    common::check_sockets(&summary, &j);
+    woken_by_the_rx_lcore(&summary, &j);
+    // quinn on the runtime's threads: the main lcore sent what it queued.
+    assert!(j["sent_from_rx_lcore"].is_null(), "{summary}");
     let _ = std::fs::remove_dir_all(&r.dir);
     drop(r.net);
 }
@@ -96,7 +126,7 @@ fn quic_echo_100_streams_byte_exact_over_ipv4_and_ipv6_with_ecn() {
 #[test]
 fn quic_handshakes_50_at_8_at_once_all_accepted_and_closed() {
     // Without root and the tools, nothing to run.
-    let Some(r) = start("qh") else { return };
+    let Some(r) = start("qh", &[]) else { return };
     common::handshakes(&r.net, &r.cert, "198.18.0.1:4433", 50, 8);
     let (summary, j) = r.server.stop();
     assert!(summary.contains(r#""books_balanced":true"#), "{summary}");

@@ -11,6 +11,12 @@
 //! `--kernel` serves the same on quinn's default tokio UDP socket (the
 //! kernel's UDP with GRO/GSO) instead: the benchmark's other side.
 //!
+//! With the engine in this process quinn runs on the engine's RX lcore by
+//! default (`--runtime lcore`: `udpdemux_quinn::run_on_rx_lcore`, a
+//! current-thread tokio runtime driven between the lcore's bursts, its
+//! sends leaving from that lcore), or on two tokio worker threads
+//! (`--runtime threads`). `--kernel` and `--attach` always use threads.
+//!
 //! Prints `ready` when it listens; stops when its standard input ends (or
 //! a `stop` line), then prints one JSON line: the connections (accepted,
 //! failed, how they ended, still open at the stop), the adapter's counters
@@ -214,16 +220,11 @@ fn run(a: &Args) -> Result<(), String> {
     let (server, cert) = echo::server_config(a.streams)?;
     std::fs::write(&a.cert_out, &cert)
         .map_err(|e| format!("cannot write {}: {e}", a.cert_out.display()))?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the tokio runtime: {e}"))?;
     if a.kernel {
-        return run_kernel(a, rt, server);
+        return run_kernel(a, worker_threads()?, server);
     }
     if let Some(prefix) = &a.attach {
-        return run_attached(a, prefix, rt, server);
+        return run_attached(a, prefix, worker_threads()?, server);
     }
     let iface = a.iface.as_deref().ok_or(
         "--iface names the interface the engine drives (or give --attach PREFIX, or --kernel)",
@@ -240,10 +241,9 @@ fn run(a: &Args) -> Result<(), String> {
     let conns = Arc::new(ServeStats::default());
     let on_lcore = a.runtime == Placement::Lcore;
     let rt = if on_lcore {
-        drop(rt);
         current_thread()?
     } else {
-        rt
+        worker_threads()?
     };
     let (endpoints, stats) = serve_on(a, &rt, &server, &conns, |o| UdxSocket::open(&engine, o))?;
     // `--runtime lcore`: the runtime goes to the RX lcore (dropped there at
@@ -257,7 +257,9 @@ fn run(a: &Args) -> Result<(), String> {
     println!("ready");
     let stop = stdin_stopper();
     while !stop.load(Ordering::SeqCst) {
-        // The main lcore drains the TX ring and runs the neighbour timers.
+        // The main lcore drains the TX ring and runs the neighbour timers
+        // (with `--runtime lcore` the RX lcore does both; this loop keeps
+        // the stats and signals).
         engine.main_loop(Some(t0.elapsed().as_secs_f64() + 0.05));
     }
     let (open, settle_ms) = settle(&endpoints, &conns, || {
@@ -275,14 +277,31 @@ fn run(a: &Args) -> Result<(), String> {
         rt.shutdown_timeout(Duration::from_secs(2));
     }
     let summary = engine.stop().map_err(|e| e.to_string())?;
+    // Which lcore sent quinn's datagrams: the RX lcore (`--runtime lcore`)
+    // or the main lcore (null).
+    let sent_from = summary
+        .send
+        .as_ref()
+        .and_then(|s| s.serviced_by_lcore)
+        .map_or("null".to_string(), |l| l.to_string());
     println!(
-        r#"{{"connections":{},"sockets":[{}],"books_balanced":{},"problems":{:?}}}"#,
+        r#"{{"connections":{},"sockets":[{}],"books_balanced":{},"problems":{:?},"sent_from_rx_lcore":{sent_from}}}"#,
         conns.json(open, settle_ms),
         socket_stats(&stats),
         summary.books_balanced,
         summary.problems
     );
     Ok(())
+}
+
+/// quinn's runtime on threads of its own (`--runtime threads`, `--kernel`,
+/// `--attach`): two workers.
+fn worker_threads() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the tokio runtime: {e}"))
 }
 
 /// The runtime `--runtime lcore` gives the RX lcore: one thread's (the
