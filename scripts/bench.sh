@@ -1125,7 +1125,8 @@ EOF
   taskset -c 1 "$DNS_BIN" --zone conf/dns-zone.toml --kernel 127.0.0.1:5353 >"$W/dns-kernel-srv.log" 2>&1 &
   spid=$!
   if wait_line "$W/dns-kernel-srv.log" '^ready' 100; then
-    taskset -c 0 "$DNS_LOAD" kernel --dst 127.0.0.1:5353 --count 4096 --secs "$SECS" >"$W/dns-kernel.json" 2>"$W/dns-kernel.log" || FAIL=1
+    taskset -c 0 "$DNS_LOAD" kernel --dst 127.0.0.1:5353 --count 4096 --secs "$SECS" >"$W/dns-kernel.json" 2>"$W/dns-kernel.log" ||
+      { log "dns-kernel: dns_load exited $?: $(tail -1 "$W/dns-kernel.log")"; FAIL=1; }
   else
     log "dns-kernel: the responder did not start: $(tail -1 "$W/dns-kernel-srv.log")"; FAIL=1
   fi

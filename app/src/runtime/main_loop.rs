@@ -156,9 +156,8 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
         }
         clients::serve(&shared);
         // send_burst's and the clients' TX rings into the main lcore's TX
-        // queue, and the neighbour table's timers.
-        // (Unless an RX lcore running an application's task took them
-        // over, `lcore_task`.)
+        // queue, and the neighbour table's timers, unless an RX lcore that
+        // runs an application's task took them over (`lcore_task`).
         let now = eal::rdtsc();
         if main_sends(&shared) && crate::send::service(&shared, shared.main_tx_queue, now) > 0 {
             tx_busy_until = now + tx_window;
