@@ -14,8 +14,9 @@
 //!
 //! Protocol: the application hands a task to an RX lcore's [`TaskSlot`]
 //! ([`crate::api::run_on_rx_lcore`]); the lcore takes it at its next
-//! quiescent point (one relaxed load per loop while the slot is empty) and
-//! from then on calls it once per loop, at that point: it holds no
+//! quiescent point (a look at two flags per loop while the slot is empty,
+//! the rest out of line) and from then on calls it once per loop, at that
+//! point: it holds no
 //! flow-table snapshot and is inside no socket's enqueue while the task
 //! runs. The task is dropped on the lcore when its loop ends (the engine's
 //! stop). The task's allocations are the application's: the loop's
@@ -67,23 +68,27 @@ impl TaskSlot {
         Ok(())
     }
 
-    /// The lcore's side, once per loop while it has no task: one load when
-    /// none was offered.
-    #[inline]
-    pub fn take(&self) -> Option<LcoreTask> {
-        if !self.ready.load(Ordering::Relaxed) {
-            return None;
-        }
-        self.take_offered()
+    /// Whether a task was offered or taken: the loop's one look per pass
+    /// (a relaxed load of each flag; `take` clears `ready` as it sets
+    /// `taken`, which stays set).
+    #[inline(always)]
+    pub fn active(&self) -> bool {
+        self.ready.load(Ordering::Relaxed) || self.taken.load(Ordering::Relaxed)
     }
 
-    #[cold]
-    fn take_offered(&self) -> Option<LcoreTask> {
-        let t = self.task.lock().unwrap_or_else(|p| p.into_inner()).take();
-        self.ready.store(false, Ordering::Relaxed);
+    /// The lcore's side: the task offered, if one was (once).
+    pub fn take(&self) -> Option<LcoreTask> {
+        if !self.ready.load(Ordering::Acquire) {
+            return None;
+        }
+        // Both flags change under the lock `offer` takes: a second offer
+        // sees `taken` and is refused, never left in the slot unrun.
+        let mut slot = self.task.lock().unwrap_or_else(|p| p.into_inner());
+        let t = slot.take();
         if t.is_some() {
             self.taken.store(true, Ordering::Release);
         }
+        self.ready.store(false, Ordering::Relaxed);
         t
     }
 
