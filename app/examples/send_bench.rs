@@ -113,7 +113,7 @@ fn main() {
         })
     };
     let path = Arc::clone(engine.shared());
-    let of = || SendSummary::of(path.send.as_ref().expect("the send path"));
+    let of = || SendSummary::of(path.send.as_ref().expect("the send path"), &path.rx);
     // Warm up half a second, then measure.
     engine.main_loop(Some(0.5));
     let (a, ta, ra) = (of(), Instant::now(), refused.load(Ordering::Relaxed));

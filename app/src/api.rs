@@ -128,24 +128,19 @@ pub fn run_on_rx_lcore(engine: &Engine, index: usize, task: LcoreTask) -> Result
             shared.rx.len()
         )));
     };
-    if lcore.task.occupied() {
-        return Err(EngineError::Setup(format!(
-            "RX lcore {index} (lcore {}) runs a task already",
-            lcore.lcore
-        )));
+    let busy = || EngineError::Setup(format!("RX lcore {index} (lcore {}) runs a task already", lcore.lcore));
+    if lcore.task.active() {
+        return Err(busy());
     }
     // Before the lcore can take the task: from its first call on, the
     // main lcore (this thread, outside its loop now) no longer services
     // the path, so the two never do at once.
     if let Some(tx) = shared.send.as_ref() {
-        if tx.hand_to_rx_lcore(index, lcore.lcore) {
+        if tx.hand_to_rx_lcore(index) {
             log::info!("the send path is RX lcore {}'s now (its task's sends leave from it)", lcore.lcore);
         }
     }
-    lcore
-        .task
-        .offer(task)
-        .map_err(|_| EngineError::Setup(format!("RX lcore {index} (lcore {}) runs a task already", lcore.lcore)))
+    lcore.task.offer(task).map_err(|_| busy())
 }
 
 /// Who frees a batch's datagrams and releases their memory: the socket

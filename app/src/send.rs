@@ -151,8 +151,6 @@ pub struct TxPath {
     /// it is the main lcore's (outside `main_loop`), before the RX lcore
     /// can take the task: never two servicers at once.
     servicer: AtomicUsize,
-    /// That RX lcore's lcore id, for the books.
-    servicer_lcore: std::sync::atomic::AtomicU32,
 }
 
 /// [`TxPath`]'s servicer when no RX lcore took the path over.
@@ -224,7 +222,6 @@ impl TxPath {
             ms_ticks: (hz / 1000).max(1),
             wake: crate::wake::Wake::new(),
             servicer: AtomicUsize::new(MAIN_LCORE),
-            servicer_lcore: Default::default(),
         })
     }
 
@@ -234,15 +231,10 @@ impl TxPath {
         self.servicer.load(Ordering::Acquire)
     }
 
-    /// Hand the path to RX lcore `index` (lcore id `lcore`; its task's
-    /// sends leave from it); false when an RX lcore already has it. Called
-    /// on the main lcore's thread outside its loop, before the RX lcore is
-    /// given the task.
-    pub(crate) fn hand_to_rx_lcore(&self, index: usize, lcore: u32) -> bool {
-        if self.servicer() != MAIN_LCORE {
-            return false;
-        }
-        self.servicer_lcore.store(lcore, Ordering::Relaxed);
+    /// Hand the path to RX lcore `index` (its task's sends leave from it);
+    /// false when an RX lcore already has it. Called on the main lcore's
+    /// thread outside its loop, before the RX lcore is given the task.
+    pub(crate) fn hand_to_rx_lcore(&self, index: usize) -> bool {
         self.servicer
             .compare_exchange(MAIN_LCORE, index, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
@@ -1693,7 +1685,8 @@ pub struct SendSummary {
 }
 
 impl SendSummary {
-    pub fn of(tx: &TxPath) -> SendSummary {
+    /// `rx`: the RX lcores (one may service the path).
+    pub fn of(tx: &TxPath, rx: &[crate::runtime::shared::RxLcore]) -> SendSummary {
         let r = |c: &[AtomicU64; 2]| [0, 1].map(|i| c[i].load(Ordering::Relaxed));
         let g = |c: &[Counter; 2]| [0, 1].map(|i| c[i].get());
         let t = tx.table();
@@ -1724,8 +1717,7 @@ impl SendSummary {
             in_flight: t.held() as u64 + u64::from(tx.ring.count()),
             main_naps: tx.wake.parks(),
             main_naps_ended_by_send: tx.wake.unparks(),
-            serviced_by_lcore: (tx.servicer() != MAIN_LCORE)
-                .then(|| tx.servicer_lcore.load(Ordering::Relaxed)),
+            serviced_by_lcore: rx.get(tx.servicer()).map(|l| l.lcore),
         }
     }
 

@@ -68,9 +68,10 @@ impl TaskSlot {
         Ok(())
     }
 
-    /// Whether a task was offered or taken: the loop's one look per pass
-    /// (a relaxed load of each flag; `take` clears `ready` as it sets
-    /// `taken`, which stays set).
+    /// Whether the lcore runs a task or has one waiting for it: the loop's
+    /// one look per pass (a relaxed load of each flag; `take` clears
+    /// `ready` as it sets `taken`, which stays set), and `api`'s check
+    /// before it hands the send path over.
     #[inline(always)]
     pub fn active(&self) -> bool {
         self.ready.load(Ordering::Relaxed) || self.taken.load(Ordering::Relaxed)
@@ -90,11 +91,6 @@ impl TaskSlot {
         }
         self.ready.store(false, Ordering::Relaxed);
         t
-    }
-
-    /// Whether the lcore runs a task (or has one waiting for it).
-    pub fn occupied(&self) -> bool {
-        self.taken.load(Ordering::Acquire) || self.ready.load(Ordering::Acquire)
     }
 }
 
@@ -136,14 +132,14 @@ mod tests {
     fn one_task_per_lcore_taken_once() {
         let slot = TaskSlot::default();
         assert!(slot.take().is_none());
-        assert!(!slot.occupied());
+        assert!(!slot.active());
         assert!(slot.offer(Box::new(|| true)).is_ok());
-        assert!(slot.occupied());
+        assert!(slot.active());
         assert!(slot.offer(Box::new(|| false)).is_err(), "a second task waits for none");
         let mut t = slot.take().expect("the offered task");
         assert!(t());
         assert!(slot.take().is_none());
-        assert!(slot.occupied(), "taken, so still the lcore's");
+        assert!(slot.active(), "taken, so still the lcore's");
         assert!(slot.offer(Box::new(|| false)).is_err());
     }
 

@@ -235,7 +235,7 @@ fn summarize_inner(
         udp.insert(format!("{pre}RcvbufErrors"), rcvbuf);
         udp.insert(format!("{pre}MemErrors"), mem);
     }
-    let send = shared.send.as_ref().map(crate::send::SendSummary::of);
+    let send = shared.send.as_ref().map(|tx| crate::send::SendSummary::of(tx, &shared.rx));
     // UdpOutDatagrams / UdpSndbufErrors: what send_burst handed to the NIC
     // or lost for want of a buffer, plus the echo handlers' replies (sent
     // from consumer lcores or the main lcore), by the socket's family.
