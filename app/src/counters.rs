@@ -120,6 +120,10 @@ pub struct ThreadStats {
     /// Spells in which another task held the loop's CPU for whole time
     /// slices (`runtime::idle::Contention`): no yields, no `SCHED_BATCH`.
     pub contended: Counter,
+    /// The longest time between two consecutive polls of the loop's
+    /// sockets, in ns (`runtime::thread_time::GapMeter`); 0 where not
+    /// measured (RX lcores).
+    pub longest_gap_ns: Counter,
 }
 
 /// A consumer lcore's loop counters.

@@ -246,6 +246,11 @@ pub struct ThreadSummary {
     /// slices, so that it neither yielded nor stayed under `SCHED_BATCH`
     /// (`runtime::idle::Contention`).
     pub contended_spells: u64,
+    /// The longest time between two consecutive polls of the sockets the
+    /// loop consumes, in µs: a preemption, or a pass that took that long.
+    /// A socket's rcvbuf must hold what arrives meanwhile. None where not
+    /// measured (RX lcores, whose loop a TSC read per poll would slow).
+    pub longest_gap_us: Option<f64>,
 }
 
 impl ThreadSummary {
@@ -261,6 +266,10 @@ impl ThreadSummary {
             involuntary_switches: t.involuntary.get(),
             sched_batch: t.sched_batch.get() != 0,
             contended_spells: t.contended.get(),
+            longest_gap_us: match t.longest_gap_ns.get() {
+                0 => None,
+                ns => Some(ns as f64 / 1e3),
+            },
         }
     }
 
@@ -277,12 +286,16 @@ impl ThreadSummary {
     /// One line for the exit summary.
     pub fn line(&self) -> String {
         format!(
-            "on CPU {:.1} of {:.1} ms (off {:.1} ms), switched out {} times by the scheduler, {} voluntarily{}{}",
+            "on CPU {:.1} of {:.1} ms (off {:.1} ms), switched out {} times by the scheduler, {} voluntarily{}{}{}",
             self.cpu_ms,
             self.wall_ms,
             self.off_cpu_ms,
             self.involuntary_switches,
             self.voluntary_switches,
+            match self.longest_gap_us {
+                Some(g) => format!(", longest gap between polls {g:.1} µs"),
+                None => String::new(),
+            },
             if self.sched_batch { ", under SCHED_BATCH" } else { "" },
             match self.contended_spells {
                 0 => String::new(),
@@ -760,5 +773,20 @@ mod tests {
         }
         assert_eq!(rows.len(), REMOVED_ROWS);
         assert!(rows.iter().all(|r| r.name != FOLDED_NAME));
+    }
+
+    /// The longest gap is in the JSON in µs and in the thread's line; a loop
+    /// that did not measure it (0 ns) has none.
+    #[test]
+    fn thread_line_names_the_longest_gap_when_measured() {
+        let t = counters::ThreadStats::default();
+        t.wall_us.set(3_000_000);
+        t.cpu_us.set(2_990_000);
+        assert_eq!(ThreadSummary::of(&t).longest_gap_us, None);
+        assert!(!ThreadSummary::of(&t).line().contains("gap"));
+        t.longest_gap_ns.set(412_500);
+        let s = ThreadSummary::of(&t);
+        assert_eq!(s.longest_gap_us, Some(412.5));
+        assert!(s.line().contains("longest gap between polls 412.5 µs"), "{}", s.line());
     }
 }

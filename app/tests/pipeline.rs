@@ -799,3 +799,37 @@ fn default_replay_through_a_consumer_lcore() {
     );
     assert_eq!(j["hot_path_allocations"], 0);
 }
+
+/// The consumers' longest gap between polls (`longest_gap_us`): the engine
+/// stopped whole for 200 ms (SIGSTOP, SIGCONT) while the main lcore consumes
+/// a looped replay shows as a gap of at least that; RX lcores do not
+/// measure it.
+#[test]
+fn a_stopped_consumer_shows_as_its_longest_gap() {
+    let cfg = default_cfg("gap", "numa-queues");
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("default.pcap\"]", "default.pcap,infinite_rx=1\"]");
+    assert!(text.contains("infinite_rx=1"), "{text}");
+    std::fs::write(&cfg, text).unwrap();
+    let json = cfg.with_extension("json");
+    let mut engine = EngineProc::start(&cfg, &json);
+    engine.wait_ready();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    engine.signal(libc::SIGSTOP);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    engine.signal(libc::SIGCONT);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (st, log) = engine.stop();
+    assert!(st.success(), "{st}: {log}");
+    let j = stats_json(&json);
+    assert_eq!(j["books_balanced"], true, "{}", j["problems"]);
+    let gap = j["main_lcore"]["longest_gap_us"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("main lcore's gap: {}", j["main_lcore"]));
+    assert!(gap >= 190_000.0, "longest gap {gap} µs after a 200 ms stop");
+    assert!(gap < 10_000_000.0, "longest gap {gap} µs");
+    for l in j["lcores"].as_array().unwrap() {
+        assert!(l["thread"]["longest_gap_us"].is_null(), "{l}");
+    }
+}

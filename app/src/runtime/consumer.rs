@@ -39,6 +39,7 @@ pub fn consumer_loop(shared: &Shared, idx: Option<usize>) -> i32 {
     let clock = super::thread_time::LoopClock::start();
     let _hot = HotSection::enter();
     let (mut polls, mut idle, mut dgrams) = (0u64, 0u64, 0u64);
+    let mut gap = super::thread_time::GapMeter::default();
     let flush = |polls: &mut u64, idle: &mut u64, dgrams: &mut u64| {
         if let Some(st) = st {
             st.polls.add(*polls);
@@ -52,6 +53,7 @@ pub fn consumer_loop(shared: &Shared, idx: Option<usize>) -> i32 {
         // stopped, so an empty pass afterwards really is the end.
         let stopping = shared.consumers_stop.load(Ordering::SeqCst);
         let n = d.poll(shared);
+        gap.mark(eal::rdtsc());
         polls += 1;
         idle += u64::from(n == 0);
         dgrams += n as u64;
@@ -62,6 +64,7 @@ pub fn consumer_loop(shared: &Shared, idx: Option<usize>) -> i32 {
             flush(&mut polls, &mut idle, &mut dgrams);
             if let Some(i) = idx {
                 clock.stop(&shared.consumers[i].thread);
+                gap.store(&shared.consumers[i].thread, shared.tsc_hz);
             }
             return 0;
         }

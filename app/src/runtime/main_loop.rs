@@ -11,6 +11,7 @@ use super::consumer::Consumer;
 use super::idle::{Contention, IdleBackoff, SchedBatch};
 use super::report::snapshot;
 use super::shared::Shared;
+use super::thread_time::GapMeter;
 use super::{clients, reload, signals};
 use crate::config::Config;
 use crate::counters;
@@ -120,11 +121,20 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
     let tx_window = if shared.idle_sleep_us > 0 { 10 * ms_ticks } else { ms_ticks };
     // IGMP / MLD: joins and leaves announced, queries answered.
     let mut reporter = crate::mcast::membership::Reporter::new(eal::rdtsc());
+    // The longest time between two polls of the sockets consumed here.
+    let mut gap = GapMeter::default();
     loop {
         // The poll re-reads the registry when it changed: sockets added
         // on SIGHUP are consumed too.
         consumer.poll(&shared);
-        if consumer.sockets() > 0 {
+        let consuming = consumer.sockets() > 0;
+        if consuming {
+            gap.mark(eal::rdtsc());
+        } else {
+            // The branches below nap: no gap.
+            gap.restart();
+        }
+        if consuming {
             polls += 1;
             if polls < MAIN_CHECK_POLLS {
                 continue;
@@ -305,6 +315,7 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
     // The engine leaves its groups as the kernel does when its sockets close.
     reporter.leave_all(&shared, eal::rdtsc());
     clock.stop(&shared.main_thread);
+    gap.store(&shared.main_thread, shared.tsc_hz);
     drop(batch);
 }
 
