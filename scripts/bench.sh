@@ -408,10 +408,14 @@ pcapdev() { echo "net_pcap0,rx_pcap=$W/$1.pcap,infinite_rx=1"; }
 pcap2dev() { echo "net_pcap0,rx_pcap=$W/$1.pcap,rx_pcap=$W/$2.pcap,infinite_rx=1"; }
 
 # engine NAME CFG SECS [--bare]: run, keep the JSON, note unbalanced books.
+# SHIELD_CPU=N engine ...: the run with CPU N kept for it (scripts/shield.sh:
+# every other movable thread, IRQ and unbound workqueue on the other CPUs).
 engine() {
   local name=$1 cfg=$2 secs=$3; shift 3
-  log "run $name (${secs}s)"
-  if ! "$BIN" run --config "$cfg" --duration "$secs" --stats-json "$W/$name.json" --histograms "$@" >"$W/$name.log" 2>&1; then
+  local pre=()
+  [ -n "${SHIELD_CPU:-}" ] && pre=(bash "$REPO/scripts/shield.sh" "$SHIELD_CPU")
+  log "run $name (${secs}s)${SHIELD_CPU:+, CPU $SHIELD_CPU shielded}"
+  if ! "${pre[@]}" "$BIN" run --config "$cfg" --duration "$secs" --stats-json "$W/$name.json" --histograms "$@" >"$W/$name.log" 2>&1; then
     log "run $name FAILED (exit non-zero): $(grep 'udpdemux: error' "$W/$name.log" | tail -1)"
     FAIL=1
   fi
@@ -436,6 +440,8 @@ drops() { # every non-zero drop, by reason: socket drops summed over sockets, pa
 }
 # offcpu NAME JQPATH: "ms, switches" off the CPU for one loop of a run (its thread summary).
 offcpu() { jq -r "($2) as \$t | if \$t.wall_ms then \"\\(\$t.off_cpu_ms * 10 | round / 10), \\(\$t.involuntary_switches)\" else \"-\" end" "$(jf "$1")"; }
+# gap NAME JQPATH: a loop's longest gap between polls, µs ("-" where not measured).
+gap() { jq -r "($2) as \$t | if \$t.longest_gap_us then (\$t.longest_gap_us | round | tostring) else \"-\" end" "$(jf "$1")"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 fmt() { awk -v a="$1" 'BEGIN { printf "%.2f", a }'; }
 sfmt() { awk -v a="$1" 'BEGIN { printf "%+.2f", a }'; }
@@ -571,6 +577,11 @@ if on pipeline; then
     fi
     engine "pair-pipe-$k" "$(mkcfg "pair-pipe-$k" "$(pcapdev plain64)" numa-queues true 0 "" "$RCVBUF_BIG")" "$SECS"
     engine "pair-pipedef-$k" "$(mkcfg "pair-pipedef-$k" "$(pcapdev plain64)" numa-queues true 0)" "$SECS"
+    # The same with the consumers' CPU (the main lcore's, CPU 0) shielded:
+    # what the engine does when nothing else may take that CPU (as
+    # isolcpus= would keep it), where the run above shares it with this
+    # host's other tasks.
+    SHIELD_CPU=0 engine "pair-pipedsh-$k" "$(mkcfg "pair-pipedsh-$k" "$(pcapdev plain64)" numa-queues true 0)" "$SECS"
   done
   # What `check` says about the default rcvbuf with this config (one line).
   CHECK_OUT=$("$BIN" check --config "$W/pair-pipedef-1.toml" 2>/dev/null || true)
@@ -1513,22 +1524,34 @@ if [ -n "$ALT_FLOORS" ]; then
     echo
   fi
 fi
-echo "**The default rcvbuf** (212 992 B on every socket) with the same unlimited consumers, one run in each round, right after the round's 4 MiB pipeline run: goal, no \`rcvbuf_full\` drops at the pipeline's own delivered rate. \`udpdemux check\` on this config: \`$PIPEDEF_CHECK\` (one line per socket)."
+echo "**The default rcvbuf** (212 992 B on every socket) with the same unlimited consumers, two runs in each round, right after the round's 4 MiB pipeline run: one as the others run (CPU 0, the consumers' main lcore's, shared with this host's other tasks), one with CPU 0 shielded (\`scripts/shield.sh 0\`: every other thread, IRQ and unbound workqueue that may move is on CPU 1 for the run, as \`isolcpus=\` would keep it; per-CPU kernel threads stay). Goal: no \`rcvbuf_full\` drops at the pipeline's own delivered rate. \`udpdemux check\` on this config: \`$PIPEDEF_CHECK\` (one line per socket)."
 echo
-echo "| run | Mpps received | Mpps delivered | rcvbuf_full | rcvbuf_full_at_drain | all drops by reason | main lcore (the consumers) off its CPU: ms, times switched out | RX lcore off its CPU: ms, times |"
-echo "|---:|---:|---:|---:|---:|---|---:|---:|"
-RF=0 RFRUNS=0
+echo "| run | CPU 0 | Mpps received | Mpps delivered | rcvbuf_full | rcvbuf_full_at_drain | all drops by reason | main lcore (the consumers) off its CPU: ms, times switched out | main lcore's longest gap between polls, µs | RX lcore off its CPU: ms, times |"
+echo "|---:|---|---:|---:|---:|---:|---|---:|---:|---:|"
+RF=0 RFRUNS=0 RFS=0 RFSRUNS=0 PDS=() GAPS=() GAPSS=()
 for k in $(seq "$PAIRS"); do
-  D=$(delivered_mpps "pair-pipedef-$k"); PDD+=("$(fmt "$D")")
-  F1=$(socks_drop "pair-pipedef-$k" rcvbuf_full); F2=$(socks_drop "pair-pipedef-$k" rcvbuf_full_at_drain)
-  RF=$((RF + F1 + F2))
-  [ $((F1 + F2)) -eq 0 ] || RFRUNS=$((RFRUNS + 1))
-  echo "| $k | $(fmt "$(mpps "pair-pipedef-$k")") | $(fmt "$D") | $F1 | $F2 | $(drops "pair-pipedef-$k") | $(offcpu "pair-pipedef-$k" .main_lcore) | $(offcpu "pair-pipedef-$k" '.lcores[0].thread') |"
+  for v in pipedef pipedsh; do
+    n="pair-$v-$k"
+    D=$(delivered_mpps "$n")
+    F1=$(socks_drop "$n" rcvbuf_full); F2=$(socks_drop "$n" rcvbuf_full_at_drain)
+    G=$(gap "$n" .main_lcore)
+    if [ "$v" = pipedef ]; then
+      PDD+=("$(fmt "$D")"); GAPS+=("$G"); where=shared
+      RF=$((RF + F1 + F2)); [ $((F1 + F2)) -eq 0 ] || RFRUNS=$((RFRUNS + 1))
+    else
+      PDS+=("$(fmt "$D")"); GAPSS+=("$G"); where=shielded
+      RFS=$((RFS + F1 + F2)); [ $((F1 + F2)) -eq 0 ] || RFSRUNS=$((RFSRUNS + 1))
+    fi
+    echo "| $k | $where | $(fmt "$(mpps "$n")") | $(fmt "$D") | $F1 | $F2 | $(drops "$n") | $(offcpu "$n" .main_lcore) | $G | $(offcpu "$n" '.lcores[0].thread') |"
+  done
 done
 echo
-echo "Off its CPU: the loop's wall time less the CPU time its thread got (\`getrusage(RUSAGE_THREAD)\`), and the scheduler's switches: neither loop sleeps here, so it is the time other tasks took from it. The default budget holds 89 datagrams, about 33 µs at these rates: a consumer switched out for longer drops whatever the engine does (the exit warns of it)."
+# How long the default budget lasts at the fastest socket's delivered rate.
+BUDGET_US=$(jq -r 'if .sockets then ((.sockets | map(.delivered) | max) / .seconds) as $r | if $r > 0 then (89 / $r * 1e6 | round) else "-" end else "-" end' "$(jf pair-pipedsh-1)")
+echo "Off its CPU: the loop's wall time less the CPU time its thread got (\`getrusage(RUSAGE_THREAD)\`), and the scheduler's switches: neither loop sleeps here, so it is the time other tasks took from it. The longest gap: the longest time between two polls of the sockets (\`main_lcore.longest_gap_us\`, one TSC read a poll), whoever took it. The default budget holds 89 datagrams, ${BUDGET_US} µs of the fastest socket's traffic in the first shielded run: a consumer away for longer drops whatever the engine does (the exit warns of it)."
 echo
-echo "Default rcvbuf: delivered median $(fmt "$(median "${PDD[@]}")") Mpps (spread $(spread "${PDD[@]}")), rcvbuf drops in $RFRUNS of $PAIRS runs, $RF in all (goal: none: $( [ "$RF" -eq 0 ] && echo met || echo '**not met**'))."
+echo "Default rcvbuf: delivered median $(fmt "$(median "${PDD[@]}")") Mpps (spread $(spread "${PDD[@]}")), rcvbuf drops in $RFRUNS of $PAIRS runs, $RF in all, longest gaps ${GAPS[*]} µs; CPU 0 shielded: delivered median $(fmt "$(median "${PDS[@]}")") Mpps, rcvbuf drops in $RFSRUNS of $PAIRS runs, $RFS in all, longest gaps ${GAPSS[*]} µs (goal: none: $( [ "$RF" -eq 0 ] && echo met || { [ "$RFS" -eq 0 ] && echo 'met with CPU 0 shielded only' || echo '**not met**'; })).
+"
 echo
 K64=$(kernel_mpps 64)
 if awk -v k="$K64" 'BEGIN { exit !(k > 0) }'; then
