@@ -129,6 +129,7 @@ W=${BENCH_DIR:-$REPO/target/bench}
 TARGET=${CARGO_TARGET_DIR:-$REPO/target}
 BIN=$TARGET/release/udpdemux
 BASELINE=$TARGET/release/examples/recvmmsg_baseline
+GAPS=$TARGET/release/examples/cpu_gaps
 START=$(date +%s)
 FAIL=0
 mkdir -p "$W"
@@ -174,7 +175,7 @@ done
 
 if [ -z "${BENCH_NO_BUILD:-}" ]; then
   log "building (release, fat LTO: about 2 minutes on a fresh machine)"
-  cargo build --release -j2 -p udpdemux --bin udpdemux --example recvmmsg_baseline >&2
+  cargo build --release -j2 -p udpdemux --bin udpdemux --example recvmmsg_baseline --example cpu_gaps >&2
   if on client; then cargo build --release -j2 -p udpdemux-client --example bench >&2; fi
   if on send; then cargo build --release -j2 -p udpdemux --example send_bench >&2; fi
   if on dns; then cargo build --release -j2 -p udpdemux-dns --bin udpdemux-dns --example dns_load >&2; fi
@@ -583,6 +584,17 @@ if on pipeline; then
     # host's other tasks.
     SHIELD_CPU=0 engine "pair-pipedsh-$k" "$(mkcfg "pair-pipedsh-$k" "$(pcapdev plain64)" numa-queues true 0)" "$SECS"
   done
+  # The reference for the default-rcvbuf runs: a thread with nothing of the
+  # engine in it, spinning on the TSC on the consumers' CPU, shared and
+  # shielded; its gaps are what any consumer there loses at once.
+  if [ -x "$GAPS" ]; then
+    log "run cpu_gaps on CPU 0 (${SECS}s, shared, then shielded)"
+    # CPU 0's local timer interrupts (the tick) during the first run.
+    LOC0=$(awk '/^ *LOC:/ { print $2 }' /proc/interrupts)
+    taskset -c 0 "$GAPS" --secs "$SECS" --json >"$W/gaps-shared.json" 2>>"$W/gaps.log" || { log "cpu_gaps failed"; echo '{}' >"$W/gaps-shared.json"; }
+    GAPS_TICKS=$(( $(awk '/^ *LOC:/ { print $2 }' /proc/interrupts) - LOC0 ))
+    bash "$REPO/scripts/shield.sh" 0 taskset -c 0 "$GAPS" --secs "$SECS" --json >"$W/gaps-shielded.json" 2>>"$W/gaps.log" || { log "cpu_gaps (shielded) failed"; echo '{}' >"$W/gaps-shielded.json"; }
+  fi
   # What `check` says about the default rcvbuf with this config (one line).
   CHECK_OUT=$("$BIN" check --config "$W/pair-pipedef-1.toml" 2>/dev/null || true)
   PIPEDEF_CHECK=$(grep -m1 -- 'rcvbuf >=' <<<"$CHECK_OUT" || echo "(no rcvbuf warning from this build's check)")
@@ -1549,6 +1561,9 @@ echo
 # How long the default budget lasts at the fastest socket's delivered rate.
 BUDGET_US=$(jq -r 'if .sockets then ((.sockets | map(.delivered) | max) / .seconds) as $r | if $r > 0 then (89 / $r * 1e6 | round) else "-" end else "-" end' "$(jf pair-pipedsh-1)")
 echo "Off its CPU: the loop's wall time less the CPU time its thread got (\`getrusage(RUSAGE_THREAD)\`), and the scheduler's switches: neither loop sleeps here, so it is the time other tasks took from it. The longest gap: the longest time between two polls of the sockets (\`main_lcore.longest_gap_us\`, one TSC read a poll), whoever took it. The default budget holds 89 datagrams, ${BUDGET_US} µs of the fastest socket's traffic in the first shielded run: a consumer away for longer drops whatever the engine does (the exit warns of it)."
+echo
+gapsline() { jq -r 'if .gaps_at_least_us then "\(.gaps_at_least_us["30"]) of 30 µs or more, \(.gaps_at_least_us["50"]) of 50, \(.gaps_at_least_us["100"]) of 100, \(.gaps_at_least_us["500"]) of 500, the longest \(.longest_us | round) µs" else "not run" end' "$(jf "$1")"; }
+echo "The reference, with nothing of the engine in it (\`app/examples/cpu_gaps.rs\`: one thread spinning on the TSC, pinned to CPU 0 by \`taskset\`, ${SECS} s, counting the gaps between its reads): shared, $(gapsline gaps-shared); shielded, $(gapsline gaps-shielded). CPU 0 took ${GAPS_TICKS:-?} local timer interrupts (\`/proc/interrupts\` LOC) during the shared run. Any consumer on that CPU loses at least these at once, against the ${BUDGET_US} µs the default budget lasts."
 echo
 echo "Default rcvbuf: delivered median $(fmt "$(median "${PDD[@]}")") Mpps (spread $(spread "${PDD[@]}")), rcvbuf drops in $RFRUNS of $PAIRS runs, $RF in all, longest gaps ${GAPS[*]} µs; CPU 0 shielded: delivered median $(fmt "$(median "${PDS[@]}")") Mpps, rcvbuf drops in $RFSRUNS of $PAIRS runs, $RFS in all, longest gaps ${GAPSS[*]} µs (goal: none: $( [ "$RF" -eq 0 ] && echo met || { [ "$RFS" -eq 0 ] && echo 'met with CPU 0 shielded only' || echo '**not met**'; })).
 "
