@@ -17,15 +17,23 @@ pub const SERVER_NAME: &str = "udpdemux.test";
 /// The ALPN both sides speak.
 pub const ALPN: &[u8] = b"udx-echo";
 
-/// Flow control sized for bulk transfer on a LAN (quinn's defaults are for
-/// the Internet's 100 ms paths and would leave the link idle here less
-/// often, not more) and enough streams for the test's 100 at once.
+/// Flow control sized for a LAN, and enough streams for the test's 100 at
+/// once. The windows bound the bytes a side holds unread (received) and
+/// unacknowledged (sent). On the bench's veth the bandwidth-delay product
+/// is tens of KB (200 MB/s, 150-450 µs), so 1 MiB a connection is already
+/// ten of them and fits a core's L2 cache with room to spare. With 16 MiB
+/// (and 1 MiB a stream), as here before, a server that runs receive, quinn
+/// and the echo in turns on one thread (`--runtime lcore`) found its
+/// streams' data evicted by the time it copied it: bulk echo 150-157 MB/s
+/// against 195-215 with these windows, 6 alternating pairs each; the
+/// kernel backend's server, with two threads, 160-178 with either
+/// (docs/benchmarks.md).
 fn transport(streams: u32) -> TransportConfig {
     let mut t = TransportConfig::default();
     t.max_concurrent_bidi_streams(VarInt::from_u32(streams))
-        .stream_receive_window(VarInt::from_u32(1 << 20))
-        .receive_window(VarInt::from_u32(16 << 20))
-        .send_window(16 << 20)
+        .stream_receive_window(VarInt::from_u32(256 << 10))
+        .receive_window(VarInt::from_u32(1 << 20))
+        .send_window(1 << 20)
         .max_idle_timeout(Some(Duration::from_secs(30).try_into().expect("30 s")));
     t
 }
