@@ -113,6 +113,9 @@
 #   BENCH_QUIC_BYTES    bytes echoed per stream (100 streams) in "quic" (default 4194304)
 #   BENCH_QUIC_HANDSHAKES   fresh connections per handshake run in "quic" (default 2000)
 #   BENCH_QUIC_CONCURRENCY  handshakes in flight at once in "quic" (default 16)
+#   BENCH_QUIC_KERNEL_RCVBUF  SO_RCVBUF of a third bulk server in "quic": the
+#                       kernel backend with that receive buffer (default
+#                       4194304, this host's rmem_max; 0: no third server)
 #   BENCH_FRAMES   frames per replayed pcap (default 8192)
 #   BENCH_DIR      output directory (default target/bench)
 #   BENCH_DOCS     the file whose bench:begin/bench:end region gets the report of a
@@ -157,6 +160,8 @@ QHS=${BENCH_QUIC_HANDSHAKES:-2000}
 [ "$QHS" -ge 1 ] || die "BENCH_QUIC_HANDSHAKES must be at least 1"
 QCONC=${BENCH_QUIC_CONCURRENCY:-16}
 [ "$QCONC" -ge 1 ] || die "BENCH_QUIC_CONCURRENCY must be at least 1"
+QRCVBUF=${BENCH_QUIC_KERNEL_RCVBUF:-4194304}
+[[ "$QRCVBUF" =~ ^[0-9]+$ ]] || die "BENCH_QUIC_KERNEL_RCVBUF must be a byte count (0: none)"
 F2_RUNS=${BENCH_FLOOD2_RUNS:-3}
 [ "$F2_RUNS" -ge 1 ] || die "BENCH_FLOOD2_RUNS must be at least 1"
 F2_VRATE=${BENCH_FLOOD2_VICTIM_PPS:-1000000}
@@ -1172,7 +1177,11 @@ fi
 # once, each a full TLS 1.3 handshake (no resumption), a 32-byte echo and a
 # close; handshakes/s = connections completed / its run time. The server
 # must have accepted exactly that many, all closed by the client.
-QUIC_UD=(); QUIC_KER=(); QUIC_HS_UD=(); QUIC_HS_KER=(); QUIC_NOTE=""
+# The bulk pairs have a third server when BENCH_QUIC_KERNEL_RCVBUF > 0: the
+# kernel backend with that SO_RCVBUF (`--kernel-rcvbuf`), where quinn's own
+# socket keeps rmem_default (212 992 B) and the engine's socket has a 16 MiB
+# budget; a bulk flight overflows the default (the client's losses).
+QUIC_UD=(); QUIC_KER=(); QUIC_KB=(); QUIC_UNUSED=(); QUIC_HS_UD=(); QUIC_HS_KER=(); QUIC_NOTE=""
 quic_net_up() {
   QNS="udxbq$$"; QH="ubq$$a"; QP="ubq$$b"
   ip netns add "$QNS"
@@ -1212,25 +1221,34 @@ quic_server_stop() { # NAME
   grep '^{' "$W/$1-srv.log" | tail -1 >"$W/$1-srv.json" || echo '{}' >"$W/$1-srv.json"
   [ "$(jq -r '.books_balanced // false' "$W/$1-srv.json")" = true ] || { log "$1: books do NOT balance"; FAIL=1; }
 }
-# quic_pairs NAME WHAT FIELD UDARRAY KERARRAY CHECK CLIENTARGS...: BENCH_QUIC_PAIRS
-# alternating pairs (udpdemux first in odd pairs, the kernel first in even
-# ones), a fresh server each run; the client's FIELD of each run appended
-# to UDARRAY / KERARRAY; CHECK (a function of the run's name, or :) after
-# each run's server has stopped.
+# quic_pairs NAME WHAT FIELD UDARRAY KERARRAY KBARRAY CHECK CLIENTARGS...:
+# BENCH_QUIC_PAIRS alternating pairs (udpdemux first in odd pairs, the
+# kernel first in even ones; with KBARRAY not "-" and QRCVBUF > 0 a third
+# run in each, the kernel with SO_RCVBUF QRCVBUF, last in odd pairs and
+# first in even ones), a fresh server each run; the client's FIELD of each
+# run appended to UDARRAY / KERARRAY / KBARRAY; CHECK (a function of the
+# run's name, or :) after each run's server has stopped.
 quic_pairs() {
-  local name=$1 what=$2 field=$3 check=$6 i mode run
+  local name=$1 what=$2 field=$3 kbname=$6 check=$7 i mode run modes
   local -n ud=$4 ker=$5
-  shift 6
+  [ "$kbname" != - ] && [ "$QRCVBUF" -gt 0 ] || kbname=QUIC_UNUSED
+  local -n kb=$kbname
+  shift 7
+  modes="ud ker"; [ "$kbname" != QUIC_UNUSED ] && modes="ud ker kb"
   for i in $(seq "$QPAIRS"); do
-    for mode in $( [ $((i % 2)) = 1 ] && echo "ud ker" || echo "ker ud"); do
+    for mode in $( [ $((i % 2)) = 1 ] && echo "$modes" || echo "$modes" | tr ' ' '\n' | tac | tr '\n' ' '); do
       run=$name-$mode$i
       if [ "$mode" = ud ]; then
         log "run $run (quinn on udpdemux, $what)"
         quic_server "$run" --iface "$QH" --addr 198.18.0.1/24 --prefix "bench-$name-$$-$i"
-      else
+      elif [ "$mode" = ker ]; then
         log "run $run (quinn on the kernel's UDP, $what)"
         ip addr add 198.18.0.1/24 dev "$QH"
         quic_server "$run" --kernel
+      else
+        log "run $run (quinn on the kernel's UDP, SO_RCVBUF $QRCVBUF, $what)"
+        ip addr add 198.18.0.1/24 dev "$QH"
+        quic_server "$run" --kernel --kernel-rcvbuf "$QRCVBUF"
       fi
       quic_client_run "$run" "$@"
       quic_server_stop "$run"
@@ -1238,7 +1256,11 @@ quic_pairs() {
       if [ "$mode" = ud ]; then
         ud+=("$(jq -r "$field // 0" "$W/$run.json")")
       else
-        ker+=("$(jq -r "$field // 0" "$W/$run.json")")
+        if [ "$mode" = ker ]; then
+          ker+=("$(jq -r "$field // 0" "$W/$run.json")")
+        else
+          kb+=("$(jq -r "$field // 0" "$W/$run.json")")
+        fi
         ip addr del 198.18.0.1/24 dev "$QH"
         # The namespace forgets the kernel's MAC-to-address binding with
         # the address: the engine answers ARP for it next.
@@ -1247,21 +1269,45 @@ quic_pairs() {
     done
   done
 }
-# quic_md UDARRAY KERARRAY UNIT DIVISOR FORMAT: the QUIC section's table of
-# pairs (udpdemux, kernel, ratio) and its median line
+# quic_md UDARRAY KERARRAY UNIT DIVISOR FORMAT [KBARRAY]: the QUIC
+# section's table of pairs (udpdemux, kernel, ratio; with KBARRAY non-empty
+# also the kernel with SO_RCVBUF QRCVBUF and udpdemux's ratio to it) and its
+# median line(s)
 quic_md() {
   local -n ud=$1 ker=$2
-  local unit=$3 div=$4 f=$5 i u k
+  local unit=$3 div=$4 f=$5 i u k b
+  local -n kb=${6:-QUIC_UNUSED}
   quic_q() { awk -v x="$1" -v d="$div" -v f="$f" 'BEGIN { printf f, x / d }'; }
-  echo "| pair | udpdemux $unit | kernel $unit | ratio |"
-  echo "|---|---:|---:|---:|"
+  if [ "${#kb[@]}" -gt 0 ]; then
+    echo "| run | udpdemux $unit | kernel $unit | ratio | kernel, SO_RCVBUF $QRCVBUF, $unit | ratio |"
+    echo "|---|---:|---:|---:|---:|---:|"
+  else
+    echo "| pair | udpdemux $unit | kernel $unit | ratio |"
+    echo "|---|---:|---:|---:|"
+  fi
   for i in $(seq "$QPAIRS"); do
-    u=${ud[$((i - 1))]:-0}; k=${ker[$((i - 1))]:-0}
-    echo "| $i | $(quic_q "$u") | $(quic_q "$k") | $(ratio "$u" "$k") |"
+    u=${ud[$((i - 1))]:-0}; k=${ker[$((i - 1))]:-0}; b=${kb[$((i - 1))]:-0}
+    if [ "${#kb[@]}" -gt 0 ]; then
+      echo "| $i | $(quic_q "$u") | $(quic_q "$k") | $(ratio "$u" "$k") | $(quic_q "$b") | $(ratio "$u" "$b") |"
+    else
+      echo "| $i | $(quic_q "$u") | $(quic_q "$k") | $(ratio "$u" "$k") |"
+    fi
   done
   echo
   u=$(median "${ud[@]}"); k=$(median "${ker[@]}")
   echo "Median: udpdemux $(quic_q "$u") $unit / kernel $(quic_q "$k") $unit = $(ratio "$u" "$k") (goal > 1: $(goal "$(ratio "$u" "$k")" ">=" 1))."
+  if [ "${#kb[@]}" -gt 0 ]; then
+    b=$(median "${kb[@]}")
+    echo "Against the kernel backend with SO_RCVBUF $QRCVBUF (granted $(jq -r '.kernel_rcvbuf[0] // "-"' "$W/quic-kb1-srv.json" 2>/dev/null) B by the kernel, which doubles the request after capping it at rmem_max, $(sysctl -n net.core.rmem_max) B; quinn's own socket has the system default, $(sysctl -n net.core.rmem_default) B, and the engine's socket a 16 MiB budget): udpdemux $(quic_q "$u") $unit / $(quic_q "$b") $unit = $(ratio "$u" "$b")."
+  fi
+}
+# quic_mode_name MODE: how the report names a mode's runs (after the first)
+quic_mode_name() {
+  case $1 in
+    ud) echo "udpdemux" ;;
+    ker) echo "; kernel" ;;
+    kb) echo "; kernel with SO_RCVBUF $QRCVBUF" ;;
+  esac
 }
 # quic_path_line: the bulk runs' client-side path at their end (quinn's
 # PathStats, the client's JSON `path`): medians per mode of the smoothed RTT
@@ -1270,14 +1316,15 @@ quic_md() {
 # it also counts ACKs held up on the server's side, not only drops).
 quic_path_line() {
   local mode i v rtt=() lost=() out=""
-  for mode in ud ker; do
+  for mode in ud ker kb; do
     rtt=(); lost=()
     for i in $(seq "$QPAIRS"); do
       [ -s "$W/quic-$mode$i.json" ] || continue
       v=$(jq -r '.path.rtt_us // empty' "$W/quic-$mode$i.json"); [ -n "$v" ] && rtt+=("$v")
       v=$(jq -r '.path | if . == null or .sent_packets == 0 then empty else .lost_packets / .sent_packets * 100 end' "$W/quic-$mode$i.json"); [ -n "$v" ] && lost+=("$v")
     done
-    out+="$( [ "$mode" = ud ] && echo "udpdemux" || echo "; kernel") RTT $(median "${rtt[@]}") µs, $(awk -v x="$(median "${lost[@]}")" 'BEGIN { if (x == "-") print "-"; else printf "%.1f", x }')% of its packets declared lost"
+    [ "${#rtt[@]}" -gt 0 ] || continue
+    out+="$(quic_mode_name "$mode") RTT $(median "${rtt[@]}") µs, $(awk -v x="$(median "${lost[@]}")" 'BEGIN { if (x == "-") print "-"; else printf "%.1f", x }')% of its packets declared lost"
   done
   echo "The client's path at the end of the bulk runs (quinn's \`PathStats\`, medians): $out."
 }
@@ -1289,7 +1336,7 @@ quic_path_line() {
 # handshake when the second argument is given (the handshake runs).
 quic_server_line() {
   local name=$1 per=${2:-} mode i f v out="" d=() b=() a=() k=()
-  for mode in ud ker; do
+  for mode in ud ker kb; do
     d=(); b=(); a=(); k=()
     for i in $(seq "$QPAIRS"); do
       f=$W/$name-$mode$i-srv.json
@@ -1307,7 +1354,7 @@ quic_server_line() {
     done
     [ "${#d[@]}" -gt 0 ] || continue
     local nf=%.0f; [ -n "$per" ] && nf=%.1f
-    out+="$( [ "$mode" = ud ] && echo "udpdemux" || echo "; kernel") $(awk -v x="$(median "${d[@]}")" -v f="$nf" 'BEGIN { printf f, x }') datagrams sent${per:+ per handshake} ($(awk -v x="$(median "${b[@]}")" 'BEGIN { printf "%.1f", x }') per send), $(awk -v x="$(median "${a[@]}")" -v f="$nf" 'BEGIN { printf f, x }') ACK frames sent${per:+ per handshake}, $(median "${k[@]}") flow-control blocked frames sent"
+    out+="$(quic_mode_name "$mode") $(awk -v x="$(median "${d[@]}")" -v f="$nf" 'BEGIN { printf f, x }') datagrams sent${per:+ per handshake} ($(awk -v x="$(median "${b[@]}")" 'BEGIN { printf "%.1f", x }') per send), $(awk -v x="$(median "${a[@]}")" -v f="$nf" 'BEGIN { printf f, x }') ACK frames sent${per:+ per handshake}, $(median "${k[@]}") flow-control blocked frames sent"
   done
   if [ -n "$out" ]; then
     echo "The server's side ($name runs, quinn's \`ConnectionStats\` summed over its connections, medians): $out."
@@ -1316,8 +1363,8 @@ quic_server_line() {
 if on quic; then
   quic_net_up
   trap quic_net_down EXIT
-  quic_pairs quic "100 x $QBYTES B" .bytes_per_sec QUIC_UD QUIC_KER : --streams 100 --bytes "$QBYTES"
-  quic_pairs quic-hs "$QHS handshakes, $QCONC at once" .handshakes_per_sec QUIC_HS_UD QUIC_HS_KER quic_hs_check \
+  quic_pairs quic "100 x $QBYTES B" .bytes_per_sec QUIC_UD QUIC_KER QUIC_KB : --streams 100 --bytes "$QBYTES"
+  quic_pairs quic-hs "$QHS handshakes, $QCONC at once" .handshakes_per_sec QUIC_HS_UD QUIC_HS_KER - quic_hs_check \
     --handshakes "$QHS" --concurrency "$QCONC"
   quic_net_down
   trap - EXIT
@@ -1922,9 +1969,9 @@ echo
 if [ -n "$QUIC_NOTE" ]; then
   echo "$QUIC_NOTE"
 else
-  echo "The \`quic_echo\` example's server; the same \`quic_client\` (quinn on the kernel's UDP) in a network namespace on the other end of a veth pair opens 100 bidirectional streams at once and echoes $QBYTES bytes on each, checking every byte; bytes/s = bytes echoed back / the client's run time (one direction). *udpdemux*: the engine on \`net_af_packet\` on the host end (RX lcore on CPU 1, main lcore on CPU 0), quinn on \`udpdemux_quinn::UdxSocket\` (GRO-style receive, GSO-style send, ECN) in a current-thread tokio runtime the RX lcore drives between its bursts, its sends leaving from that lcore (\`--runtime lcore\`, the default: \`udpdemux_quinn::run_on_rx_lcore\`). *kernel*: the same server with \`--kernel\` (quinn's tokio UDP socket, GRO/GSO; 2 tokio workers, unpinned) on the same veth end holding 198.18.0.1. $QPAIRS alternating pairs."
+  echo "The \`quic_echo\` example's server; the same \`quic_client\` (quinn on the kernel's UDP) in a network namespace on the other end of a veth pair opens 100 bidirectional streams at once and echoes $QBYTES bytes on each, checking every byte; bytes/s = bytes echoed back / the client's run time (one direction). *udpdemux*: the engine on \`net_af_packet\` on the host end (RX lcore on CPU 1, main lcore on CPU 0), quinn on \`udpdemux_quinn::UdxSocket\` (GRO-style receive, GSO-style send, ECN) in a current-thread tokio runtime the RX lcore drives between its bursts, its sends leaving from that lcore (\`--runtime lcore\`, the default: \`udpdemux_quinn::run_on_rx_lcore\`). *kernel*: the same server with \`--kernel\` (quinn's tokio UDP socket, GRO/GSO; 2 tokio workers, unpinned) on the same veth end holding 198.18.0.1.$( [ "${#QUIC_KB[@]}" -gt 0 ] && echo " *kernel, SO_RCVBUF $QRCVBUF*: the same with \`--kernel-rcvbuf $QRCVBUF\`, a third run in each round.") Flow control on both sides: 1 MiB a connection, 256 KiB a stream (\`quic/src/echo.rs\`). $QPAIRS alternating rounds."
   echo
-  quic_md QUIC_UD QUIC_KER MB/s 1e6 %.1f
+  quic_md QUIC_UD QUIC_KER MB/s 1e6 %.1f QUIC_KB
   echo
   quic_path_line
   echo

@@ -12,6 +12,10 @@
 //! handshake and a 32-byte echo, against the same server: none may fail,
 //! the server must have accepted exactly 50, each closed by the client, none
 //! left open, and its books must balance.
+//!
+//! The benchmark's other side, `--kernel` (quinn on the kernel's UDP), with
+//! a receive buffer of its own (`--kernel-rcvbuf`): byte-exact too, and the
+//! buffer the kernel granted in its exit line.
 mod common;
 
 use std::path::PathBuf;
@@ -135,4 +139,50 @@ fn quic_handshakes_50_at_8_at_once_all_accepted_and_closed() {
     assert_eq!(n(&j["sockets"][0]["rx_too_long"]), 0, "{summary}");
     let _ = std::fs::remove_dir_all(&r.dir);
     drop(r.net);
+}
+
+#[test]
+fn the_kernel_backend_with_a_receive_buffer_of_its_own_is_byte_exact() {
+    // Without root and the tools, nothing to run.
+    if !netns::can_run(&["ip", "ethtool", "sysctl"]) {
+        return;
+    }
+    let pid = std::process::id();
+    let net = netns::Net::create("qk", "198.18.0.2/24", "fd00::2/64");
+    // The kernel serves: its end of the pair holds the server's address.
+    netns::must("ip", &["addr", "add", "198.18.0.1/24", "dev", &net.host]);
+    let dir = std::env::temp_dir().join(format!("udx-qk-test-{pid}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cert = dir.join("cert.der");
+    let cert_arg = cert.to_string_lossy().into_owned();
+    let asked: u64 = 1 << 20;
+    let server = common::Server::start(
+        &[
+            "--kernel",
+            "--kernel-rcvbuf",
+            &asked.to_string(),
+            "--listen",
+            "198.18.0.1:4433",
+            "--cert-out",
+            &cert_arg,
+        ],
+        String::new,
+    );
+    common::echo(&net, &cert, "198.18.0.1:4433", 20, 1 << 20);
+    common::handshakes(&net, &cert, "198.18.0.1:4433", 20, 4);
+    let (summary, j) = server.stop();
+    common::check_connections(&summary, &j, 21);
+    // What SO_RCVBUF gives: twice the request, capped at rmem_max first.
+    let max: u64 = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        j["kernel_rcvbuf"],
+        serde_json::json!([2 * asked.min(max)]),
+        "{summary}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(net);
 }

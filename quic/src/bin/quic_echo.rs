@@ -61,6 +61,12 @@ struct Args {
     /// Serve on the kernel's UDP (quinn's own socket) instead of udpdemux.
     #[arg(long, conflicts_with = "attach")]
     kernel: bool,
+    /// With `--kernel`: the socket's SO_RCVBUF in bytes (the kernel
+    /// doubles it, and caps the request at `net.core.rmem_max`). quinn's
+    /// own socket keeps the system's default (`net.core.rmem_default`,
+    /// 212 992 B on Debian), which a bulk flight overflows.
+    #[arg(long, value_name = "BYTES", requires = "kernel")]
+    kernel_rcvbuf: Option<usize>,
     /// Start no engine: attach to the one running with this
     /// eal.file_prefix (hugepages, `udpdemux run`) as a client.
     #[arg(long, value_name = "PREFIX", conflicts_with_all = ["iface", "addrs"])]
@@ -397,6 +403,18 @@ fn run_attached(
     Ok(())
 }
 
+/// A kernel UDP socket bound to `addr` with SO_RCVBUF `bytes` (what
+/// `quinn::Endpoint::server` binds, with a receive buffer of its own), and
+/// the buffer the kernel granted: twice the request, which it caps at
+/// `net.core.rmem_max` first.
+fn kernel_socket(addr: SocketAddr, bytes: usize) -> std::io::Result<(std::net::UdpSocket, usize)> {
+    let sock = std::net::UdpSocket::bind(addr)?;
+    let state = quinn::udp::UdpSocketState::new((&sock).into())?;
+    state.set_recv_buffer_size((&sock).into(), bytes)?;
+    let granted = state.recv_buffer_size((&sock).into())?;
+    Ok((sock, granted))
+}
+
 /// The same service on quinn's own tokio UDP sockets (the kernel's UDP,
 /// with GRO/GSO where the kernel has them).
 fn run_kernel(
@@ -405,11 +423,23 @@ fn run_kernel(
     server: quinn::ServerConfig,
 ) -> Result<(), String> {
     let mut endpoints = Vec::new();
+    let mut granted = Vec::new();
     let conns = Arc::new(ServeStats::default());
     for l in &a.listen {
         let _guard = rt.enter();
-        let ep =
-            quinn::Endpoint::server(server.clone(), *l).map_err(|e| format!("bind {l}: {e}"))?;
+        let ep = match a.kernel_rcvbuf {
+            None => quinn::Endpoint::server(server.clone(), *l),
+            Some(bytes) => kernel_socket(*l, bytes).and_then(|(sock, g)| {
+                granted.push(g);
+                quinn::Endpoint::new(
+                    quinn::EndpointConfig::default(),
+                    Some(server.clone()),
+                    sock,
+                    Arc::new(quinn::TokioRuntime),
+                )
+            }),
+        }
+        .map_err(|e| format!("bind {l}: {e}"))?;
         rt.spawn(echo::serve(ep.clone(), Arc::clone(&conns)));
         endpoints.push(ep);
     }
@@ -427,8 +457,15 @@ fn run_kernel(
     drop(endpoints);
     rt.shutdown_timeout(Duration::from_secs(2));
     println!(
-        r#"{{"connections":{},"sockets":[],"books_balanced":true,"problems":[]}}"#,
-        conns.json(open, settle_ms)
+        r#"{{"connections":{},"sockets":[],"kernel_rcvbuf":{},"books_balanced":true,"problems":[]}}"#,
+        conns.json(open, settle_ms),
+        // SO_RCVBUF as granted, per listen address: null when quinn's own
+        // socket kept the system default.
+        if a.kernel_rcvbuf.is_some() {
+            format!("{granted:?}")
+        } else {
+            "null".to_string()
+        }
     );
     Ok(())
 }

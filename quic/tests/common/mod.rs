@@ -78,23 +78,29 @@ fn client(net: &netns::Net, cert: &Path, to: &str, args: &[String]) -> String {
 /// echoed and checked.
 pub fn echo_both(net: &netns::Net, cert: &Path, streams: u32, bytes: u64) {
     for to in ["198.18.0.1:4433", "[fd00::1]:4433"] {
-        let args = [
-            "--streams".into(),
-            streams.to_string(),
-            "--bytes".into(),
-            bytes.to_string(),
-        ];
-        let text = client(net, cert, to, &args);
-        assert!(
-            text.contains(&format!(
-                r#""streams_ok":{streams},"bytes_echoed":{},"#,
-                u64::from(streams) * bytes
-            )),
-            "{text}"
-        );
-        // The client reports its path (RTT, losses) for the benchmark.
-        assert!(text.contains(r#""path":{"rtt_us":"#), "{text}");
+        echo(net, cert, to, streams, bytes);
     }
+}
+
+/// From the namespace, `quic_client` to `to`: `streams` streams of `bytes`
+/// each, every byte echoed and checked.
+pub fn echo(net: &netns::Net, cert: &Path, to: &str, streams: u32, bytes: u64) {
+    let args = [
+        "--streams".into(),
+        streams.to_string(),
+        "--bytes".into(),
+        bytes.to_string(),
+    ];
+    let text = client(net, cert, to, &args);
+    assert!(
+        text.contains(&format!(
+            r#""streams_ok":{streams},"bytes_echoed":{},"#,
+            u64::from(streams) * bytes
+        )),
+        "{text}"
+    );
+    // The client reports its path (RTT, losses) for the benchmark.
+    assert!(text.contains(r#""path":{"rtt_us":"#), "{text}");
 }
 
 /// Bytes per stream: `var` from the environment, else `default`.
