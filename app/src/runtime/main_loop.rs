@@ -127,42 +127,41 @@ pub fn run(m: MainLcore<'_>, consumer: &mut Consumer, duration: Option<f64>) {
         // The poll re-reads the registry when it changed: sockets added
         // on SIGHUP are consumed too.
         consumer.poll(&shared);
-        let consuming = consumer.sockets() > 0;
-        if consuming {
+        if consumer.sockets() > 0 {
             gap.mark(eal::rdtsc());
-        } else {
-            // The branches below nap: no gap.
-            gap.restart();
-        }
-        if consuming {
             polls += 1;
             if polls < MAIN_CHECK_POLLS {
                 continue;
             }
             polls = 0;
-        } else if shared.exception.is_some() {
-            // The kernel's frames wait on the tap for this loop: a short
-            // nap keeps the exception path's round trip well under a
-            // millisecond (a TCP peer's delayed ACK is 40 ms) while the
-            // main lcore stays mostly asleep.
-            std::thread::sleep(Duration::from_micros(100));
-        } else if shared.clients.open.load(std::sync::atomic::Ordering::Relaxed) > 0 {
-            // Nothing to consume here, but a client's frees to fold soon:
-            // its socket's budget waits for them. A client most likely
-            // shares this lcore's CPU: no busy polling of its TX ring (1024
-            // frames per 100 µs is 10 Mpps).
-            std::thread::sleep(Duration::from_micros(100));
-        } else if eal::rdtsc() < tx_busy_until {
-            // An in-process sender is busy: poll again at once, as an lcore
-            // does (a yield here hands the CPU to any other runnable task
-            // for a whole time slice, and the TX ring fills meanwhile).
-            if tx_backoff.idle().is_some() {
+        } else {
+            // Every branch below naps, or waits on a sender: the time
+            // until the next poll is no gap.
+            gap.restart();
+            if shared.exception.is_some() {
+                // The kernel's frames wait on the tap for this loop: a short
+                // nap keeps the exception path's round trip well under a
+                // millisecond (a TCP peer's delayed ACK is 40 ms) while the
+                // main lcore stays mostly asleep.
+                std::thread::sleep(Duration::from_micros(100));
+            } else if shared.clients.open.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+                // Nothing to consume here, but a client's frees to fold soon:
+                // its socket's budget waits for them. A client most likely
+                // shares this lcore's CPU: no busy polling of its TX ring (1024
+                // frames per 100 µs is 10 Mpps).
+                std::thread::sleep(Duration::from_micros(100));
+            } else if eal::rdtsc() < tx_busy_until {
+                // An in-process sender is busy: poll again at once, as an lcore
+                // does (a yield here hands the CPU to any other runnable task
+                // for a whole time slice, and the TX ring fills meanwhile).
+                if tx_backoff.idle().is_some() {
+                    nap_until_sent(&shared, IDLE_NAP);
+                }
+            } else {
+                // Nothing to consume here: the main lcore only keeps time (and
+                // wakes for a sender's frames: `wake`).
                 nap_until_sent(&shared, IDLE_NAP);
             }
-        } else {
-            // Nothing to consume here: the main lcore only keeps time (and
-            // wakes for a sender's frames: `wake`).
-            nap_until_sent(&shared, IDLE_NAP);
         }
         clients::serve(&shared);
         // send_burst's and the clients' TX rings into the main lcore's TX
