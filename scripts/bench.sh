@@ -113,6 +113,8 @@
 #   BENCH_QUIC_BYTES    bytes echoed per stream (100 streams) in "quic" (default 4194304)
 #   BENCH_QUIC_HANDSHAKES   fresh connections per handshake run in "quic" (default 2000)
 #   BENCH_QUIC_CONCURRENCY  handshakes in flight at once in "quic" (default 16)
+#   BENCH_QUIC_SWEEP    further handshake concurrencies in "quic", each its own
+#                       BENCH_QUIC_PAIRS pairs (default "1 4"; empty: none)
 #   BENCH_QUIC_KERNEL_RCVBUF  SO_RCVBUF of a third bulk server in "quic": the
 #                       kernel backend with that receive buffer (default
 #                       4194304, this host's rmem_max; 0: no third server)
@@ -160,6 +162,8 @@ QHS=${BENCH_QUIC_HANDSHAKES:-2000}
 [ "$QHS" -ge 1 ] || die "BENCH_QUIC_HANDSHAKES must be at least 1"
 QCONC=${BENCH_QUIC_CONCURRENCY:-16}
 [ "$QCONC" -ge 1 ] || die "BENCH_QUIC_CONCURRENCY must be at least 1"
+QSWEEP=${BENCH_QUIC_SWEEP-1 4}
+for x in $QSWEEP; do [[ "$x" =~ ^[1-9][0-9]*$ ]] || die "BENCH_QUIC_SWEEP: \"$x\" is not a concurrency (1 or more)"; done
 QRCVBUF=${BENCH_QUIC_KERNEL_RCVBUF:-4194304}
 [[ "$QRCVBUF" =~ ^[0-9]+$ ]] || die "BENCH_QUIC_KERNEL_RCVBUF must be a byte count (0: none)"
 F2_RUNS=${BENCH_FLOOD2_RUNS:-3}
@@ -1176,7 +1180,11 @@ fi
 # makes BENCH_QUIC_HANDSHAKES fresh connections, BENCH_QUIC_CONCURRENCY at
 # once, each a full TLS 1.3 handshake (no resumption), a 32-byte echo and a
 # close; handshakes/s = connections completed / its run time. The server
-# must have accepted exactly that many, all closed by the client.
+# must have accepted exactly that many, all closed by the client. The
+# same again at each concurrency of BENCH_QUIC_SWEEP (fewer in flight: the
+# rate bound by round trips, not by the two CPUs). Each client run also
+# notes the whole machine's busy and idle CPU time (/proc/stat), reported
+# as CPU per handshake: on a saturated machine the rate is its inverse.
 # The bulk pairs have a third server when BENCH_QUIC_KERNEL_RCVBUF > 0: the
 # kernel backend with that SO_RCVBUF (`--kernel-rcvbuf`), where quinn's own
 # socket keeps rmem_default (212 992 B) and the engine's socket has a 16 MiB
@@ -1198,11 +1206,30 @@ quic_net_up() {
   ip -n "$QNS" link set "$QP" up
 }
 quic_net_down() { ip link del "$QH" 2>/dev/null || true; ip netns del "$QNS" 2>/dev/null || true; }
-quic_client_run() { # NAME ARGS...: the client against 198.18.0.1:4433, its JSON line in NAME.json
-  local name=$1; shift
+# quic_client_run NAME ARGS...: the client against 198.18.0.1:4433, its
+# JSON line in NAME.json, and in NAME.cpu the whole machine's busy and idle
+# CPU time over the client's run (/proc/stat, in USER_HZ ticks: client,
+# server and kernel together, what a saturated machine divides among them).
+quic_client_run() {
+  local name=$1 b0 i0 b1 i1; shift
+  read -r b0 i0 < <(awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat)
   ip netns exec "$QNS" "$QUIC_CLIENT" --connect 198.18.0.1:4433 --cert "$W/$name.der" "$@" \
     >"$W/$name.json" 2>"$W/$name-client.log" || { log "$name: client failed: $(tail -1 "$W/$name-client.log") $(cat "$W/$name.json")"; FAIL=1; }
+  read -r b1 i1 < <(awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat)
+  echo "$((b1 - b0)) $((i1 - i0))" >"$W/$name.cpu"
   [ -s "$W/$name.json" ] || echo '{}' >"$W/$name.json"
+}
+# quic_hs_cpu NAME MODE: median CPU milliseconds (busy, all CPUs) per
+# handshake over NAME's MODE runs, and the median idle share, "MS IDLE%".
+quic_hs_cpu() {
+  local i f ms=() idle=() hz; hz=$(getconf CLK_TCK)
+  for i in $(seq "$QPAIRS"); do
+    f=$W/$1-$2$i
+    [ -s "$f.cpu" ] || continue
+    ms+=("$(awk -v hz="$hz" -v n="$(jq -r '.handshakes_ok // 0' "$f.json")" '{ if (n > 0) printf "%.3f", $1 * 1000 / hz / n; else print 0 }' "$f.cpu")")
+    idle+=("$(awk '{ t = $1 + $2; if (t > 0) printf "%.1f", $2 * 100 / t; else print 0 }' "$f.cpu")")
+  done
+  echo "$(median "${ms[@]}") $(median "${idle[@]}")"
 }
 quic_hs_check() { # NAME: the server saw and accepted every handshake the client made, each closed by it, none left
   local ok acc
@@ -1366,6 +1393,11 @@ if on quic; then
   quic_pairs quic "100 x $QBYTES B" .bytes_per_sec QUIC_UD QUIC_KER QUIC_KB : --streams 100 --bytes "$QBYTES"
   quic_pairs quic-hs "$QHS handshakes, $QCONC at once" .handshakes_per_sec QUIC_HS_UD QUIC_HS_KER - quic_hs_check \
     --handshakes "$QHS" --concurrency "$QCONC"
+  for c in $QSWEEP; do
+    declare -a "QUIC_SW_UD_$c=()" "QUIC_SW_KER_$c=()"
+    quic_pairs "quic-hs-c$c" "$QHS handshakes, $c at once" .handshakes_per_sec "QUIC_SW_UD_$c" "QUIC_SW_KER_$c" - quic_hs_check \
+      --handshakes "$QHS" --concurrency "$c"
+  done
   quic_net_down
   trap - EXIT
 fi
@@ -1995,6 +2027,26 @@ else
   quic_md QUIC_HS_UD QUIC_HS_KER handshakes/s 1 %.0f
   echo
   quic_server_line quic-hs handshakes
+  echo
+  read -r cu iu < <(quic_hs_cpu quic-hs ud); read -r ck ik < <(quic_hs_cpu quic-hs ker)
+  echo "The whole machine's CPU over the client's run (\`/proc/stat\`: client, server and kernel together, medians): udpdemux $cu ms a handshake with ${iu}% of the time idle; kernel $ck ms a handshake with ${ik}% idle. When the two CPUs are nearly all busy, the rate is their time over what a handshake costs in all."
+  if [ -n "$QSWEEP" ]; then
+    echo
+    echo "Fewer handshakes in flight, the same servers and client ($QHS handshakes a run, $QPAIRS alternating pairs each): where the rate is bound by the round trips rather than by the CPUs."
+    echo
+    echo "| at once | udpdemux handshakes/s | kernel handshakes/s | ratio | pairs' ratios | CPU ms a handshake, udpdemux / kernel | idle, udpdemux / kernel |"
+    echo "|---:|---:|---:|---:|---|---:|---:|"
+    for c in $QSWEEP $QCONC; do
+      if [ "$c" = "$QCONC" ]; then local_u=QUIC_HS_UD; local_k=QUIC_HS_KER; nm=quic-hs; else local_u=QUIC_SW_UD_$c; local_k=QUIC_SW_KER_$c; nm=quic-hs-c$c; fi
+      declare -n su=$local_u sk=$local_k
+      rs=()
+      for i in $(seq "$QPAIRS"); do rs+=("$(ratio "${su[$((i - 1))]:-0}" "${sk[$((i - 1))]:-0}")"); done
+      read -r cu iu < <(quic_hs_cpu "$nm" ud); read -r ck ik < <(quic_hs_cpu "$nm" ker)
+      u=$(median "${su[@]}"); k=$(median "${sk[@]}")
+      echo "| $c | $(awk -v x="$u" 'BEGIN { printf "%.0f", x }') | $(awk -v x="$k" 'BEGIN { printf "%.0f", x }') | $(ratio "$u" "$k") | ${rs[*]} | $cu / $ck | ${iu}% / ${ik}% |"
+      unset -n su sk
+    done
+  fi
 fi
 echo
 fi
