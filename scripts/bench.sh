@@ -1211,25 +1211,40 @@ quic_net_down() { ip link del "$QH" 2>/dev/null || true; ip netns del "$QNS" 2>/
 # CPU time over the client's run (/proc/stat, in USER_HZ ticks: client,
 # server and kernel together, what a saturated machine divides among them).
 quic_client_run() {
-  local name=$1 b0 i0 b1 i1; shift
+  local name=$1 b0 i0 b1 i1 spid; shift
+  spid=$(pgrep -f -- "--cert-out $W/$name.der" | head -1)
+  quic_threads "$spid" >"$W/$name.t0"
   read -r b0 i0 < <(awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat)
   ip netns exec "$QNS" "$QUIC_CLIENT" --connect 198.18.0.1:4433 --cert "$W/$name.der" "$@" \
     >"$W/$name.json" 2>"$W/$name-client.log" || { log "$name: client failed: $(tail -1 "$W/$name-client.log") $(cat "$W/$name.json")"; FAIL=1; }
   read -r b1 i1 < <(awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat)
-  echo "$((b1 - b0)) $((i1 - i0))" >"$W/$name.cpu"
+  quic_threads "$spid" >"$W/$name.t1"
+  echo "$((b1 - b0)) $((i1 - i0)) $((b1 + i1 - b0 - i0)) $(awk 'NR == FNR { t[$1] = $2; next } ($1 in t) && $2 - t[$1] > m { m = $2 - t[$1] } END { print m + 0 }' "$W/$name.t0" "$W/$name.t1")" >"$W/$name.cpu"
   [ -s "$W/$name.json" ] || echo '{}' >"$W/$name.json"
 }
-# quic_hs_cpu NAME MODE: median CPU milliseconds (busy, all CPUs) per
-# handshake over NAME's MODE runs, and the median idle share, "MS IDLE%".
+# quic_threads PID: each thread of PID and its CPU time so far (ticks).
+quic_threads() {
+  local t
+  [ -n "$1" ] || return 0
+  for t in /proc/"$1"/task/*; do
+    awk -v id="${t##*/}" '{ sub(/^.*\) /, ""); print id, $12 + $13 }' "$t/stat" 2>/dev/null || true
+  done
+}
+# quic_hs_cpu NAME MODE: medians over NAME's MODE runs of the CPU
+# milliseconds (busy, all CPUs) per handshake, the idle share of the
+# machine, and the share of the run its busiest server thread was on a CPU,
+# "MS IDLE% THREAD%".
 quic_hs_cpu() {
-  local i f ms=() idle=() hz; hz=$(getconf CLK_TCK)
+  local i f ms=() idle=() thr=() hz; hz=$(getconf CLK_TCK)
   for i in $(seq "$QPAIRS"); do
     f=$W/$1-$2$i
     [ -s "$f.cpu" ] || continue
     ms+=("$(awk -v hz="$hz" -v n="$(jq -r '.handshakes_ok // 0' "$f.json")" '{ if (n > 0) printf "%.3f", $1 * 1000 / hz / n; else print 0 }' "$f.cpu")")
     idle+=("$(awk '{ t = $1 + $2; if (t > 0) printf "%.1f", $2 * 100 / t; else print 0 }' "$f.cpu")")
+    # The run's wall time in ticks: all CPUs' ticks over their number.
+    thr+=("$(awk -v n="$(nproc)" '{ if ($3 > 0) printf "%.0f", $4 * 100 * n / $3; else print 0 }' "$f.cpu")")
   done
-  echo "$(median "${ms[@]}") $(median "${idle[@]}")"
+  echo "$(median "${ms[@]}") $(median "${idle[@]}") $(median "${thr[@]}")"
 }
 quic_hs_check() { # NAME: the server saw and accepted every handshake the client made, each closed by it, none left
   local ok acc
@@ -2028,22 +2043,22 @@ else
   echo
   quic_server_line quic-hs handshakes
   echo
-  read -r cu iu < <(quic_hs_cpu quic-hs ud); read -r ck ik < <(quic_hs_cpu quic-hs ker)
-  echo "The whole machine's CPU over the client's run (\`/proc/stat\`: client, server and kernel together, medians): udpdemux $cu ms a handshake with ${iu}% of the time idle; kernel $ck ms a handshake with ${ik}% idle. When the two CPUs are nearly all busy, the rate is their time over what a handshake costs in all."
+  read -r cu iu tu < <(quic_hs_cpu quic-hs ud); read -r ck ik tk < <(quic_hs_cpu quic-hs ker)
+  echo "The whole machine's CPU over the client's run (\`/proc/stat\`: client, server and kernel together, medians): udpdemux $cu ms a handshake with ${iu}% of the time idle, its busiest server thread (the RX lcore, which runs quinn) on a CPU ${tu}% of the run; kernel $ck ms a handshake with ${ik}% idle, its busiest server thread (of 2 tokio workers) on a CPU ${tk}%. When the two CPUs are nearly all busy, the rate is their time over what a handshake costs in all; a server thread near 100% bounds it too."
   if [ -n "$QSWEEP" ]; then
     echo
     echo "Fewer handshakes in flight, the same servers and client ($QHS handshakes a run, $QPAIRS alternating pairs each): where the rate is bound by the round trips rather than by the CPUs."
     echo
-    echo "| at once | udpdemux handshakes/s | kernel handshakes/s | ratio | pairs' ratios | CPU ms a handshake, udpdemux / kernel | idle, udpdemux / kernel |"
-    echo "|---:|---:|---:|---:|---|---:|---:|"
+    echo "| at once | udpdemux handshakes/s | kernel handshakes/s | ratio | pairs' ratios | CPU ms a handshake, udpdemux / kernel | idle, udpdemux / kernel | busiest server thread on a CPU, udpdemux / kernel |"
+    echo "|---:|---:|---:|---:|---|---:|---:|---:|"
     for c in $QSWEEP $QCONC; do
       if [ "$c" = "$QCONC" ]; then local_u=QUIC_HS_UD; local_k=QUIC_HS_KER; nm=quic-hs; else local_u=QUIC_SW_UD_$c; local_k=QUIC_SW_KER_$c; nm=quic-hs-c$c; fi
       declare -n su=$local_u sk=$local_k
       rs=()
       for i in $(seq "$QPAIRS"); do rs+=("$(ratio "${su[$((i - 1))]:-0}" "${sk[$((i - 1))]:-0}")"); done
-      read -r cu iu < <(quic_hs_cpu "$nm" ud); read -r ck ik < <(quic_hs_cpu "$nm" ker)
+      read -r cu iu tu < <(quic_hs_cpu "$nm" ud); read -r ck ik tk < <(quic_hs_cpu "$nm" ker)
       u=$(median "${su[@]}"); k=$(median "${sk[@]}")
-      echo "| $c | $(awk -v x="$u" 'BEGIN { printf "%.0f", x }') | $(awk -v x="$k" 'BEGIN { printf "%.0f", x }') | $(ratio "$u" "$k") | ${rs[*]} | $cu / $ck | ${iu}% / ${ik}% |"
+      echo "| $c | $(awk -v x="$u" 'BEGIN { printf "%.0f", x }') | $(awk -v x="$k" 'BEGIN { printf "%.0f", x }') | $(ratio "$u" "$k") | ${rs[*]} | $cu / $ck | ${iu}% / ${ik}% | ${tu}% / ${tk}% |"
       unset -n su sk
     done
   fi
