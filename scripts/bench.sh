@@ -163,7 +163,10 @@ QHS=${BENCH_QUIC_HANDSHAKES:-2000}
 QCONC=${BENCH_QUIC_CONCURRENCY:-16}
 [ "$QCONC" -ge 1 ] || die "BENCH_QUIC_CONCURRENCY must be at least 1"
 QSWEEP=${BENCH_QUIC_SWEEP-1 4}
-for x in $QSWEEP; do [[ "$x" =~ ^[1-9][0-9]*$ ]] || die "BENCH_QUIC_SWEEP: \"$x\" is not a concurrency (1 or more)"; done
+for x in $QSWEEP; do
+  [[ "$x" =~ ^[1-9][0-9]*$ ]] || die "BENCH_QUIC_SWEEP: \"$x\" is not a concurrency (1 or more)"
+  [ "$x" != "$QCONC" ] || die "BENCH_QUIC_SWEEP: $x is BENCH_QUIC_CONCURRENCY already (its runs are the main ones)"
+done
 QRCVBUF=${BENCH_QUIC_KERNEL_RCVBUF:-4194304}
 [[ "$QRCVBUF" =~ ^[0-9]+$ ]] || die "BENCH_QUIC_KERNEL_RCVBUF must be a byte count (0: none)"
 F2_RUNS=${BENCH_FLOOD2_RUNS:-3}
@@ -1207,9 +1210,11 @@ quic_net_up() {
 }
 quic_net_down() { ip link del "$QH" 2>/dev/null || true; ip netns del "$QNS" 2>/dev/null || true; }
 # quic_client_run NAME ARGS...: the client against 198.18.0.1:4433, its
-# JSON line in NAME.json, and in NAME.cpu the whole machine's busy and idle
-# CPU time over the client's run (/proc/stat, in USER_HZ ticks: client,
-# server and kernel together, what a saturated machine divides among them).
+# JSON line in NAME.json, and in NAME.cpu, in USER_HZ ticks over the
+# client's run: the whole machine's busy and idle CPU time (/proc/stat:
+# client, server and kernel together, what a saturated machine divides
+# among them), both summed, and the CPU time of the server's busiest thread
+# (its threads' times before and after in NAME.t0 and NAME.t1).
 quic_client_run() {
   local name=$1 b0 i0 b1 i1 spid; shift
   spid=$(pgrep -f -- "--cert-out $W/$name.der" | head -1)
@@ -2052,8 +2057,8 @@ else
     echo "| at once | udpdemux handshakes/s | kernel handshakes/s | ratio | pairs' ratios | CPU ms a handshake, udpdemux / kernel | idle, udpdemux / kernel | busiest server thread on a CPU, udpdemux / kernel |"
     echo "|---:|---:|---:|---:|---|---:|---:|---:|"
     for c in $QSWEEP $QCONC; do
-      if [ "$c" = "$QCONC" ]; then local_u=QUIC_HS_UD; local_k=QUIC_HS_KER; nm=quic-hs; else local_u=QUIC_SW_UD_$c; local_k=QUIC_SW_KER_$c; nm=quic-hs-c$c; fi
-      declare -n su=$local_u sk=$local_k
+      if [ "$c" = "$QCONC" ]; then arr_u=QUIC_HS_UD; arr_k=QUIC_HS_KER; nm=quic-hs; else arr_u=QUIC_SW_UD_$c; arr_k=QUIC_SW_KER_$c; nm=quic-hs-c$c; fi
+      declare -n su=$arr_u sk=$arr_k
       rs=()
       for i in $(seq "$QPAIRS"); do rs+=("$(ratio "${su[$((i - 1))]:-0}" "${sk[$((i - 1))]:-0}")"); done
       read -r cu iu tu < <(quic_hs_cpu "$nm" ud); read -r ck ik tk < <(quic_hs_cpu "$nm" ker)
