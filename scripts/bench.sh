@@ -1219,14 +1219,17 @@ quic_client_run() {
   local name=$1 b0 i0 b1 i1 spid; shift
   spid=$(pgrep -f -- "--cert-out $W/$name.der" | head -1)
   quic_threads "$spid" >"$W/$name.t0"
-  read -r b0 i0 < <(awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat)
+  read -r b0 i0 < <(cpu_ticks)
   ip netns exec "$QNS" "$QUIC_CLIENT" --connect 198.18.0.1:4433 --cert "$W/$name.der" "$@" \
     >"$W/$name.json" 2>"$W/$name-client.log" || { log "$name: client failed: $(tail -1 "$W/$name-client.log") $(cat "$W/$name.json")"; FAIL=1; }
-  read -r b1 i1 < <(awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat)
+  read -r b1 i1 < <(cpu_ticks)
   quic_threads "$spid" >"$W/$name.t1"
   echo "$((b1 - b0)) $((i1 - i0)) $((b1 + i1 - b0 - i0)) $(awk 'NR == FNR { t[$1] = $2; next } ($1 in t) && $2 - t[$1] > m { m = $2 - t[$1] } END { print m + 0 }' "$W/$name.t0" "$W/$name.t1")" >"$W/$name.cpu"
   [ -s "$W/$name.json" ] || echo '{}' >"$W/$name.json"
 }
+# cpu_ticks: the whole machine's busy and idle CPU time so far, "BUSY IDLE"
+# in USER_HZ ticks (/proc/stat's first line; iowait counts as idle).
+cpu_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat; }
 # quic_threads PID: each thread of PID and its CPU time so far (ticks).
 quic_threads() {
   local t
