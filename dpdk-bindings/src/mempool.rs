@@ -85,21 +85,20 @@ impl Mempool {
         }
     }
 
-    /// Starts taking, for writing, the cache lines at `offsets` (bytes from
-    /// each object's start; for a pktmbuf pool the mbuf) of the next `n`
-    /// objects the calling lcore's cache of this pool will hand out: the
-    /// top of that cache's stack, which `rte_mempool_get_bulk` (a PMD's
-    /// refill) takes first. What the cache lacks comes from the pool's
-    /// ring at the allocation and is not asked for. A hint only: nothing is
-    /// taken, and a thread that is not an EAL lcore, or a pool without a
-    /// per-lcore cache, asks for nothing.
+    /// The next objects the calling lcore's cache of this pool will hand
+    /// out, in the order it hands them out (the top of the cache's stack
+    /// first, as `rte_mempool_get_bulk`, a PMD's refill, takes them), into
+    /// `out`: how many it wrote. What the cache lacks comes from the pool's
+    /// ring at the allocation and is not listed. Addresses only, for
+    /// prefetching (`crate::prefetch`): nothing is taken, and a thread that
+    /// is not an EAL lcore, or a pool without a per-lcore cache, gets none.
     #[inline]
-    pub fn prefetch_next_allocs(&self, n: usize, offsets: &[usize]) {
+    pub fn next_allocs(&self, out: &mut [*const u8]) -> usize {
         let Some(lcore) = crate::lcore::current() else {
-            return;
+            return 0;
         };
         if lcore >= ffi::RTE_MAX_LCORE {
-            return;
+            return 0;
         }
         let mp = self.raw.as_ptr();
         // SAFETY: raw is a live pool; `local_cache` is NULL without a cache,
@@ -107,17 +106,19 @@ impl Mempool {
         // pool, and lcore < RTE_MAX_LCORE. The cache is this thread's own
         // lcore's: only this thread changes its `len` and `objs` (DPDK's
         // per-lcore caches have one user), so the reads race with nothing;
-        // `len` is clamped to the array. The object pointers are only
-        // prefetched, which never faults and writes nothing.
+        // `len` is clamped to the array. Only the pointers' values leave.
         unsafe {
             if (*mp).cache_size == 0 || (*mp).local_cache.is_null() {
-                return;
+                return 0;
             }
             let c = (*mp).local_cache.add(lcore as usize);
             let objs = std::ptr::addr_of!((*c).objs);
             let len = ((*c).len as usize).min((*objs).len());
-            let top = &(&*objs)[len - n.min(len)..len];
-            crate::prefetch::prefetch_w_each(top.iter().map(|&o| o as *const u8), offsets);
+            let top = &(&*objs)[len - out.len().min(len)..len];
+            for (o, &t) in out.iter_mut().zip(top.iter().rev()) {
+                *o = t as *const u8;
+            }
+            top.len()
         }
     }
 

@@ -9,7 +9,7 @@ use dpdk_sys::{eal, port, Mbuf};
 use super::alloc_guard::{ColdSection, HotSection};
 use super::bench::alternate;
 use super::bench::floor::RxFloor;
-use super::burst::{offload_hints, FreeList, MAX_BURST};
+use super::burst::{offload_hints, AllocAhead, FreeList, MAX_BURST};
 use super::idle::{IdleBackoff, Nap, SchedBatch};
 use super::lcore_task::{LcoreTask, Running};
 use super::shared::{Mode, RxLcore, Shared};
@@ -25,23 +25,6 @@ use std::sync::Arc;
 /// Elected stages remembered per burst before an early drain.
 const ELECTED_MAX: usize = 32;
 
-/// Where the PMD writes in each mbuf it takes from the pool, as byte
-/// offsets from the mbuf: its two lines (`rte_pktmbuf_reset`, the lengths,
-/// the port) and the first two lines of its data (the frame: 64 bytes of
-/// UDP payload end in the second), which start after the struct, the
-/// private area and the headroom. The consumer's free read the struct
-/// lines on its CPU, so each store of the PMD to them waits for that CPU
-/// to give them up; asked for a burst ahead (`engine.rx_prefetch_ahead`),
-/// they arrive while the current burst is parsed and delivered: 1.07-1.16x
-/// received on the pipeline's benchmark config, each figure measured in one
-/// run (the prefetch on and off every 2^27 cycles,
-/// `engine.rx_prefetch_alternate`; 14 runs on an AMD EPYC VM).
-const ALLOC_AHEAD: [usize; 4] = {
-    let data = dpdk_sys::mbuf::MBUF_SIZE
-        + crate::meta::PRIV_SIZE as usize
-        + dpdk_sys::mbuf::HEADROOM as usize;
-    [0, 64, data, data + 64]
-};
 /// `engine.rx_prefetch_alternate`'s half period: 2^27 TSC cycles, about
 /// 50 ms at 2.5 GHz (many bursts, and well under a run's length), the same
 /// turns as `--alternate-floor`'s.
@@ -100,6 +83,8 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
         .filter(|_| {
             (ahead_on || alternate) && matches!(mode, Mode::Pipeline | Mode::DemuxOnly | Mode::Alternate(_))
         });
+    // What the PMD's next refill takes, asked for while a burst is parsed.
+    let mut next_allocs = AllocAhead::default();
     let mut alternated = [0u64; 2];
     // `--alternate-floor`: each half's received and delivered datagrams.
     let turns = matches!(mode, Mode::Alternate(_));
@@ -149,7 +134,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
                 });
             }
             if let Some(p) = ahead.filter(|_| on && pipeline_turn) {
-                p.prefetch_next_allocs(burst, &ALLOC_AHEAD);
+                next_allocs.fill(p, burst);
             }
             if busy_since != 0 {
                 me.lstats.busy_cycles.add(t0 - busy_since);
@@ -173,6 +158,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
                         bufs.take_raw(),
                         t0,
                         &mut free,
+                        &mut next_allocs,
                         small.as_mut(),
                         heard.as_mut(),
                     )
@@ -186,6 +172,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
                         bufs.take_raw(),
                         t0,
                         &mut free,
+                        &mut next_allocs,
                         small.as_mut(),
                         heard.as_mut(),
                     )
@@ -234,6 +221,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
                         &raw[at..end],
                         t0,
                         &mut free,
+                        &mut next_allocs,
                         small.as_mut(),
                         heard.as_mut(),
                     )
@@ -339,6 +327,7 @@ unsafe fn pipeline_burst(
     bufs: &[*mut RawMbuf],
     tsc: u64,
     free: &mut FreeList,
+    ahead: &mut AllocAhead,
     small: Option<&mut crate::small_cache::SmallCache>,
     heard: Option<&mut crate::heard::Listener<'_>>,
 ) {
@@ -349,11 +338,11 @@ unsafe fn pipeline_burst(
                 stats: &me.cache_stats,
             };
             // SAFETY: the caller's contract.
-            unsafe { process_burst(shared, me, port_id, bufs, tsc, free, &mut hook, heard) }
+            unsafe { process_burst(shared, me, port_id, bufs, tsc, free, ahead, &mut hook, heard) }
         }
         // SAFETY: the caller's contract.
         None => unsafe {
-            process_burst(shared, me, port_id, bufs, tsc, free, &mut NoCondense, heard)
+            process_burst(shared, me, port_id, bufs, tsc, free, ahead, &mut NoCondense, heard)
         },
     }
 }
@@ -398,6 +387,7 @@ pub unsafe fn process_burst<C: Condense<MbufMeta>>(
     bufs: &[*mut RawMbuf],
     tsc: u64,
     free: &mut FreeList,
+    ahead: &mut AllocAhead,
     condense: &mut C,
     heard: Option<&mut crate::heard::Listener<'_>>,
 ) {
@@ -421,6 +411,7 @@ pub unsafe fn process_burst<C: Condense<MbufMeta>>(
                 bufs,
                 tsc,
                 free,
+                ahead,
                 condense,
                 &snap,
                 &mut elected,
@@ -438,6 +429,7 @@ pub unsafe fn process_burst<C: Condense<MbufMeta>>(
                     chunk,
                     tsc,
                     free,
+                    ahead,
                     condense,
                     &snap,
                     &mut elected,
@@ -446,6 +438,8 @@ pub unsafe fn process_burst<C: Condense<MbufMeta>>(
             };
         }
     }
+    // The next burst's mbufs the parse passes did not get to (a short burst).
+    ahead.finish();
     // This burst's elected stages: one delivery-lock hold per socket for the
     // whole burst (the kernel takes one per packet: it has no bursts).
     elected.drain(
@@ -614,6 +608,7 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>, const N: usize>(
     chunk: &[*mut RawMbuf],
     tsc: u64,
     free: &mut FreeList,
+    ahead: &mut AllocAhead,
     condense: &mut C,
     snap: &'s crate::flow_table::Snapshot<Arc<Socket>>,
     elected: &mut Elected<'s>,
@@ -633,6 +628,8 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>, const N: usize>(
     let mut mbufs: [*mut RawMbuf; N] = [std::ptr::null_mut(); N];
     let mut nd = 0usize;
     for &m in chunk {
+        // One of the next burst's mbufs asked for per packet (`AllocAhead`).
+        ahead.step();
         // SAFETY: ours alone (the contract); the view ends with the parse.
         let v = unsafe { MbufRef::from_ptr(m) };
         // The first segment only: a datagram that spans segments fails the
