@@ -22,13 +22,20 @@ fn next_allocs_lists_what_the_next_allocations_take_in_order() {
     let some: Vec<Mbuf> = (0..40).map(|_| mp.alloc().expect("mbuf")).collect();
     drop(some);
     let cached = mp.cached(0) as usize;
-    assert!(cached >= 16, "frees left objects in lcore 0's cache ({cached})");
+    assert!(
+        cached >= 16,
+        "frees left objects in lcore 0's cache ({cached})"
+    );
 
     let mut listed = [std::ptr::null::<u8>(); 16];
     assert_eq!(mp.next_allocs(&mut listed), 16);
     let taken: Vec<Mbuf> = (0..16).map(|_| mp.alloc().expect("mbuf")).collect();
     for (i, (l, m)) in listed.iter().zip(&taken).enumerate() {
-        assert_eq!(*l, m.as_ptr() as *const u8, "allocation {i} is not the one listed");
+        assert_eq!(
+            *l,
+            m.as_ptr() as *const u8,
+            "allocation {i} is not the one listed"
+        );
     }
     drop(taken);
 
@@ -36,7 +43,10 @@ fn next_allocs_lists_what_the_next_allocations_take_in_order() {
     let mut many = [std::ptr::null::<u8>(); 512];
     let n = mp.next_allocs(&mut many);
     assert_eq!(n, mp.cached(0) as usize);
-    assert!(many[n..].iter().all(|p| p.is_null()), "nothing written past the count");
+    assert!(
+        many[n..].iter().all(|p| p.is_null()),
+        "nothing written past the count"
+    );
 
     // A thread that is not an EAL lcore has no cache to look at.
     let other = std::thread::scope(|s| {
