@@ -31,36 +31,40 @@ pub fn offload_hints(ol: u64) -> Offload {
 
 /// Where the PMD writes in each mbuf it takes from the pool, as byte
 /// offsets from the mbuf: its two lines (`rte_pktmbuf_reset`, the lengths,
-/// the port) and the first two lines of its data (the frame: 64 bytes of
-/// UDP payload end in the second), which start after the struct, the
-/// private area and the headroom. The consumer's free read the struct
-/// lines on its CPU, so each store of the PMD to them waits for that CPU
-/// to give them up; asked for a burst ahead (`engine.rx_prefetch_ahead`),
-/// they arrive while the current burst is parsed and delivered: 1.07-1.16x
-/// received on the pipeline's benchmark config, each figure measured in one
-/// run (the prefetch on and off every 2^27 cycles,
-/// `engine.rx_prefetch_alternate`; 14 runs on an AMD EPYC VM).
-pub const ALLOC_AHEAD: [usize; 4] = {
+/// the port) and the first line of its data (the frame's headers), which
+/// starts after the struct, the private area and the headroom. The
+/// consumer's free read the struct lines on its CPU, so each store of the
+/// PMD to them waits for that CPU to give them up; asked for a burst ahead
+/// (`engine.rx_prefetch_ahead`), they arrive while the current burst is
+/// parsed and delivered: 1.07-1.16x received on the pipeline's benchmark
+/// config, each figure measured in one run (the prefetch on and off every
+/// 2^27 cycles, `engine.rx_prefetch_alternate`; 14 runs on an AMD EPYC VM).
+/// The frame's second line is left to the PMD's copy: asked for as well, it
+/// took fill buffers the struct lines wait for (three lines against four,
+/// 1.06x in one run against the floor, 6 alternating pairs, 6 higher, on
+/// the Intel Xeon host; without either struct line 0.87x, without the data
+/// line 0.98x).
+pub const ALLOC_AHEAD: [usize; 3] = {
     let data = dpdk_sys::mbuf::MBUF_SIZE
         + crate::meta::PRIV_SIZE as usize
         + dpdk_sys::mbuf::HEADROOM as usize;
-    [0, 64, data, data + 64]
+    [0, 64, data]
 };
 
 /// The mbufs the PMD's next refill will take (the top of this lcore's
 /// cache of the RX pool), whose [`ALLOC_AHEAD`] lines the RX lcore asks
-/// for, for writing, one mbuf for each packet its parse pass takes
+/// for, for writing, one mbuf's for each packet its parse pass takes
 /// ([`AllocAhead::step`]), the rest when the burst ends
 /// ([`AllocAhead::finish`]).
 ///
 /// Why a little at a time: the lines are on the consumer's CPU, and a
 /// write prefetch that finds every fill buffer taken waits for one. Asked
-/// for all at once (128 lines for a burst of 32), the RX lcore sat on
-/// the prefetches (19 of its 91 ns a datagram on the prefetch loop,
-/// `scripts/hotspots.sh` on the pipeline config); one mbuf a parsed packet
-/// lets the parse run while they arrive: 1.07x delivered in one run
-/// against the floor (`--alternate-floor pipeline`, 8 alternating pairs,
-/// 8 higher; docs/benchmarks.md).
+/// for all at once (then four lines an mbuf, 128 for a burst of 32), the
+/// RX lcore sat on the prefetches (19 of its 91 ns a datagram on the
+/// prefetch loop, `scripts/hotspots.sh` on the pipeline config); one mbuf
+/// a parsed packet lets the parse run while they arrive: 1.07-1.10x
+/// delivered in one run against the floor (`--alternate-floor pipeline`,
+/// 8 and 6 alternating pairs, each higher; docs/benchmarks.md).
 pub struct AllocAhead {
     objs: [*const u8; MAX_BURST],
     /// Listed in `objs`.
