@@ -456,6 +456,9 @@ offcpu() { jq -r "($2) as \$t | if \$t.wall_ms then \"\\(\$t.off_cpu_ms * 10 | r
 # gap NAME JQPATH: a loop's longest gap between polls, µs ("-" where not measured).
 gap() { jq -r "($2) as \$t | if \$t.longest_gap_us then (\$t.longest_gap_us | round | tostring) else \"-\" end" "$(jf "$1")"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+# The same unrounded, for a goal's verdict: a ratio of 0.996 prints as 1.00
+# and must not pass a goal of > 1 (nor 0.795 one of >= 0.8).
+xratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.6f", a / b; else print "-" }'; }
 fmt() { awk -v a="$1" 'BEGIN { printf "%.2f", a }'; }
 sfmt() { awk -v a="$1" 'BEGIN { printf "%+.2f", a }'; }
 
@@ -1345,7 +1348,7 @@ quic_md() {
   done
   echo
   u=$(median "${ud[@]}"); k=$(median "${ker[@]}")
-  echo "Median: udpdemux $(quic_q "$u") $unit / kernel $(quic_q "$k") $unit = $(ratio "$u" "$k") (goal > 1: $(goal "$(ratio "$u" "$k")" ">=" 1))."
+  echo "Median: udpdemux $(quic_q "$u") $unit / kernel $(quic_q "$k") $unit = $(ratio "$u" "$k") (goal > 1: $(goal "$(xratio "$u" "$k")" ">" 1))."
   if [ "${#kb[@]}" -gt 0 ]; then
     b=$(median "${kb[@]}")
     echo "Against the kernel backend with SO_RCVBUF $QRCVBUF (granted $(jq -r '.kernel_rcvbuf[0] // "-"' "$W/quic-kb1-srv.json" 2>/dev/null) B by the kernel, which doubles the request after capping it at rmem_max, $(sysctl -n net.core.rmem_max) B; quinn's own socket has the system default, $(sysctl -n net.core.rmem_default) B, and the engine's socket a 16 MiB budget): udpdemux $(quic_q "$u") $unit / $(quic_q "$b") $unit = $(ratio "$u" "$b")."
@@ -1456,7 +1459,8 @@ median() {
 spread() { printf '%s\n' "$@" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR) printf "%s–%s", lo, hi; else print "-" }'; }
 # The same for raw rates (not yet rounded for the table).
 fspread() { local a=() v; for v in "$@"; do a+=("$(fmt "$v")"); done; spread "${a[@]}"; }
-goal() { if awk -v v="$1" -v op="$2" -v g="$3" 'BEGIN { if (v == "-" || v == "") exit 1; exit !(op == ">=" ? v + 0 >= g + 0 : v + 0 <= g + 0) }'; then echo "met"; else echo "**not met**"; fi; }
+# goal V OP G (OP: >=, > or <=): "met" or "**not met**"; V unrounded where it can be.
+goal() { if awk -v v="$1" -v op="$2" -v g="$3" 'BEGIN { if (v == "-" || v == "") exit 1; exit !(op == ">=" ? v + 0 >= g + 0 : op == ">" ? v + 0 > g + 0 : v + 0 <= g + 0) }'; then echo "met"; else echo "**not met**"; fi; }
 # What a --floor pipeline run delivered: the sockets' delivered if it counts
 # them, else what its consumers took (consumed, or the consumers' datagrams).
 floor_delivered_mpps() {
@@ -1560,14 +1564,14 @@ echo "### The pipeline against its reference: \`run --floor pipeline\` (issue 13
 echo
 echo "\`run --floor pipeline\` is the minimal cross-core pipeline: the RX lcore reads the UDP destination port at a fixed offset and puts the mbuf into that socket's delivery ring; the socket's consumer dequeues in bursts, reads \`pkt_len\` and frees in bulk. \`run --floor pipeline-demux\` is the same with the engine's own parser (headers validated; checksums in software, since \`net_pcap\` sets no offload flags) and flow-table lookup choosing the ring: what any validating early demux pays here before staging and accounting. \`run --floor pipeline-checksums\` is the port floor plus the IPv4 header and UDP checksums verified in software: validation alone, with no parser or hash. \`run --floor pipeline-rte-hash\` verifies the same checksums and then chooses the ring with DPDK's \`rte_hash\` on the destination address and port (bulk lookups per burst, one table per family): a DPDK-native exact-match demux. Same config, lcores and consumers as the pipeline: RX lcore 1 on CPU 1, every consumer on the main lcore on CPU 0, the plain 64-byte replay to 4 sockets (\`$SPEC --flood-share 0\`), \`rcvbuf = $RCVBUF_BIG\` on every socket. $PAIRS alternating rounds (floor, floor with checksums, floor with rte_hash, floor with demux, pipeline); Mpps delivered = datagrams put into the sockets' delivery rings per second. Cross-CPU figures are bimodal on this machine (see the notes in docs/benchmarks.md): read the median and the spread, not one round."
 echo
-FR=(); PD=(); PDD=(); XR=(); PXR=(); CR=(); HR=(); PHR=(); FD=(); HD=()
+FR=(); FRX=(); PD=(); PDD=(); XR=(); PXR=(); CR=(); HR=(); PHR=(); FD=(); HD=()
 echo "| round | floor pipeline Mpps delivered | floor pipeline-checksums Mpps delivered | floor pipeline-rte-hash Mpps delivered | floor pipeline-demux Mpps delivered | pipeline Mpps received | pipeline Mpps delivered | floor-demux / floor | pipeline / floor | pipeline / floor-demux | pipeline drops by reason | floor drops by reason |"
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
 for k in $(seq "$PAIRS"); do
   P=$(delivered_mpps "pair-pipe-$k"); PD+=("$(fmt "$P")")
   F=-; X=-; R=-; RX=-; RPX=-; C=-; H=-
   if [ "$FLOOR_PIPE" = true ]; then
-    F=$(floor_delivered_mpps "pair-floor-$k"); R=$(ratio "$P" "$F"); [ "$R" = - ] || FR+=("$R"); FD+=("$F")
+    F=$(floor_delivered_mpps "pair-floor-$k"); R=$(ratio "$P" "$F"); [ "$R" = - ] || { FR+=("$R"); FRX+=("$(xratio "$P" "$F")"); }; FD+=("$F")
   fi
   if [ "$FLOOR_DEMUX" = true ]; then
     X=$(floor_delivered_mpps "pair-floordx-$k"); RPX=$(ratio "$P" "$X"); [ "$RPX" = - ] || PXR+=("$RPX")
@@ -1586,7 +1590,7 @@ done
 echo
 if [ "$FLOOR_PIPE" = true ]; then
   FRM=$(median "${FR[@]}")
-  echo "Pipeline / floor pipeline, delivered: median **${FRM}**, spread $(spread "${FR[@]}") over ${#FR[@]} rounds (goal ≥ 0.8: $(goal "$FRM" ">=" 0.8))."
+  echo "Pipeline / floor pipeline, delivered: median **${FRM}**, spread $(spread "${FR[@]}") over ${#FR[@]} rounds (goal ≥ 0.8: $(goal "$(median "${FRX[@]}")" ">=" 0.8))."
   if [ "$FLOOR_DEMUX" = true ]; then
     echo "Split: the mandatory parse and lookup alone (floor pipeline-demux / floor pipeline) median $(median "${XR[@]}"), spread $(spread "${XR[@]}"); what staging, accounting and delivery add (pipeline / floor pipeline-demux) median $(median "${PXR[@]}"), spread $(spread "${PXR[@]}")."
   fi
@@ -1608,23 +1612,23 @@ if [ -n "$ALT_FLOORS" ]; then
   echo "| floor | floor Mpps delivered (median) | pipeline Mpps delivered (median) | pipeline / floor, delivered: median | spread | rounds |"
   echo "|---|---:|---:|---:|---|---:|"
   for f in $ALT_FLOORS; do
-    AR=(); AF=(); AP=()
+    AR=(); ARX=(); AF=(); AP=()
     for k in $(seq "$PAIRS"); do
       j=$(jf "alt-$f-$k")
       r=$(jq -r '.lcores[0].floor_alternate.delivered_ratio // empty' "$j"); [ -n "$r" ] || continue
-      AR+=("$(fmt "$r")")
+      AR+=("$(fmt "$r")"); ARX+=("$r")
       AF+=("$(jq -r ".lcores[0].floor_alternate.floor_delivered / ($SECS / 2) / 1e6" "$j")")
       AP+=("$(jq -r ".lcores[0].floor_alternate.pipeline_delivered / ($SECS / 2) / 1e6" "$j")")
     done
     [ ${#AR[@]} -gt 0 ] || { echo "| $f | - | - | - | - | 0 |"; continue; }
     echo "| \`$f\` | $(fmt "$(median "${AF[@]}")") | $(fmt "$(median "${AP[@]}")") | **$(median "${AR[@]}")** | $(spread "${AR[@]}") | ${#AR[@]} |"
     if [ "$f" = pipeline ]; then
-      ALT_PIPE_MEDIAN=$(median "${AR[@]}")
+      ALT_PIPE_MEDIAN=$(median "${AR[@]}") ALT_PIPE_XMEDIAN=$(median "${ARX[@]}")
       ALT_PIPE_ROUNDS=""
-      ALT_FAST_R="" ALT_FAST_F=0
+      ALT_FAST_R="" ALT_FAST_X="" ALT_FAST_F=0
       for i in "${!AR[@]}"; do
         ALT_PIPE_ROUNDS="$ALT_PIPE_ROUNDS${ALT_PIPE_ROUNDS:+, }${AR[$i]} ($(fmt "${AF[$i]}"))"
-        if awk -v a="${AF[$i]}" -v b="$ALT_FAST_F" 'BEGIN { exit !(a > b) }'; then ALT_FAST_F=${AF[$i]} ALT_FAST_R=${AR[$i]}; fi
+        if awk -v a="${AF[$i]}" -v b="$ALT_FAST_F" 'BEGIN { exit !(a > b) }'; then ALT_FAST_F=${AF[$i]} ALT_FAST_R=${AR[$i]} ALT_FAST_X=${ARX[$i]}; fi
       done
     fi
   done
@@ -1634,7 +1638,7 @@ if [ -n "$ALT_FLOORS" ]; then
     echo
   fi
   if [ -n "${ALT_PIPE_MEDIAN:-}" ]; then
-    echo "Pipeline / floor pipeline in one run: median **${ALT_PIPE_MEDIAN}** (goal ≥ 0.8: $(goal "$ALT_PIPE_MEDIAN" ">=" 0.8)); in the round whose floor ran fastest ($(fmt "$ALT_FAST_F") Mpps), where the RX lcore's own work decides: **${ALT_FAST_R}** ($(goal "$ALT_FAST_R" ">=" 0.8)). These are the figures to read for the goal where the separate runs above spread wide."
+    echo "Pipeline / floor pipeline in one run: median **${ALT_PIPE_MEDIAN}** (goal ≥ 0.8: $(goal "$ALT_PIPE_XMEDIAN" ">=" 0.8)); in the round whose floor ran fastest ($(fmt "$ALT_FAST_F") Mpps), where the RX lcore's own work decides: **${ALT_FAST_R}** ($(goal "$ALT_FAST_X" ">=" 0.8)). These are the figures to read for the goal where the separate runs above spread wide."
     echo
   fi
 fi
