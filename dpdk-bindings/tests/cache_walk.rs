@@ -1,10 +1,12 @@
 //! `mempool::cache_walk` against a real EAL and pool (no hugepages needed,
 //! root needed; one test: one EAL per process): a flush gives back exactly
 //! what the lcore's cache held, each object once; a discard forgets it.
+mod common;
+
 use std::collections::HashSet;
 
 use dpdk_sys::mempool::{cache_walk, CacheOp};
-use dpdk_sys::{Eal, Mbuf, Mempool};
+use dpdk_sys::{Mbuf, Mempool};
 
 /// Allocate every free mbuf: their addresses (all distinct, or it panics).
 fn drain(mp: &Mempool) -> Vec<Mbuf> {
@@ -19,17 +21,7 @@ fn drain(mp: &Mempool) -> Vec<Mbuf> {
 
 #[test]
 fn a_flush_gives_the_cache_back_once_and_a_discard_forgets_it() {
-    let _eal = Eal::init(&[
-        "--no-huge",
-        "-m",
-        "128",
-        "--no-pci",
-        "--no-shconf",
-        "--file-prefix=dpdk-sys-cache-walk",
-        "--lcores",
-        "0",
-    ])
-    .expect("EAL init (run as root)");
+    let _eal = common::one_lcore_eal("cache-walk");
     let mp = Mempool::new("walk_pool", 511, 64, 0, 2176, 0).expect("pool");
     let full = mp.avail();
     assert_eq!(full, 511);

@@ -4,10 +4,12 @@
 //! burst it held is dropped without freeing (`take_raw`), as a SIGKILL
 //! would leave it, and the reaper's `reclaim` must give back exactly the
 //! mbufs the row recorded.
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dpdk_sys::inflight::{Orphan, Row, MBUFS, PENDING, ROW_MBUFS, ROW_WORDS, STATE};
-use dpdk_sys::{ring, Eal, MbufBurst, MbufRing, Mempool};
+use dpdk_sys::{ring, MbufBurst, MbufRing, Mempool};
 
 fn fill(ring: &MbufRing, mp: &Mempool, n: usize) -> Vec<usize> {
     let mut b: MbufBurst<64> = MbufBurst::new();
@@ -21,17 +23,7 @@ fn fill(ring: &MbufRing, mp: &Mempool, n: usize) -> Vec<usize> {
 
 #[test]
 fn a_dead_owners_row_gives_back_exactly_what_it_held() {
-    let _eal = Eal::init(&[
-        "--no-huge",
-        "-m",
-        "128",
-        "--no-pci",
-        "--no-shconf",
-        "--file-prefix=dpdk-sys-inflight",
-        "--lcores",
-        "0",
-    ])
-    .expect("EAL init (run as root)");
+    let _eal = common::one_lcore_eal("inflight");
     let mp = Mempool::new("inflight_pool", 511, 0, 64, 2176, 0).expect("pool");
     let ring = MbufRing::create("inflight_ring", 1024, 0, ring::SP_ENQ).expect("ring");
     let words: Vec<AtomicU64> = (0..ROW_WORDS).map(|_| AtomicU64::new(0)).collect();

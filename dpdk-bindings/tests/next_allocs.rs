@@ -2,21 +2,13 @@
 //! root needed; one test: one EAL per process): it lists the very mbufs,
 //! in the very order, that the lcore's next allocations hand out, and
 //! nothing for a thread that is not an lcore.
-use dpdk_sys::{Eal, Mbuf, Mempool};
+mod common;
+
+use dpdk_sys::{Mbuf, Mempool};
 
 #[test]
 fn next_allocs_lists_what_the_next_allocations_take_in_order() {
-    let _eal = Eal::init(&[
-        "--no-huge",
-        "-m",
-        "128",
-        "--no-pci",
-        "--no-shconf",
-        "--file-prefix=dpdk-sys-next-allocs",
-        "--lcores",
-        "0",
-    ])
-    .expect("EAL init (run as root)");
+    let _eal = common::one_lcore_eal("next-allocs");
     let mp = Mempool::new("ahead_pool", 511, 64, 0, 2176, 0).expect("pool");
     // Allocated and freed on this lcore: the frees fill its cache.
     let some: Vec<Mbuf> = (0..40).map(|_| mp.alloc().expect("mbuf")).collect();

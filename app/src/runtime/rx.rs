@@ -77,7 +77,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     // `engine.rx_prefetch_ahead`: the pool the PMD refills from, in the
     // pipeline modes (the floors stay the plain reference they are).
     let (ahead_on, alternate) = shared.prefetch_ahead;
-    let ahead = me
+    let ahead_pool = me
         .rx_pool
         .as_ref()
         .filter(|_| {
@@ -133,7 +133,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
                     floor.as_ref().map_or(0, |f| f.delivered_total())
                 });
             }
-            if let Some(p) = ahead.filter(|_| on && pipeline_turn) {
+            if let Some(p) = ahead_pool.filter(|_| on && pipeline_turn) {
                 next_allocs.fill(p, burst);
             }
             if busy_since != 0 {
