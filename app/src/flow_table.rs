@@ -274,10 +274,15 @@ struct Member<V> {
 
 /// What one unconnected binding holds.
 #[derive(Clone)]
+// The group's `Box<Vec>`: see the variant.
+#[allow(clippy::box_collection)]
 enum Slot<V> {
     Single(Member<V>),
     /// Never empty; join order, with the kernel's swap-remove on leave.
-    Group(Vec<Member<V>>),
+    /// Boxed: a `Slot` is then 16 bytes (the group's pointer fits beside
+    /// the `Arc`'s niche), and an IPv4 binding's shard entry 32, so no
+    /// entry of a large table straddles two cache lines.
+    Group(Box<Vec<Member<V>>>),
 }
 
 /// The kernel's `reciprocal_scale`: maps a 32-bit hash onto `0..n` with a
@@ -603,7 +608,7 @@ impl<A: Addr, V: Clone> Family<A, V> {
         match self.bound.get(hash, &k) {
             None => {
                 let slot = if share {
-                    Slot::Group(vec![m])
+                    Slot::Group(Box::new(vec![m]))
                 } else {
                     Slot::Single(m)
                 };
@@ -1127,6 +1132,15 @@ impl<V: Clone> Snapshot<V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bound_slot_fills_a_line_evenly() {
+        // Two IPv4 entries a line, one IPv6 entry: none straddles two
+        // lines of a table that starts on one (the shard's module docs).
+        type V = Arc<std::sync::atomic::AtomicU64>;
+        assert_eq!(shard::slot_size::<BoundKey<u32>, Slot<V>>(), 32);
+        assert_eq!(shard::slot_size::<BoundKey<u128>, Slot<V>>(), 64);
+    }
 
     fn sa(s: &str) -> SocketAddr {
         s.parse().expect("test address")
