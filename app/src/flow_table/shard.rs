@@ -17,7 +17,7 @@
 //! `Option` needs no tag word; a reuseport group boxed), and a big table's
 //! slots start on a 2 MiB boundary, so no entry straddles two cache lines:
 //! at 40 bytes half of them did, and a hit read a second, unprefetched
-//! line. `--demux-only` with 1 000 000 bindings: 0.95-0.97x the ns a
+//! line. `--demux-only` with 1 000 000 bindings: 0.95-1.00x the ns a
 //! datagram (docs/benchmarks.md).
 //!
 //! Removal shifts the following entries of the run back instead of leaving
