@@ -537,6 +537,10 @@ impl MemoKey {
     }
 }
 
+/// How many datagrams ahead of its lookup pass 2 asks for a datagram's
+/// flow-table slot in a big table (4, 8 and 16 measured alike, 3 rounds).
+const LOOKUP_AHEAD: usize = 8;
+
 /// The [`Memo`]'s slots (a power of two): several times the destinations
 /// a chunk usually holds, so that few of them share one.
 const MEMO: usize = 16;
@@ -734,10 +738,17 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>, const N: usize>(
     // datagram to a group is looked up in pass 4 (every member socket).
     let mut found: [Option<&'s Arc<Socket>>; N] = [None; N];
     let mut group = [false; N];
-    // A big table's slots are mostly not in cache: ask for every
-    // datagram's first, so their misses overlap instead of queueing.
-    if snap.prefetch_pays() {
-        for d in dgrams {
+    // A big table's slots are mostly not in cache: each datagram's first
+    // slot is asked for LOOKUP_AHEAD datagrams before its lookup, so the
+    // misses overlap instead of queueing, and the lookups of slots already
+    // in run meanwhile. All of a chunk's asked for up front instead, the
+    // RX lcore sat on the prefetches once the fill buffers ran out (7-9 ns
+    // a datagram with 1 000 000 sockets, `scripts/hotspots.sh`):
+    // `--demux-only` 0.90-0.97x the ns a datagram in 5 of 6 pairs
+    // (docs/benchmarks.md).
+    let pays = snap.prefetch_pays();
+    if pays {
+        for d in dgrams.iter().take(LOOKUP_AHEAD) {
             snap.prefetch(d.dst, d.dport);
         }
     }
@@ -749,7 +760,12 @@ unsafe fn process_chunk<'s, C: Condense<MbufMeta>, const N: usize>(
     // Traffic spread over many destinations (a big table) would only pay
     // the memo's scans: after MEMO_GIVE_UP misses in a chunk it is left.
     let mut misses = 0usize;
-    for (((f, d), g), t) in found.iter_mut().zip(dgrams).zip(group.iter_mut()).zip(tags.iter_mut()) {
+    for (i, (((f, d), g), t)) in found.iter_mut().zip(dgrams).zip(group.iter_mut()).zip(tags.iter_mut()).enumerate() {
+        if pays {
+            if let Some(next) = dgrams.get(i + LOOKUP_AHEAD) {
+                snap.prefetch(next.dst, next.dport);
+            }
+        }
         if crate::mcast::is_group(d.dst) {
             *g = true;
         } else if misses >= MEMO_GIVE_UP {
