@@ -1,9 +1,9 @@
 //! One copy-on-write shard of the flow table's maps: open addressing with
 //! linear probing, where the slot a key's probe starts at is a function of
-//! its hash alone. So the RX lcore can ask for a whole burst's slots before
-//! it looks any of them up ([`Shard::prefetch`]), and the misses of 32
-//! lookups overlap instead of following each other, as DPDK's
-//! `rte_hash_lookup_bulk` does in stages.
+//! its hash alone. So the RX lcore can ask for a burst's slots before it
+//! looks them up ([`Shard::prefetch`], a few lookups ahead of each), and
+//! the misses of its lookups overlap instead of following each other, as
+//! DPDK's `rte_hash_lookup_bulk` does in stages.
 //!
 //! hashbrown, used before, keeps where a key's bucket is to itself: each
 //! lookup in a million-binding table paid two dependent misses (the control
