@@ -75,14 +75,17 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     let mut backoff = IdleBackoff::new(shared.idle_sleep_us, super::idle::SPIN_POLLS)
         .with_yield(shared.idle_yield_us, shared.tsc_hz);
     // `engine.rx_prefetch_ahead`: the pool the PMD refills from, in the
-    // pipeline modes (the floors stay the plain reference they are).
+    // pipeline modes (the floors stay the plain reference they are). Not
+    // with `--demux-only`: it frees every mbuf on this lcore, so the next
+    // allocations are the ones it has just freed, already in its cache, and
+    // the prefetches only took fill buffers from the flow table's slots
+    // (1 000 000 bindings, builds alternating: median 0.987x the ns a
+    // datagram over 11 pairs, 0.979x over 6 with the run order swapped).
     let (ahead_on, alternate) = shared.prefetch_ahead;
     let ahead_pool = me
         .rx_pool
         .as_ref()
-        .filter(|_| {
-            (ahead_on || alternate) && matches!(mode, Mode::Pipeline | Mode::DemuxOnly | Mode::Alternate(_))
-        });
+        .filter(|_| (ahead_on || alternate) && matches!(mode, Mode::Pipeline | Mode::Alternate(_)));
     // What the PMD's next refill takes, asked for while a burst is parsed.
     let mut next_allocs = AllocAhead::default();
     let mut alternated = [0u64; 2];
