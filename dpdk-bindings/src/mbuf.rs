@@ -797,6 +797,8 @@ impl<const N: usize> Drop for Drain<'_, N> {
 pub struct FreeList {
     bufs: [*mut RawMbuf; 64],
     n: usize,
+    /// Pushed since [`FreeList::take_pushed`] last read it.
+    pushed: usize,
 }
 
 impl Default for FreeList {
@@ -804,6 +806,7 @@ impl Default for FreeList {
         FreeList {
             bufs: [std::ptr::null_mut(); 64],
             n: 0,
+            pushed: 0,
         }
     }
 }
@@ -821,6 +824,15 @@ impl FreeList {
         }
         self.bufs[self.n] = m;
         self.n += 1;
+        self.pushed += 1;
+    }
+
+    /// How many mbufs were pushed since the last call (flushed or not).
+    /// Freed from this thread, they went (or go) to the top of its lcore's
+    /// cache of their pool, which hands them out next.
+    #[inline]
+    pub fn take_pushed(&mut self) -> usize {
+        std::mem::take(&mut self.pushed)
     }
 
     /// Queue an owned mbuf for freeing.

@@ -75,19 +75,18 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
     let mut backoff = IdleBackoff::new(shared.idle_sleep_us, super::idle::SPIN_POLLS)
         .with_yield(shared.idle_yield_us, shared.tsc_hz);
     // `engine.rx_prefetch_ahead`: the pool the PMD refills from, in the
-    // pipeline modes (the floors stay the plain reference they are). Not
-    // with `--demux-only`: it frees every mbuf on this lcore, so the next
-    // allocations are the ones it has just freed, already in its cache, and
-    // the prefetches only took fill buffers from the flow table's slots
-    // (1 000 000 bindings, builds alternating: median 0.987x the ns a
-    // datagram over 11 pairs, 0.979x over 6 with the run order swapped).
+    // pipeline modes (the floors stay the plain reference they are).
     let (ahead_on, alternate) = shared.prefetch_ahead;
     let ahead_pool = me
         .rx_pool
         .as_ref()
-        .filter(|_| (ahead_on || alternate) && matches!(mode, Mode::Pipeline | Mode::Alternate(_)));
-    // What the PMD's next refill takes, asked for while a burst is parsed.
+        .filter(|_| {
+            (ahead_on || alternate) && matches!(mode, Mode::Pipeline | Mode::DemuxOnly | Mode::Alternate(_))
+        });
+    // What the PMD's next refill takes, asked for while a burst is parsed,
+    // less what the last burst freed here (`AllocAhead::fill`).
     let mut next_allocs = AllocAhead::default();
+    let mut own_freed = 0usize;
     let mut alternated = [0u64; 2];
     // `--alternate-floor`: each half's received and delivered datagrams.
     let turns = matches!(mode, Mode::Alternate(_));
@@ -137,7 +136,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
                 });
             }
             if let Some(p) = ahead_pool.filter(|_| on && pipeline_turn) {
-                next_allocs.fill(p, burst);
+                next_allocs.fill(p, burst, own_freed);
             }
             if busy_since != 0 {
                 me.lstats.busy_cycles.add(t0 - busy_since);
@@ -189,6 +188,7 @@ pub fn rx_loop(shared: &Shared, idx: usize) -> i32 {
             }
             // Whatever a mode left (none does) is freed, not received over.
             bufs.clear();
+            own_freed = free.take_pushed();
             qs.packets.add(n as u64);
             qs.bytes.add(bytes);
             qs.bursts.add(1);
