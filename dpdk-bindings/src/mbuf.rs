@@ -1031,6 +1031,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_free_list_counts_what_was_pushed_since_it_was_asked() {
+        // Detached mbufs, never freed: below 64 nothing flushes, and without
+        // an EAL the drop frees nothing.
+        let mut ms: Vec<RawMbuf> = (0..5).map(|_| RawMbuf::detached(2176, 64)).collect();
+        let mut free = FreeList::default();
+        assert_eq!(free.take_pushed(), 0);
+        for m in &mut ms[..3] {
+            // SAFETY: the list never frees them (see above).
+            unsafe { free.push(m) };
+        }
+        assert_eq!(free.take_pushed(), 3);
+        assert_eq!(free.take_pushed(), 0, "read once");
+        for m in &mut ms[3..] {
+            // SAFETY: as above.
+            unsafe { free.push(m) };
+        }
+        assert_eq!(free.take_pushed(), 2);
+        std::mem::forget(free);
+    }
+
+    #[test]
     fn detached_views_read_their_lengths() {
         let mut d = RawMbuf::detached(2176, 64);
         // SAFETY: only the length fields and the (empty) data are read.
