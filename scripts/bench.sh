@@ -539,6 +539,7 @@ done
 # over 128 MB of huge-page-advised memory against the same lines packed into
 # 256 KB, each lookup asked for 8 ahead, with and without a replay-like
 # stream (two lines copied per lookup from 8192 frames of 2 KiB).
+rm -f "$W"/tlb-*.txt
 if cc -O2 -o "$W/tlb_reach" "$REPO/scripts/tlb_reach.c" 2>"$W/tlb_reach.log"; then
   for k in 1 2 3; do
     taskset -c 1 "$W/tlb_reach" 128 4096 8 16 >"$W/tlb-$k.txt" 2>>"$W/tlb_reach.log" || { log "tlb_reach failed"; : >"$W/tlb-$k.txt"; }
